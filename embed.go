@@ -1,0 +1,16 @@
+package slidelog
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scriptSrc is the decision script; see script.lua for its KEYS, ARGV and reply.
+//
+//go:embed script.lua
+var scriptSrc string
+
+// script runs with EVALSHA and falls back to EVAL on NOSCRIPT, so a restarted
+// or flushed server costs one extra round trip, never an error.
+var script = redis.NewScript(scriptSrc)

@@ -1,0 +1,256 @@
+// Package slidelog is an exact rate limiter that many service instances share
+// through one Redis (or Redis Cluster).
+//
+// It implements the sliding window log: every admitted event's timestamp is
+// kept in a Redis sorted set, and one atomic Lua script removes the expired
+// events, counts the rest, and admits or denies. A decision at Redis server
+// time t counts exactly the events of the window (t-Window, t], to the
+// microsecond: there is no bucketing error, no client clock (Redis' TIME is
+// the only clock) and no lost update between instances.
+//
+// A denial is data, not an error: Result.Allowed is false and Result.RetryAfter
+// says when the same request fits. Errors are reserved for bad input (the
+// Err* sentinels, returned before Redis is asked) and for Redis failures
+// (wrapped, so errors.Is sees context.DeadlineExceeded, redis.ErrClosed and
+// the like).
+//
+// go-redis ignores context deadlines unless the client is built with
+// Options.ContextTimeoutEnabled; set it so that a slow Redis cannot hold a
+// request past its deadline.
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The clients slidelog is built for; each must keep satisfying redis.Scripter.
+var (
+	_ redis.Scripter = (*redis.Client)(nil)
+	_ redis.Scripter = (*redis.ClusterClient)(nil)
+	_ redis.Scripter = (*redis.Ring)(nil)
+	_ redis.Scripter = (redis.UniversalClient)(nil)
+)
+
+// Sentinel errors. Every error slidelog returns for bad input wraps one of
+// these; test with errors.Is.
+var (
+	// ErrInvalidLimit: Limit.Events < 1, Limit.Window < 1µs, or a window too
+	// long to keep in microseconds exactly (over 2^53µs, about 285 years).
+	ErrInvalidLimit = errors.New("slidelog: invalid limit")
+	// ErrInvalidN: n < 1.
+	ErrInvalidN = errors.New("slidelog: invalid n")
+	// ErrExceedsLimit: n > Limit.Events, a request that no window can admit.
+	ErrExceedsLimit = errors.New("slidelog: n exceeds the limit's events")
+	// ErrEmptyKey: the key is the empty string.
+	ErrEmptyKey = errors.New("slidelog: empty key")
+	// ErrWrongType: the key's Redis value is not a sorted set (Redis said
+	// WRONGTYPE). The value is left as it was.
+	ErrWrongType = errors.New("slidelog: key holds a value of another Redis type")
+)
+
+// maxWindow is the longest window whose microseconds a Lua number holds exactly.
+const maxWindow = (1 << 53) * time.Microsecond
+
+// Limit is a number of events per sliding window.
+type Limit struct {
+	Events int           // most events admitted in any window
+	Window time.Duration // length of the sliding window; whole microseconds count
+}
+
+// PerSecond is a limit of events per second.
+func PerSecond(events int) Limit { return Limit{Events: events, Window: time.Second} }
+
+// PerMinute is a limit of events per minute.
+func PerMinute(events int) Limit { return Limit{Events: events, Window: time.Minute} }
+
+// PerHour is a limit of events per hour.
+func PerHour(events int) Limit { return Limit{Events: events, Window: time.Hour} }
+
+// String formats the limit as "10 per 1s".
+func (l Limit) String() string { return fmt.Sprintf("%d per %v", l.Events, l.Window) }
+
+// validate reports why the limit and n can never be decided, or nil.
+func (l Limit) validate(n int) error {
+	switch {
+	case l.Events < 1:
+		return fmt.Errorf("%w: events %d < 1", ErrInvalidLimit, l.Events)
+	case l.Window < time.Microsecond:
+		return fmt.Errorf("%w: window %v < 1µs", ErrInvalidLimit, l.Window)
+	case l.Window > maxWindow:
+		return fmt.Errorf("%w: window %v > 2^53µs", ErrInvalidLimit, l.Window)
+	case n < 1:
+		return fmt.Errorf("%w: n %d < 1", ErrInvalidN, n)
+	case n > l.Events:
+		return fmt.Errorf("%w: n %d > %d events per %v", ErrExceedsLimit, n, l.Events, l.Window)
+	}
+	return nil
+}
+
+// Result is one decision.
+type Result struct {
+	Allowed    bool          // the events were admitted (all of them, or none)
+	Limit      Limit         // the limit that was applied
+	Remaining  int           // events that could still be admitted right now
+	RetryAfter time.Duration // denied: wait this long and the same request fits; allowed: 0
+	ResetAfter time.Duration // until the window holds no event of this key
+
+	at int64 // Redis TIME of the decision, µs; lets tests check exactness on a real clock
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithPrefix sets the string put before every key to form its Redis key.
+// Default: "slidelog:".
+func WithPrefix(prefix string) Option {
+	return func(l *Limiter) { l.prefix = prefix }
+}
+
+// Limiter decides, for any number of keys, whether events fit their limits.
+//
+// The state of a key lives in Redis only, as a sorted set at prefix+key whose
+// members are the admitted events and whose scores are their Redis TIME in
+// microseconds; the key expires once its newest event has left the window.
+// Limiters in different processes that share a Redis and a prefix share
+// their keys, and their decisions are as exact as one process's: each is one
+// atomic script.
+//
+// A Limiter is safe for concurrent use by multiple goroutines. Build it with
+// New; the zero value is not usable.
+type Limiter struct {
+	rdb    redis.Scripter
+	prefix string
+}
+
+// New returns a Limiter that keeps its logs in rdb: a *redis.Client,
+// *redis.ClusterClient, *redis.Ring, failover client or UniversalClient.
+// It panics if rdb is nil.
+func New(rdb redis.Scripter, opts ...Option) *Limiter {
+	if rdb == nil {
+		panic("slidelog: New with a nil redis.Scripter")
+	}
+	l := &Limiter{rdb: rdb, prefix: "slidelog:"}
+	for _, opt := range opts {
+		opt(l)
+	}
+	return l
+}
+
+// Allow is shorthand for AllowN(ctx, key, limit, 1).
+func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
+	return l.AllowN(ctx, key, limit, 1)
+}
+
+// AllowN decides whether n events for key fit limit now, and records them if
+// they do: all n, or none. A denied call records nothing and leaves the key's
+// expiry alone, so a flood of denials costs no memory.
+//
+// AllowN is safe to retry: go-redis re-sends a script after a read timeout,
+// and a re-run of the same call finds its own events, records nothing twice
+// and stays admitted.
+func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
+	if err := l.check(key, limit, n); err != nil {
+		return Result{}, err
+	}
+	return l.run(ctx, key, limit, n, true)
+}
+
+// Peek reports what Allow would decide now, and records nothing. Its
+// Remaining is the number of events that could be admitted now (Allow's
+// would be one less, having admitted one).
+func (l *Limiter) Peek(ctx context.Context, key string, limit Limit) (Result, error) {
+	if err := l.check(key, limit, 1); err != nil {
+		return Result{}, err
+	}
+	return l.run(ctx, key, limit, 1, false)
+}
+
+// Reset forgets every event of key.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if key == "" {
+		return ErrEmptyKey
+	}
+	d, ok := l.rdb.(interface {
+		Del(ctx context.Context, keys ...string) *redis.IntCmd
+	})
+	if !ok {
+		// Every go-redis client has Del; a bare Scripter gets a script.
+		return wrap(ctx, "reset", resetScript.Run(ctx, l.rdb, []string{l.prefix + key}).Err())
+	}
+	return wrap(ctx, "reset", d.Del(ctx, l.prefix+key).Err())
+}
+
+var resetScript = redis.NewScript(`return redis.call('DEL', KEYS[1])`)
+
+func (l *Limiter) check(key string, limit Limit, n int) error {
+	if key == "" {
+		return ErrEmptyKey
+	}
+	return limit.validate(n)
+}
+
+// call holds one script call's arguments in a single allocation: go-redis
+// takes pointers to them, so nothing is boxed separately.
+type call struct {
+	keys   [1]string
+	args   [4]any
+	events int64
+	window int64
+	n      int64
+	id     [idLen]byte
+	idStr  string
+}
+
+func (l *Limiter) run(ctx context.Context, key string, limit Limit, n int, record bool) (Result, error) {
+	c := &call{
+		events: int64(limit.Events),
+		window: int64(limit.Window / time.Microsecond),
+		n:      int64(n),
+	}
+	c.keys[0] = l.prefix + key
+	if record {
+		c.id = ids.reserve(n)
+		// c is never reused, so its id bytes are as immutable as a string's.
+		c.idStr = unsafe.String(&c.id[0], idLen)
+	}
+	c.args = [4]any{&c.events, &c.window, &c.n, &c.idStr}
+
+	v, err := script.Run(ctx, l.rdb, c.keys[:], c.args[:]...).Int64Slice()
+	if err != nil {
+		return Result{}, wrap(ctx, "run script", err)
+	}
+	if len(v) != 5 {
+		return Result{}, fmt.Errorf("slidelog: script replied %d values, want 5", len(v))
+	}
+	return Result{
+		Allowed:    v[0] == 1,
+		Limit:      limit,
+		Remaining:  int(v[1]),
+		RetryAfter: time.Duration(v[2]) * time.Microsecond,
+		ResetAfter: time.Duration(v[3]) * time.Microsecond,
+		at:         v[4],
+	}, nil
+}
+
+// wrap adds context to a Redis failure. When the caller's context is done,
+// the error also matches ctx.Err(): go-redis reports a deadline that cut a
+// read short as an i/o timeout.
+func wrap(ctx context.Context, op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		return fmt.Errorf("slidelog: %s: %w: %w", op, ctx.Err(), err)
+	case strings.Contains(err.Error(), "WRONGTYPE"):
+		// Redis and miniredis word it differently; both contain WRONGTYPE.
+		return fmt.Errorf("slidelog: %s: %w: %w", op, ErrWrongType, err)
+	}
+	return fmt.Errorf("slidelog: %s: %w", op, err)
+}

@@ -1,0 +1,398 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const ms = time.Millisecond
+
+// A stepTest is a call at a fixed server instant and the decision it must get.
+type stepTest struct {
+	at         time.Duration // server time, from epoch
+	n          int           // 0: Peek
+	allowed    bool
+	remaining  int
+	retryAfter time.Duration
+	resetAfter time.Duration
+}
+
+func runSteps(t *testing.T, lim Limit, steps []stepTest) {
+	t.Helper()
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	for i, s := range steps {
+		m.at(s.at)
+		var r Result
+		var err error
+		if s.n == 0 {
+			r, err = l.Peek(ctx, "k", lim)
+		} else {
+			r, err = l.AllowN(ctx, "k", lim, s.n)
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if r.Allowed != s.allowed || r.Remaining != s.remaining || r.RetryAfter != s.retryAfter || r.ResetAfter != s.resetAfter || r.Limit != lim {
+			t.Errorf("step %d at %v n=%d: got allowed=%v remaining=%d retryAfter=%v resetAfter=%v limit=%v; want %v %d %v %v",
+				i, s.at, s.n, r.Allowed, r.Remaining, r.RetryAfter, r.ResetAfter, r.Limit, s.allowed, s.remaining, s.retryAfter, s.resetAfter)
+		}
+	}
+}
+
+// The reference design's worked example (执行追踪): W = 1000 ms, limit 3.
+func TestWorkedExample(t *testing.T) {
+	runSteps(t, Limit{Events: 3, Window: time.Second}, []stepTest{
+		{at: 100 * ms, n: 1, allowed: true, remaining: 2, resetAfter: 1000 * ms},
+		{at: 400 * ms, n: 1, allowed: true, remaining: 1, resetAfter: 1000 * ms},
+		{at: 800 * ms, n: 1, allowed: true, remaining: 0, resetAfter: 1000 * ms},
+		{at: 900 * ms, n: 1, allowed: false, remaining: 0, retryAfter: 200 * ms, resetAfter: 900 * ms}, // R1 (100) leaves at 1100
+		{at: 1200 * ms, n: 1, allowed: true, remaining: 0, resetAfter: 1000 * ms},
+		{at: 1500 * ms, n: 1, allowed: true, remaining: 0, resetAfter: 1000 * ms},
+		{at: 1600 * ms, n: 1, allowed: false, remaining: 0, retryAfter: 200 * ms, resetAfter: 900 * ms}, // 800 leaves at 1800
+		{at: 1900 * ms, n: 1, allowed: true, remaining: 0, resetAfter: 1000 * ms},
+	})
+}
+
+func TestWindowEdges(t *testing.T) {
+	const us = time.Microsecond
+	lim := Limit{Events: 1, Window: time.Second}
+	runSteps(t, lim, []stepTest{
+		{at: 0, n: 1, allowed: true, remaining: 0, resetAfter: time.Second},
+		// W-1µs old: still in the window.
+		{at: time.Second - us, n: 0, allowed: false, remaining: 0, retryAfter: us, resetAfter: us},
+		{at: time.Second - us, n: 1, allowed: false, remaining: 0, retryAfter: us, resetAfter: us},
+		// exactly W old: expired (the window is left-open).
+		{at: time.Second, n: 0, allowed: true, remaining: 1},
+		{at: time.Second, n: 1, allowed: true, remaining: 0, resetAfter: time.Second},
+	})
+}
+
+// RetryAfter is exact: 1µs early is denied, on time is admitted; for n > 1
+// it waits for the k-th oldest event, k = count + n - Events.
+func TestRetryAfterExact(t *testing.T) {
+	const us = time.Microsecond
+	lim := Limit{Events: 4, Window: 100 * ms}
+	runSteps(t, lim, []stepTest{
+		{at: 0, n: 1, allowed: true, remaining: 3, resetAfter: 100 * ms},
+		{at: 10 * ms, n: 1, allowed: true, remaining: 2, resetAfter: 100 * ms},
+		{at: 20 * ms, n: 2, allowed: true, remaining: 0, resetAfter: 100 * ms},
+		// n=3 needs the 3 oldest gone: the 3rd oldest is at 20ms -> fits at 120ms.
+		{at: 50 * ms, n: 3, allowed: false, remaining: 0, retryAfter: 70 * ms, resetAfter: 70 * ms},
+		// n=1 needs the oldest gone: 0ms -> fits at 100ms.
+		{at: 50 * ms, n: 1, allowed: false, remaining: 0, retryAfter: 50 * ms, resetAfter: 70 * ms},
+		{at: 100*ms - us, n: 1, allowed: false, remaining: 0, retryAfter: us, resetAfter: 20*ms + us},
+		{at: 120*ms - us, n: 3, allowed: false, remaining: 2, retryAfter: us, resetAfter: us},
+		{at: 120 * ms, n: 3, allowed: true, remaining: 1, resetAfter: 100 * ms},
+		// Peek: what Allow would decide, recording nothing.
+		{at: 130 * ms, n: 0, allowed: true, remaining: 1, resetAfter: 90 * ms},
+		{at: 130 * ms, n: 1, allowed: true, remaining: 0, resetAfter: 100 * ms},
+		{at: 130 * ms, n: 0, allowed: false, remaining: 0, retryAfter: 90 * ms, resetAfter: 100 * ms},
+		// Everything gone: an empty key resets now.
+		{at: 230 * ms, n: 0, allowed: true, remaining: 4},
+	})
+}
+
+// The key expires once its newest event has left the window, rounded up to
+// a millisecond; a denial leaves the expiry alone.
+func TestExpiry(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	lim := Limit{Events: 1, Window: 1500 * time.Microsecond}
+	m.at(250 * time.Microsecond) // event at .250 ms: leaves the window at 1.750 ms
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Fatalf("first: %+v, %v", r, err)
+	}
+	// PEXPIREAT ceil(1.750ms) = 2ms: the key outlives its event by under 1ms.
+	if ttl := m.TTL("slidelog:k"); ttl != 1750*time.Microsecond {
+		t.Errorf("TTL after admission = %v, want 1.75ms (from 0.25ms to the ceiling of 1.75ms)", ttl)
+	}
+	m.at(time.Millisecond)
+	if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed {
+		t.Fatalf("second: %+v, %v", r, err)
+	}
+	if ttl := m.TTL("slidelog:k"); ttl != 1750*time.Microsecond {
+		t.Errorf("TTL after a denial = %v, want 1.75ms unchanged", ttl)
+	}
+	m.FastForward(1750*time.Microsecond + time.Microsecond)
+	if m.Exists("slidelog:k") {
+		t.Errorf("key still exists after its newest event expired")
+	}
+}
+
+// On a real server the expiry must cover the event's last live microsecond
+// even though Redis' millisecond clock lags TIME.
+func TestExpiryRealRedis(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+	lim := Limit{Events: 1, Window: 5 * ms}
+	for i := range 50 {
+		r, err := l.Allow(ctx, "k", lim)
+		if err != nil || !r.Allowed {
+			t.Fatalf("round %d: %+v, %v", i, r, err)
+		}
+		// Deadline of the event in server ms, and the key's expiry.
+		at, err := rdb.PExpireTime(ctx, l.prefix+"k").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lastLive := (r.at + 5000 - 1) / 1000; at < time.Duration(lastLive)*ms {
+			t.Fatalf("round %d: key expires at %v, before its event's last live ms %d", i, at, lastLive)
+		}
+		time.Sleep(6 * ms)
+	}
+}
+
+func TestAllowNRecordsDistinctEvents(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	lim := Limit{Events: 3000, Window: time.Minute}
+	// 2500 events in one call cross the script's 1000-per-ZADD chunks.
+	for _, n := range []int{1, 7, 2500} {
+		if r, err := l.AllowN(ctx, "k", lim, n); err != nil || !r.Allowed {
+			t.Fatalf("AllowN(%d): %+v, %v", n, r, err)
+		}
+	}
+	members, err := m.ZMembers("slidelog:k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 2508 {
+		t.Fatalf("%d members, want 2508", len(members))
+	}
+	for _, mem := range members {
+		if len(mem) != idLen || mem[:idPrefixLen] != string(ids.prefix[:]) {
+			t.Fatalf("member %x: want %d bytes starting with %x", mem, idLen, ids.prefix)
+		}
+	}
+}
+
+// The script derives member i from the counter and carries across bytes and
+// past 2^40 the way the client's reserve does.
+func TestScriptIDCarry(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	saved := ids.next.Load()
+	defer ids.next.Store(saved)
+	ids.next.Store(counterMask - 1) // 2 ids before the wrap
+	if _, err := l.AllowN(ctx, "k", PerMinute(10), 4); err != nil {
+		t.Fatal(err)
+	}
+	members, _ := m.ZMembers("slidelog:k")
+	want := map[string]bool{}
+	for _, c := range []uint64{counterMask - 1, counterMask, 0, 1} {
+		id := string(ids.prefix[:]) + string([]byte{byte(c >> 32), byte(c >> 24), byte(c >> 16), byte(c >> 8), byte(c)})
+		want[id] = true
+	}
+	for _, mem := range members {
+		if !want[mem] {
+			t.Errorf("unexpected member %x", mem)
+		}
+		delete(want, mem)
+	}
+	if len(want) != 0 {
+		t.Errorf("members missing: %d", len(want))
+	}
+	// The next reservation continues after the wrap.
+	if id := ids.reserve(1); id[3] != 0 || id[7] != 2 {
+		t.Errorf("next id after wrap %x, want counter 2", id)
+	}
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	m := newMini(t)
+	f := &faulty{Client: m.rdb}
+	l := New(f)
+	ctx := context.Background()
+	cases := []struct {
+		key   string
+		limit Limit
+		n     int
+		want  error
+	}{
+		{"", PerSecond(1), 1, ErrEmptyKey},
+		{"k", PerSecond(0), 1, ErrInvalidLimit},
+		{"k", PerSecond(-1), 1, ErrInvalidLimit},
+		{"k", Limit{Events: 1, Window: 999 * time.Nanosecond}, 1, ErrInvalidLimit},
+		{"k", Limit{Events: 1, Window: -time.Second}, 1, ErrInvalidLimit},
+		{"k", Limit{Events: 1, Window: maxWindow + time.Microsecond}, 1, ErrInvalidLimit},
+		{"k", PerSecond(3), 0, ErrInvalidN},
+		{"k", PerSecond(3), -2, ErrInvalidN},
+		{"k", PerSecond(3), 4, ErrExceedsLimit},
+	}
+	for i, c := range cases {
+		if _, err := l.AllowN(ctx, c.key, c.limit, c.n); !errors.Is(err, c.want) {
+			t.Errorf("case %d AllowN: err %v, want %v", i, err, c.want)
+		}
+		if c.n == 1 {
+			if _, err := l.Peek(ctx, c.key, c.limit); !errors.Is(err, c.want) {
+				t.Errorf("case %d Peek: err %v, want %v", i, err, c.want)
+			}
+		}
+	}
+	if err := l.Reset(ctx, ""); !errors.Is(err, ErrEmptyKey) {
+		t.Errorf("Reset(\"\"): %v", err)
+	}
+	if f.calls.Load() != 0 {
+		t.Errorf("bad input reached Redis %d times", f.calls.Load())
+	}
+	if n := m.DB(0).Keys(); len(n) != 0 {
+		t.Errorf("bad input wrote keys %v", n)
+	}
+}
+
+func TestWrongTypeKeepsValue(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+			k := l.prefix + "k"
+			if err := rdb.Set(ctx, k, "precious", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, call := range []func() error{
+				func() error { _, err := l.Allow(ctx, "k", PerSecond(5)); return err },
+				func() error { _, err := l.AllowN(ctx, "k", PerSecond(5), 3); return err },
+				func() error { _, err := l.Peek(ctx, "k", PerSecond(5)); return err },
+			} {
+				err := call()
+				if !errors.Is(err, ErrWrongType) || !strings.Contains(err.Error(), "WRONGTYPE") {
+					t.Errorf("err = %v, want ErrWrongType wrapping Redis' WRONGTYPE", err)
+				}
+			}
+			if v, err := rdb.Get(ctx, k).Result(); v != "precious" || err != nil {
+				t.Errorf("value now %q, %v", v, err)
+			}
+			if ttl := rdb.PTTL(ctx, k).Val(); ttl != -1 {
+				t.Errorf("TTL now %v, want none", ttl)
+			}
+		})
+	}
+}
+
+func TestReset(t *testing.T) {
+	m := newMini(t)
+	ctx := context.Background()
+	for name, l := range map[string]*Limiter{
+		"client":   New(m.rdb),
+		"scripter": New(scripterOnly{m.rdb}), // no Del: Reset runs a script
+	} {
+		lim := PerMinute(2)
+		for range 2 {
+			if _, err := l.Allow(ctx, "k", lim); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, _ := l.Allow(ctx, "k", lim); r.Allowed {
+			t.Fatalf("%s: third call admitted", name)
+		}
+		if err := l.Reset(ctx, "k"); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || r.Remaining != 1 {
+			t.Errorf("%s: after Reset: %+v, %v", name, r, err)
+		}
+		if err := l.Reset(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scripterOnly hides every method but redis.Scripter's.
+type scripterOnly struct{ redis.Scripter }
+
+// After SCRIPT FLUSH (or a restart, or a failover) EVALSHA answers NOSCRIPT
+// and the call goes on with EVAL: one more round trip, no error.
+func TestNoScriptRecovery(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+			lim := PerMinute(3)
+			for i := range 4 {
+				if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+				r, err := l.Allow(ctx, "k", lim)
+				if err != nil {
+					t.Fatalf("call %d after SCRIPT FLUSH: %v", i, err)
+				}
+				if r.Allowed != (i < 3) {
+					t.Errorf("call %d: allowed=%v", i, r.Allowed)
+				}
+			}
+			if ok, _ := rdb.ScriptExists(ctx, script.Hash()).Result(); len(ok) != 1 || !ok[0] {
+				t.Errorf("script not cached after the EVAL fallback: %v", ok)
+			}
+		})
+	}
+}
+
+func TestRedisErrorsAreWrapped(t *testing.T) {
+	m := newMini(t)
+	boom := errors.New("boom")
+	l := New(&faulty{Client: m.rdb, fail: boom})
+	ctx := context.Background()
+	_, err := l.Allow(ctx, "k", PerSecond(1))
+	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "slidelog: run script: ") {
+		t.Errorf("Allow: %v", err)
+	}
+	_, err = l.Peek(ctx, "k", PerSecond(1))
+	if !errors.Is(err, boom) {
+		t.Errorf("Peek: %v", err)
+	}
+
+	closed := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	_ = closed.Close()
+	_, err = New(closed).Allow(ctx, "k", PerSecond(1))
+	if !errors.Is(err, redis.ErrClosed) {
+		t.Errorf("closed client: %v", err)
+	}
+	if err := New(closed).Reset(ctx, "k"); !errors.Is(err, redis.ErrClosed) {
+		t.Errorf("Reset on closed client: %v", err)
+	}
+}
+
+// A caller whose context is done gets an error that matches ctx.Err(), even
+// when go-redis reports the cut-short read as an i/o timeout.
+func TestContextDone(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := l.Allow(canceled, "k", PerSecond(1)); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled context: %v", err)
+	}
+
+	// Hold Redis busy for 300ms; a 50ms deadline must end the call early.
+	blocker := newClient(t, rdb.Options().Addr)
+	done := make(chan error, 1)
+	go func() {
+		done <- blocker.Eval(ctx, `local t = redis.call('TIME'); local s = tonumber(t[1]) + tonumber(t[2]) / 1e6
+			repeat local u = redis.call('TIME') until tonumber(u[1]) + tonumber(u[2]) / 1e6 > s + 0.3
+			return 1`, nil).Err()
+	}()
+	time.Sleep(20 * ms)
+	dl, cancel := context.WithTimeout(ctx, 50*ms)
+	defer cancel()
+	// Had the call waited for the script, it would have succeeded.
+	_, err := l.Allow(dl, "k", PerSecond(1))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("deadline: err %v, want one matching context.DeadlineExceeded", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,49 @@
+package slidelog
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+)
+
+// An event's id (its member in the sorted set) is 8 bytes: a 3-byte prefix
+// drawn at random once per process, then a 5-byte big-endian counter that
+// starts at a random value. Ids are unique within a process until the
+// counter wraps (2^40 events), and two processes collide only if their
+// random prefixes and counter ranges meet on one key within one window.
+//
+// Eight bytes is what keeps a stored event at about 21-24 bytes of Redis
+// memory while the key stays a listpack; a 36-character UUID costs about 55.
+const (
+	idLen       = 8
+	idPrefixLen = 3
+	counterMask = 1<<40 - 1
+)
+
+// idSource hands out blocks of consecutive event ids.
+type idSource struct {
+	prefix [idPrefixLen]byte
+	next   atomic.Uint64
+}
+
+// ids is shared by every Limiter of the process.
+var ids = newIDSource()
+
+func newIDSource() *idSource {
+	r := uuid.New() // 122 random bits from crypto/rand
+	s := &idSource{}
+	copy(s.prefix[:], r[:idPrefixLen])
+	s.next.Store(binary.BigEndian.Uint64(r[8:]) & counterMask)
+	return s
+}
+
+// reserve returns the id of the first of n consecutive events; the script
+// derives the others (prefix, counter+i mod 2^40).
+func (s *idSource) reserve(n int) (id [idLen]byte) {
+	c := (s.next.Add(uint64(n)) - uint64(n)) & counterMask
+	copy(id[:], s.prefix[:])
+	id[3] = byte(c >> 32)
+	binary.BigEndian.PutUint32(id[4:], uint32(c))
+	return id
+}

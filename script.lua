@@ -1,0 +1,129 @@
+-- slidelog: one sliding-window-log decision, taken atomically inside Redis.
+--
+-- KEYS[1]  the log: a sorted set; score = an admitted event's Redis TIME in
+--          microseconds, member = the event's id.
+-- ARGV[1]  events: the most events admitted in any window (integer >= 1).
+-- ARGV[2]  window, in microseconds (integer >= 1).
+-- ARGV[3]  n: events this call asks for (1 <= n <= events).
+-- ARGV[4]  the id of the call's first event: 8 bytes, a 3-byte instance
+--          prefix then a 5-byte big-endian counter; event i (0-based) is the
+--          prefix followed by counter+i (mod 2^40). Empty: Peek, which decides
+--          exactly like an admission but writes nothing.
+--
+-- Reply    {allowed (1 or 0), remaining, retry_after_us, reset_after_us, now_us}
+--
+-- The window at server time t is (t - window, t]. Every value in the reply is
+-- an integer (Redis truncates Lua numbers on the way out), and no microsecond
+-- value is ever turned into a string with tostring or '..': Redis' Lua prints
+-- only 14 significant digits there. Numbers handed to redis.call are exact.
+
+-- Redis >= 5 replicates effects by default; older servers need this before a
+-- write that follows TIME. It is deprecated (and a no-op) from Redis 7.
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
+local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local first = ARGV[4]
+
+-- Redis' own clock is the only clock: instances whose clocks drift still
+-- share one timeline.
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local expired = now - window -- an event at or before this has left the window
+
+-- score of the newest event in the log, or nil for an empty log
+local function newest()
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then
+    return tonumber(last[2])
+  end
+end
+
+-- until the log holds no live event: newest + window - now, or 0
+local function reset_after()
+  local s = newest()
+  if s and s > expired then
+    return s + window - now
+  end
+  return 0
+end
+
+if first == '' then
+  -- Peek: read only. Count live events without removing expired ones.
+  local live = string.format('(%d', expired)
+  local count = redis.call('ZCOUNT', key, live, '+inf')
+  if count + n <= limit then
+    return {1, limit - count, 0, reset_after(), now}
+  end
+  local k = count + n - limit
+  local kth = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+  local remaining = limit - count
+  if remaining < 0 then
+    remaining = 0
+  end
+  return {0, remaining, tonumber(kth[2]) + window - now, reset_after(), now}
+end
+
+-- 1. Forget expired events (also the type check: WRONGTYPE stops the script
+--    here, before anything is written).
+redis.call('ZREMRANGEBYSCORE', key, '-inf', expired)
+-- 2. Count the live ones.
+local count = redis.call('ZCARD', key)
+
+if count + n <= limit then
+  -- 3. Admit: record n events at now. NX keeps an event that is already
+  --    there untouched, so a retried call (same ids) records nothing twice.
+  local added
+  if n == 1 then
+    added = redis.call('ZADD', key, 'NX', now, first)
+  else
+    local prefix = string.sub(first, 1, 3)
+    local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
+    local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
+    local span = 1099511627776 -- 2^40
+    added = 0
+    local args = {'NX'}
+    for i = 0, n - 1 do
+      local c = (counter + i) % span
+      args[#args + 1] = now
+      args[#args + 1] = prefix .. string.char(
+        math.floor(c / 4294967296), math.floor(c / 16777216) % 256,
+        math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
+      -- unpack has a stack limit: send at most 1000 events per ZADD
+      if #args > 2000 or i == n - 1 then
+        added = added + redis.call('ZADD', key, unpack(args))
+        args = {'NX'}
+      end
+    end
+  end
+  -- The key lives as long as its newest event (now) stays in the window,
+  -- rounded up to a whole millisecond. An absolute time, because a relative
+  -- PEXPIRE counts from Redis' millisecond clock, which lags TIME by up to
+  -- 1ms: the key would vanish while its newest event still counts.
+  redis.call('PEXPIREAT', key, math.ceil((now + window) / 1000))
+  count = count + added
+  if added == n then
+    return {1, limit - count, 0, window, now}
+  end
+  -- A retry of a call that was admitted already: its events are in the log.
+  return {1, limit - count, 0, reset_after(), now}
+end
+
+-- 4. Deny: record nothing, leave the expiry alone.
+local remaining = limit - count
+if remaining < 0 then
+  remaining = 0
+end
+if redis.call('ZSCORE', key, first) then
+  -- A retry of a call that was admitted already (its reply was lost and
+  -- the client sent it again): it stays admitted.
+  return {1, remaining, 0, reset_after(), now}
+end
+-- The same request fits once the k-th oldest event has expired.
+local k = count + n - limit
+local kth = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
+return {0, remaining, tonumber(kth[2]) + window - now, reset_after(), now}

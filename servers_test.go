@@ -1,0 +1,115 @@
+package slidelog
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// epoch is the server time at which miniredis tests start (an arbitrary
+// instant with a realistic magnitude: microsecond scores near 1.76e15).
+var epoch = time.Date(2025, 11, 24, 16, 0, 0, 0, time.UTC)
+
+// mini is a miniredis whose clock the test sets to the microsecond.
+type mini struct {
+	*miniredis.Miniredis
+	rdb *redis.Client
+}
+
+func newMini(t testing.TB) *mini {
+	t.Helper()
+	m := miniredis.RunT(t)
+	m.SetTime(epoch)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return &mini{Miniredis: m, rdb: rdb}
+}
+
+// at sets the server clock to epoch + d (what TIME returns, and the TTL clock).
+func (m *mini) at(d time.Duration) {
+	m.SetTime(epoch.Add(d))
+}
+
+// The real redis-server shared by the tests of this package, started on a
+// free loopback port the first time a test asks for it.
+var real struct {
+	once sync.Once
+	cmd  *exec.Cmd
+	addr string
+	err  error
+}
+
+// realRedis returns a client of a real redis-server. A missing redis-server
+// fails the test: the real-server tests are what catch the places where
+// miniredis and Redis differ, so they never skip silently. Set
+// SLIDELOG_SKIP_REAL_REDIS=1 to skip them on purpose.
+func realRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
+		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
+	}
+	real.once.Do(func() { real.addr, real.cmd, real.err = startRedisServer() })
+	if real.err != nil {
+		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", real.err)
+	}
+	return newClient(t, real.addr)
+}
+
+func newClient(t testing.TB, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+func startRedisServer() (string, *exec.Cmd, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "no")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if rdb.Ping(context.Background()).Err() == nil {
+			return addr, cmd, nil
+		}
+	}
+	_ = cmd.Process.Kill()
+	return "", nil, fmt.Errorf("redis-server on %s did not answer PING: %s", addr, out.String())
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if real.cmd != nil {
+		_ = real.cmd.Process.Kill()
+		_ = real.cmd.Wait()
+	}
+	os.Exit(code)
+}
+
+// uniqueKey names a key no other test uses, so that tests never need FLUSHDB.
+func uniqueKey(t testing.TB) string {
+	return fmt.Sprintf("%s:%d", t.Name(), time.Now().UnixNano())
+}
