@@ -254,3 +254,7 @@ func wrap(ctx context.Context, op string, err error) error {
 	}
 	return fmt.Errorf("slidelog: %s: %w", op, err)
 }
+
+// Validate reports why the limit can admit nothing (an error wrapping
+// ErrInvalidLimit), or nil.
+func (l Limit) Validate() error { return l.validate(1) }

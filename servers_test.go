@@ -90,7 +90,7 @@ func startRedisServer() (string, *exec.Cmd, error) {
 		return "", nil, err
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if rdb.Ping(context.Background()).Err() == nil {
 			return addr, cmd, nil

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+)
+
+type demoConfig struct {
+	redisURL  string
+	instances int
+	workers   int
+	events    int
+	window    time.Duration
+	duration  time.Duration
+	load      float64
+}
+
+func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
+	var cfg demoConfig
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `usage: slidelog demo [--redis URL] [--instances N] [--events N] [--window D] [--duration D]
+
+Simulates several service instances, each with its own Redis client, sending
+requests for one key. All share one limit through Redis. Prints, per window,
+what each instance had admitted and denied; at the end, the most admitted
+events found in any sliding window, read back from Redis' own log (never more
+than --events), and exits 1 if the limit was ever exceeded.
+
+flags:`)
+		fs.PrintDefaults()
+	}
+	url := redisFlag(fs)
+	fs.IntVar(&cfg.instances, "instances", 4, "simulated service instances, each with its own client")
+	fs.IntVar(&cfg.workers, "workers", 8, "concurrent callers per instance")
+	fs.IntVar(&cfg.events, "events", 20, "events admitted per window")
+	fs.DurationVar(&cfg.window, "window", time.Second, "length of the sliding window")
+	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long to run")
+	fs.Float64Var(&cfg.load, "load", 3, "offered load, as a multiple of the limit")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg.redisURL = *url
+	switch {
+	case cfg.instances < 1, cfg.workers < 1:
+		return errors.New("--instances and --workers must be at least 1")
+	case cfg.duration < cfg.window:
+		return errors.New("--duration must be at least one --window")
+	case cfg.load <= 0:
+		return errors.New("--load must be positive")
+	}
+	if err := (slidelog.Limit{Events: cfg.events, Window: cfg.window}).Validate(); err != nil {
+		return err
+	}
+	return demo(ctx, cfg, stdout)
+}
+
+// tally counts one instance's answers in the current print interval.
+type tally struct{ admitted, denied, failed atomic.Int64 }
+
+func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
+	opts, embedded, stop, err := redisOptions(cfg.redisURL)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	where := opts.Addr
+	if embedded {
+		where += " (embedded)"
+	}
+	limit := slidelog.Limit{Events: cfg.events, Window: cfg.window}
+	prefix := fmt.Sprintf("slidelog-demo:%d:", time.Now().UnixNano())
+	const key = "shared"
+	fmt.Fprintf(out, "redis %s, key %s%s, limit %v, %d instances x %d callers, offered load %.1fx, %v\n",
+		where, prefix, key, limit, cfg.instances, cfg.workers, cfg.load, cfg.duration)
+
+	watchClient := redis.NewClient(opts)
+	defer func() { _ = watchClient.Close() }()
+	if err := watchClient.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", opts.Addr, err)
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+
+	// The watcher reads the log every quarter window; an event lives a whole
+	// window, so it sees every admitted event with its server timestamp.
+	seen := map[string]int64{}
+	var watchErr error
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		tick := time.NewTicker(cfg.window / 4)
+		defer tick.Stop()
+		for {
+			zs, err := watchClient.ZRangeWithScores(context.Background(), prefix+key, 0, -1).Result()
+			if err != nil {
+				watchErr = err
+				return
+			}
+			for _, z := range zs {
+				seen[z.Member.(string)] = int64(z.Score)
+			}
+			select {
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	tallies := make([]tally, cfg.instances)
+	var totalAdmitted atomic.Int64
+	// Each caller waits a random time with this mean, so the instances
+	// together offer load x the limit.
+	meanGap := time.Duration(float64(cfg.window) * float64(cfg.instances*cfg.workers) / (cfg.load * float64(cfg.events)))
+	var wg sync.WaitGroup
+	for i := range cfg.instances {
+		rdb := redis.NewClient(opts)
+		defer func() { _ = rdb.Close() }()
+		limiter := slidelog.New(rdb, slidelog.WithPrefix(prefix))
+		for range cfg.workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-runCtx.Done():
+						return
+					case <-time.After(time.Duration(rand.ExpFloat64() * float64(meanGap))):
+					}
+					callCtx, cancel := context.WithTimeout(runCtx, time.Second)
+					res, err := limiter.Allow(callCtx, key, limit)
+					cancel()
+					switch {
+					case err != nil && runCtx.Err() != nil:
+						return // the run ended during the call
+					case err != nil:
+						tallies[i].failed.Add(1)
+					case res.Allowed:
+						tallies[i].admitted.Add(1)
+						totalAdmitted.Add(1)
+					default:
+						tallies[i].denied.Add(1)
+					}
+				}
+			}()
+		}
+	}
+
+	// One line per window of wall time.
+	start := time.Now()
+	tick := time.NewTicker(cfg.window)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-runCtx.Done():
+		case <-tick.C:
+		}
+		var line strings.Builder
+		var admitted, denied, failed int64
+		for i := range tallies {
+			a, d, f := tallies[i].admitted.Swap(0), tallies[i].denied.Swap(0), tallies[i].failed.Swap(0)
+			admitted, denied, failed = admitted+a, denied+d, failed+f
+			fmt.Fprintf(&line, "  i%d %3d/%-3d", i+1, a, a+d+f)
+		}
+		fmt.Fprintf(out, "window %2d (%5.1fs): admitted %4d  denied %4d  errors %d |%s\n",
+			n, time.Since(start).Seconds(), admitted, denied, failed, line.String())
+		if runCtx.Err() != nil {
+			break
+		}
+	}
+	wg.Wait()
+	<-watchDone
+	if watchErr != nil {
+		return fmt.Errorf("watcher: %w", watchErr)
+	}
+	// A last read: events admitted in the final quarter window.
+	zs, err := watchClient.ZRangeWithScores(ctx, prefix+key, 0, -1).Result()
+	if err != nil {
+		return fmt.Errorf("watcher: %w", err)
+	}
+	for _, z := range zs {
+		seen[z.Member.(string)] = int64(z.Score)
+	}
+	watchClient.Del(ctx, prefix+key)
+
+	times := make([]int64, 0, len(seen))
+	for _, s := range seen {
+		times = append(times, s)
+	}
+	most := mostInAnyWindow(times, cfg.window)
+	fmt.Fprintf(out, "admitted %d events in all; the log showed %d; most events in any %v window: %d (limit %d)\n",
+		totalAdmitted.Load(), len(times), cfg.window, most, cfg.events)
+	if most > cfg.events {
+		return fmt.Errorf("limit exceeded: %d events in one window", most)
+	}
+	if int64(len(times)) != totalAdmitted.Load() {
+		return fmt.Errorf("the log showed %d events but callers were told %d were admitted", len(times), totalAdmitted.Load())
+	}
+	fmt.Fprintln(out, "ok: the limit held in every window")
+	return nil
+}
+
+// mostInAnyWindow returns the most event times (µs) that one window
+// (s-W, s] holds; a busiest window always ends at an event.
+func mostInAnyWindow(times []int64, window time.Duration) int {
+	slices.Sort(times)
+	w := window.Microseconds()
+	most, lo := 0, 0
+	for hi, s := range times {
+		for times[lo] <= s-w {
+			lo++
+		}
+		most = max(most, hi-lo+1)
+	}
+	return most
+}

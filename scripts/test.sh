@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The project's test command: every test, with the race detector.
+#  - unit tests on miniredis (clock set to the microsecond),
+#  - tests against a real redis-server that they start on a free loopback port
+#    (installed here from Debian's packages when missing),
+#  - the demo CLI on its embedded Redis.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "--- installing redis-server from Debian's packages"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "redis-server is missing: install it (apt-get install redis-server) and run again" >&2
+    exit 1
+  fi
+fi
+
+echo "--- go test -race ./... (module github.com/slidelog/slidelog)"
+go test -race -count=1 ./...
