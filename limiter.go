@@ -101,8 +101,13 @@ type Result struct {
 	RetryAfter time.Duration // denied: wait this long and the same request fits; allowed: 0
 	ResetAfter time.Duration // until the window holds no event of this key
 
-	at int64 // Redis TIME of the decision, µs; lets tests check exactness on a real clock
+	at int64 // Redis TIME of the decision, µs
 }
+
+// Time is the Redis server time the decision was taken at, to the
+// microsecond: an admitted event is recorded at this instant, and
+// RetryAfter and ResetAfter count from it.
+func (r Result) Time() time.Time { return time.UnixMicro(r.at) }
 
 // Option configures a Limiter.
 type Option func(*Limiter)

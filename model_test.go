@@ -5,122 +5,47 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/slidelog/slidelog/internal/model"
 )
 
-// model is DESIGN.md §3 written as plainly as possible: one deque of event
-// times (µs) per key, oldest first. The Redis-backed limiter must agree with
-// it on every field of every decision.
-type model struct {
-	logs map[string][]int64
+// sameDecision reports whether r answers exactly what the model decided.
+func sameDecision(r Result, lim Limit, d model.Decision) bool {
+	return r.Allowed == d.Allowed && r.Remaining == d.Remaining && r.RetryAfter == d.RetryAfter &&
+		r.ResetAfter == d.ResetAfter && r.Limit == lim
 }
 
-func newModel() *model { return &model{logs: map[string][]int64{}} }
-
-// decide is AllowN (record) or Peek (!record) at server time t.
-func (m *model) decide(key string, lim Limit, n int, t int64, record bool) Result {
-	w := int64(lim.Window / time.Microsecond)
-	log := m.logs[key]
-	live := 0
-	for live < len(log) && log[live] <= t-w {
-		live++
+// runStep runs one step of a trace.
+func runStep(ctx context.Context, l *Limiter, s model.Step) (Limit, Result, error) {
+	lim := Limit{Events: s.Events, Window: s.Window}
+	if s.Peek {
+		r, err := l.Peek(ctx, s.Key, lim)
+		return lim, r, err
 	}
-	log = log[live:] // step 1: expired events are gone
-	if record {
-		m.logs[key] = log
-	}
-	count := len(log) // step 2
-	r := Result{Limit: lim, at: t}
-	if count+n <= lim.Events { // step 3
-		r.Allowed = true
-		if record {
-			for range n {
-				log = append(log, t)
-			}
-			m.logs[key] = log
-			count += n
-		}
-	} else { // step 4: s_k, the k-th oldest, k = count+n-Events
-		r.RetryAfter = us(log[count+n-lim.Events-1] + w - t)
-	}
-	r.Remaining = max(lim.Events-count, 0)
-	if len(log) > 0 {
-		r.ResetAfter = us(log[len(log)-1] + w - t)
-	}
-	return r
-}
-
-func us(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
-
-// step is one random call of a trace.
-type step struct {
-	key     string
-	limit   Limit
-	n       int
-	advance time.Duration // server time moves this much before the call
-	peek    bool
-}
-
-// randomTrace draws steps whose time moves land often on the exact edges:
-// a window, a window ± 1µs, the RetryAfter just answered, or not at all.
-func randomTrace(r *rand.Rand, steps int) []step {
-	keys := []string{"a", "b", "c"}
-	limits := map[string]Limit{}
-	for _, k := range keys {
-		limits[k] = Limit{Events: 1 + r.IntN(6), Window: time.Duration(1+r.IntN(3000)) * time.Microsecond}
-	}
-	out := make([]step, steps)
-	for i := range out {
-		k := keys[r.IntN(len(keys))]
-		lim := limits[k]
-		if r.IntN(20) == 0 { // a caller may change the key's events (a plan change), not its window
-			lim.Events = 1 + r.IntN(6)
-		}
-		var adv time.Duration
-		switch r.IntN(6) {
-		case 0:
-			adv = 0
-		case 1:
-			adv = lim.Window
-		case 2:
-			adv = lim.Window - time.Microsecond
-		case 3:
-			adv = time.Microsecond
-		default:
-			adv = time.Duration(r.IntN(int(lim.Window/time.Microsecond)+1)) * time.Microsecond
-		}
-		out[i] = step{key: k, limit: lim, n: 1 + r.IntN(lim.Events), advance: adv, peek: r.IntN(5) == 0}
-	}
-	return out
+	r, err := l.AllowN(ctx, s.Key, lim, s.N)
+	return lim, r, err
 }
 
 // replayOnMini runs a trace against miniredis with a set clock and the model
-// side by side, and reports the first difference.
-func replayOnMini(t *testing.T, m *mini, trace []step) {
+// side by side, and stops at the first difference.
+func replayOnMini(t *testing.T, m *mini, trace []model.Step) {
 	t.Helper()
 	ctx := context.Background()
-	lim := New(m.rdb, WithPrefix(uniqueKey(t)+":"))
-	mod := newModel()
-	var now time.Duration
-	var lastRetry time.Duration
+	l := New(m.rdb, WithPrefix(uniqueKey(t)+":"))
+	mod := model.New()
+	var now, lastRetry time.Duration
 	for i, s := range trace {
-		if s.advance == -1 { // -1: jump by the last RetryAfter (fuzz input)
-			s.advance = lastRetry
+		if s.Advance == -1 { // -1: move by the RetryAfter just answered
+			s.Advance = lastRetry
 		}
-		now += s.advance
+		now += s.Advance
 		m.at(now)
-		var got Result
-		var err error
-		if s.peek {
-			got, err = lim.Peek(ctx, s.key, s.limit)
-			s.n = 1
-		} else {
-			got, err = lim.AllowN(ctx, s.key, s.limit, s.n)
-		}
+		lim, got, err := runStep(ctx, l, s)
 		if err != nil {
 			t.Fatalf("step %d (%+v): %v", i, s, err)
 		}
-		want := mod.decide(s.key, s.limit, s.n, epoch.Add(now).UnixMicro(), !s.peek)
-		if got != want {
+		want := mod.Decide(s.Key, s.Events, s.Window, s.N, epoch.Add(now).UnixMicro(), !s.Peek)
+		if !sameDecision(got, lim, want) || !got.Time().Equal(epoch.Add(now)) {
 			t.Fatalf("step %d (%+v at +%v):\n got %+v\nwant %+v", i, s, now, got, want)
 		}
 		lastRetry = got.RetryAfter
@@ -130,7 +55,7 @@ func replayOnMini(t *testing.T, m *mini, trace []step) {
 func TestModelMiniredis(t *testing.T) {
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 42))
-		replayOnMini(t, newMini(t), randomTrace(r, 500))
+		replayOnMini(t, newMini(t), model.RandomTrace(r, 500))
 	}
 }
 
@@ -141,30 +66,23 @@ func TestModelMiniredis(t *testing.T) {
 func TestModelRealRedis(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	lim := New(rdb, WithPrefix(uniqueKey(t)+":"))
-	mod := newModel()
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+	mod := model.New()
 	r := rand.New(rand.NewPCG(7, 7))
-	trace := randomTrace(r, 3000)
+	trace := model.RandomTrace(r, 3000)
 	allowed := 0
 	for i, s := range trace {
 		// The real clock moves ~30-100µs a call by itself; sleep at times
 		// so that windows of up to 3ms also expire between calls.
 		if r.IntN(10) == 0 {
-			time.Sleep(s.advance)
+			time.Sleep(s.Advance)
 		}
-		var got Result
-		var err error
-		if s.peek {
-			got, err = lim.Peek(ctx, s.key, s.limit)
-			s.n = 1
-		} else {
-			got, err = lim.AllowN(ctx, s.key, s.limit, s.n)
-		}
+		lim, got, err := runStep(ctx, l, s)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		want := mod.decide(s.key, s.limit, s.n, got.at, !s.peek)
-		if got != want {
+		want := mod.Decide(s.Key, s.Events, s.Window, s.N, got.at, !s.Peek)
+		if !sameDecision(got, lim, want) {
 			t.Fatalf("step %d (%+v):\n got %+v\nwant %+v", i, s, got, want)
 		}
 		if got.Allowed {
@@ -178,7 +96,7 @@ func TestModelRealRedis(t *testing.T) {
 }
 
 // FuzzModel replays fuzzer-chosen traces on miniredis against the model.
-// Each 4 bytes are one step: key, events and n, window, time advance.
+// Each 4 bytes are one step: key and peek, events and n, window, time advance.
 func FuzzModel(f *testing.F) {
 	f.Add([]byte{0, 3, 10, 0, 0, 3, 10, 255, 1, 2, 5, 3})
 	f.Add([]byte{0, 0x21, 1, 254, 0, 0x21, 1, 253, 0, 0x21, 1, 0})
@@ -186,30 +104,30 @@ func FuzzModel(f *testing.F) {
 		if len(data) > 4*200 {
 			data = data[:4*200]
 		}
-		var trace []step
+		var trace []model.Step
 		for i := 0; i+4 <= len(data); i += 4 {
 			b := data[i : i+4]
-			events := 1 + int(b[1]&0x0f)%8
-			w := time.Duration(1+int(b[2])*7) * time.Microsecond
-			lim := Limit{Events: events, Window: w}
-			var adv time.Duration
+			s := model.Step{
+				Key:    string('a' + rune(b[0]%3)),
+				Events: 1 + int(b[1]&0x0f)%8,
+				Window: time.Duration(1+int(b[2])*7) * time.Microsecond,
+				Peek:   b[0]&0x80 != 0,
+			}
+			s.N = 1 + int(b[1]>>4)%s.Events
+			if s.Peek {
+				s.N = 1
+			}
 			switch b[3] {
 			case 255:
-				adv = w
+				s.Advance = s.Window
 			case 254:
-				adv = w - time.Microsecond
+				s.Advance = s.Window - time.Microsecond
 			case 253:
-				adv = -1 // the RetryAfter just answered
+				s.Advance = -1
 			default:
-				adv = time.Duration(b[3]) * 5 * time.Microsecond
+				s.Advance = time.Duration(b[3]) * 5 * time.Microsecond
 			}
-			trace = append(trace, step{
-				key:     string('a' + rune(b[0]%3)),
-				limit:   lim,
-				n:       1 + int(b[1]>>4)%events,
-				advance: adv,
-				peek:    b[0]&0x80 != 0,
-			})
+			trace = append(trace, s)
 		}
 		replayOnMini(t, newMini(t), trace)
 	})

@@ -1,0 +1,115 @@
+// Package model is the limiter's contract (DESIGN.md §3) written as plainly
+// as possible: one deque of event times per key, oldest first. The Redis
+// limiter's tests, its integration suite and the in-process limiter are all
+// held against it.
+package model
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Decision is what a call answers. Durations are whole microseconds.
+type Decision struct {
+	Allowed    bool
+	Remaining  int
+	RetryAfter time.Duration
+	ResetAfter time.Duration
+}
+
+// Log holds the admitted events' times (µs) of every key.
+type Log struct {
+	logs map[string][]int64
+}
+
+// New returns an empty Log.
+func New() *Log { return &Log{logs: map[string][]int64{}} }
+
+// Decide is AllowN (record) or Peek (!record) of n events for key against
+// events per window, at server time t (µs).
+func (m *Log) Decide(key string, events int, window time.Duration, n int, t int64, record bool) Decision {
+	w := window.Microseconds()
+	log := m.logs[key]
+	gone := 0
+	for gone < len(log) && log[gone] <= t-w {
+		gone++
+	}
+	log = log[gone:] // 1: the expired events are gone
+	if record {
+		m.logs[key] = log
+	}
+	count := len(log) // 2
+	var d Decision
+	if count+n <= events { // 3
+		d.Allowed = true
+		if record {
+			for range n {
+				log = append(log, t)
+			}
+			m.logs[key] = log
+			count += n
+		}
+	} else { // 4: wait for the k-th oldest, k = count+n-events
+		d.RetryAfter = us(log[count+n-events-1] + w - t)
+	}
+	d.Remaining = max(events-count, 0)
+	if len(log) > 0 {
+		d.ResetAfter = us(log[len(log)-1] + w - t)
+	}
+	return d
+}
+
+// Forget drops every event of key (Reset).
+func (m *Log) Forget(key string) { delete(m.logs, key) }
+
+func us(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+
+// Step is one call of a trace.
+type Step struct {
+	Key     string
+	Events  int
+	Window  time.Duration
+	N       int           // events asked for (1 for a Peek)
+	Advance time.Duration // the clock moves this much before the call
+	Peek    bool
+}
+
+// RandomTrace draws steps over three keys, each with its own window of up
+// to 3ms, whose clock moves land often on the exact edges: a whole window,
+// a window less 1µs, 1µs, or not at all. A key's events may change (a plan
+// change); its window does not.
+func RandomTrace(r *rand.Rand, steps int) []Step {
+	keys := []string{"a", "b", "c"}
+	windows := map[string]time.Duration{}
+	events := map[string]int{}
+	for _, k := range keys {
+		windows[k] = time.Duration(1+r.IntN(3000)) * time.Microsecond
+		events[k] = 1 + r.IntN(6)
+	}
+	out := make([]Step, steps)
+	for i := range out {
+		k := keys[r.IntN(len(keys))]
+		w, e := windows[k], events[k]
+		if r.IntN(20) == 0 {
+			e = 1 + r.IntN(6)
+		}
+		var adv time.Duration
+		switch r.IntN(6) {
+		case 0:
+		case 1:
+			adv = w
+		case 2:
+			adv = w - time.Microsecond
+		case 3:
+			adv = time.Microsecond
+		default:
+			adv = time.Duration(r.IntN(int(w/time.Microsecond)+1)) * time.Microsecond
+		}
+		s := Step{Key: k, Events: e, Window: w, N: 1 + r.IntN(e), Advance: adv, Peek: r.IntN(5) == 0}
+		if s.Peek {
+			s.N = 1
+		}
+		out[i] = s
+	}
+	return out
+}
