@@ -10,6 +10,9 @@
 --          prefix followed by counter+i (mod 2^40). Empty: Peek, which decides
 --          exactly like an admission but writes nothing.
 --
+-- Steps: count the live events (ZCOUNT); admit (ZADD NX, ZREMRANGEBYSCORE of
+-- the expired, PEXPIREAT) or deny (no write at all).
+--
 -- Reply    {allowed (1 or 0), remaining, retry_after_us, reset_after_us, now_us}
 --
 -- The window at server time t is (t - window, t]. Every value in the reply is
@@ -35,46 +38,30 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local expired = now - window -- an event at or before this has left the window
 
--- score of the newest event in the log, or nil for an empty log
-local function newest()
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then
-    return tonumber(last[2])
-  end
-end
-
 -- until the log holds no live event: newest + window - now, or 0
 local function reset_after()
-  local s = newest()
-  if s and s > expired then
-    return s + window - now
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest = tonumber(last[2])
+  if newest and newest > expired then
+    return newest + window - now
   end
   return 0
 end
 
-if first == '' then
-  -- Peek: read only. Count live events without removing expired ones.
-  local live = string.format('(%d', expired)
-  local count = redis.call('ZCOUNT', key, live, '+inf')
-  if count + n <= limit then
-    return {1, limit - count, 0, reset_after(), now}
-  end
-  local k = count + n - limit
-  local kth = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
-  local remaining = limit - count
-  if remaining < 0 then
-    remaining = 0
-  end
-  return {0, remaining, tonumber(kth[2]) + window - now, reset_after(), now}
-end
-
--- 1. Forget expired events (also the type check: WRONGTYPE stops the script
---    here, before anything is written).
-redis.call('ZREMRANGEBYSCORE', key, '-inf', expired)
--- 2. Count the live ones.
-local count = redis.call('ZCARD', key)
+-- 1-2. Count the live events. Reading before writing matters: Redis refuses
+--      a script for maxmemory (noeviction) only up to its first write, and
+--      a first write that frees memory (ZREMRANGEBYSCORE) would let every
+--      later ZADD through past maxmemory. So the first write is the ZADD:
+--      over maxmemory an admission fails whole with OOM, writing nothing,
+--      while denials (read only) go on being exact. WRONGTYPE stops the
+--      script here too, before anything is written.
+local live = string.format('(%d', expired)
+local count = redis.call('ZCOUNT', key, live, '+inf')
 
 if count + n <= limit then
+  if first == '' then -- Peek
+    return {1, limit - count, 0, reset_after(), now}
+  end
   -- 3. Admit: record n events at now. NX keeps an event that is already
   --    there untouched, so a retried call (same ids) records nothing twice.
   local added
@@ -100,6 +87,8 @@ if count + n <= limit then
       end
     end
   end
+  -- Forget the expired events (the log never holds more than the window's).
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', expired)
   -- The key lives as long as its newest event (now) stays in the window,
   -- rounded up to a whole millisecond. An absolute time, because a relative
   -- PEXPIRE counts from Redis' millisecond clock, which lags TIME by up to
@@ -113,17 +102,18 @@ if count + n <= limit then
   return {1, limit - count, 0, reset_after(), now}
 end
 
--- 4. Deny: record nothing, leave the expiry alone.
+-- 4. Deny: write nothing (expired events wait for the next admission or the
+--    key's expiry), leave the expiry alone.
 local remaining = limit - count
 if remaining < 0 then
   remaining = 0
 end
-if redis.call('ZSCORE', key, first) then
+if first ~= '' and redis.call('ZSCORE', key, first) then
   -- A retry of a call that was admitted already (its reply was lost and
   -- the client sent it again): it stays admitted.
   return {1, remaining, 0, reset_after(), now}
 end
--- The same request fits once the k-th oldest event has expired.
+-- The same request fits once the k-th oldest live event has expired.
 local k = count + n - limit
-local kth = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
+local kth = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
 return {0, remaining, tonumber(kth[2]) + window - now, reset_after(), now}

@@ -1,0 +1,275 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+)
+
+// A traffic run: several instances (limiters on clients of their own), each
+// with goroutines calling Allow on a set of keys as fast as they can, while a
+// watcher reads every key's log throughout and collects every admitted
+// event's server timestamp. verify then holds the answers to the log.
+type traffic struct {
+	limit      slidelog.Limit
+	keys       []string
+	limiters   []*slidelog.Limiter // one per instance
+	watch      redis.UniversalClient
+	prefix     string
+	goroutines int           // per instance
+	pace       time.Duration // pause between one goroutine's calls
+	deadline   time.Duration // per call
+
+	// lossy: a fault that may lose acknowledged writes (a crashed master's
+	// unreplicated tail). Windows that end after settled must still be
+	// exact; the ones before are measured and reported, not enforced.
+	lossy   bool
+	settled int64 // µs
+
+	mu        sync.Mutex
+	decisions []decision
+	log       map[string]map[string]int64 // key -> member -> score (µs)
+	errs      []callErr
+	watchErrs atomic.Int64
+}
+
+type decision struct {
+	key     string
+	at      int64 // µs
+	allowed bool
+	retry   time.Duration
+}
+
+type callErr struct {
+	at   time.Time
+	took time.Duration
+	err  error
+}
+
+// run sends traffic for d, calling fault (if any) in its own goroutine after
+// warmup; fault's return ends nothing: traffic goes on until d.
+func (tr *traffic) run(t *testing.T, d, warmup time.Duration, fault func()) {
+	t.Helper()
+	tr.log = map[string]map[string]int64{}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, l := range tr.limiters {
+		for g := range tr.goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var local []decision
+				var errs []callErr
+				for i := g; ctx.Err() == nil; i++ {
+					key := tr.keys[i%len(tr.keys)]
+					cctx, ccancel := context.WithTimeout(context.Background(), tr.deadline)
+					start := time.Now()
+					r, err := l.Allow(cctx, key, tr.limit)
+					ccancel()
+					if err != nil {
+						errs = append(errs, callErr{start, time.Since(start), err})
+					} else {
+						local = append(local, decision{key, r.Time().UnixMicro(), r.Allowed, r.RetryAfter})
+					}
+					time.Sleep(tr.pace)
+				}
+				tr.mu.Lock()
+				tr.decisions = append(tr.decisions, local...)
+				tr.errs = append(tr.errs, errs...)
+				tr.mu.Unlock()
+			}()
+		}
+	}
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for ctx.Err() == nil {
+			tr.read()
+			time.Sleep(tr.limit.Window / 10)
+		}
+	}()
+	if fault != nil {
+		time.Sleep(warmup)
+		fault()
+	}
+	wg.Wait()
+	<-watchDone
+	// The last events are still in their window: read them once more.
+	for i := 0; i < 50 && !tr.read(); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// read merges every key's log into tr.log; false if Redis failed.
+func (tr *traffic) read() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	cmds := make([]*redis.ZSliceCmd, len(tr.keys))
+	_, err := tr.watch.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range tr.keys {
+			cmds[i] = p.ZRangeWithScores(ctx, tr.prefix+k, 0, -1)
+		}
+		return nil
+	})
+	if err != nil {
+		tr.watchErrs.Add(1)
+		return false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for i, k := range tr.keys {
+		m := tr.log[k]
+		if m == nil {
+			m = map[string]int64{}
+			tr.log[k] = m
+		}
+		for _, z := range cmds[i].Val() {
+			m[z.Member.(string)] = int64(z.Score)
+		}
+	}
+	return true
+}
+
+// summary is what a run saw.
+type summary struct {
+	admitted, denied, logged, errors int
+	maxInWindow                      int
+	maxSettled                       int           // lossy runs: in windows ending after the fault settled
+	worstErr                         time.Duration // slowest failed call
+	outage                           time.Duration // first to last failed call
+}
+
+func (s summary) String() string {
+	return fmt.Sprintf("admitted %d, denied %d, logged %d, errors %d (slowest %v, for %v), most in a window %d",
+		s.admitted, s.denied, s.logged, s.errors, s.worstErr.Round(time.Millisecond), s.outage.Round(time.Millisecond), s.maxInWindow)
+}
+
+// verify holds the run to the contract and returns what it saw:
+//   - no window (s-W, s] of any key holds more than Events;
+//   - every admitted answer is an event in the log, and every event in the log
+//     an admitted answer (a failed call's outcome is unknown: its event may be
+//     there, so the log may exceed the answers by at most the errors);
+//   - no false denial: at a denial's instant t the log holds Events events in
+//     (t-W, t];
+//   - RetryAfter is exact: of the events up to t, the oldest in the window
+//     leaves at t+RetryAfter, not 1µs sooner.
+func (tr *traffic) verify(t *testing.T) summary {
+	t.Helper()
+	var s summary
+	w := tr.limit.Window.Microseconds()
+	times := map[string][]int64{}
+	for k, m := range tr.log {
+		for _, sc := range m {
+			times[k] = append(times[k], sc)
+		}
+		slices.Sort(times[k])
+		s.logged += len(m)
+		s.maxInWindow = max(s.maxInWindow, mostInAnyWindow(times[k], w))
+		if tr.lossy {
+			i := sort.Search(len(times[k]), func(i int) bool { return times[k][i] > tr.settled })
+			s.maxSettled = max(s.maxSettled, mostEndingFrom(times[k], w, i))
+		}
+	}
+	// count of key's events in (lo, hi]
+	count := func(k string, lo, hi int64) int {
+		ts := times[k]
+		return sort.Search(len(ts), func(i int) bool { return ts[i] > hi }) -
+			sort.Search(len(ts), func(i int) bool { return ts[i] > lo })
+	}
+	falseDenials, inexact := 0, 0
+	for _, d := range tr.decisions {
+		if d.allowed {
+			s.admitted++
+			continue
+		}
+		s.denied++
+		if tr.lossy && d.at <= tr.settled {
+			continue // the log may lack events the server had then
+		}
+		if count(d.key, d.at-w, d.at) < tr.limit.Events {
+			falseDenials++
+			if falseDenials <= 3 {
+				t.Errorf("false denial of %s at %d: the log holds %d events in its window", d.key, d.at, count(d.key, d.at-w, d.at))
+			}
+		}
+		at := d.at + d.retry.Microseconds()
+		if count(d.key, at-w, d.at) >= tr.limit.Events || count(d.key, at-1-w, d.at) < tr.limit.Events {
+			inexact++
+			if inexact <= 3 {
+				t.Errorf("RetryAfter %v of %s at %d is not the instant the window frees", d.retry, d.key, d.at)
+			}
+		}
+	}
+	s.errors = len(tr.errs)
+	if len(tr.errs) > 0 {
+		first, last := tr.errs[0].at, tr.errs[0].at
+		for _, e := range tr.errs {
+			s.worstErr = max(s.worstErr, e.took)
+			if e.at.Before(first) {
+				first = e.at
+			}
+			if e.at.After(last) {
+				last = e.at
+			}
+		}
+		s.outage = last.Sub(first)
+	}
+	if tr.lossy {
+		if s.maxSettled > tr.limit.Events {
+			t.Errorf("after the fault settled a window held %d events, limit %d", s.maxSettled, tr.limit.Events)
+		}
+		return s
+	}
+	if s.maxInWindow > tr.limit.Events {
+		t.Errorf("a window held %d events, limit %d", s.maxInWindow, tr.limit.Events)
+	}
+	if s.logged < s.admitted || s.logged > s.admitted+s.errors {
+		t.Errorf("callers were told %d admissions (and %d calls failed) but the log shows %d events", s.admitted, s.errors, s.logged)
+	}
+	return s
+}
+
+// mostInAnyWindow returns the most times (sorted, µs) in one window (s-w, s].
+func mostInAnyWindow(ts []int64, w int64) int { return mostEndingFrom(ts, w, 0) }
+
+// mostEndingFrom is mostInAnyWindow over the windows that end at ts[from:].
+func mostEndingFrom(ts []int64, w int64, from int) int {
+	most, lo := 0, 0
+	for hi := from; hi < len(ts); hi++ {
+		for ts[lo] <= ts[hi]-w {
+			lo++
+		}
+		most = max(most, hi-lo+1)
+	}
+	return most
+}
+
+// errorsWithin fails the test unless every failed call ended within its
+// deadline plus margin, and returns the errors' kinds for the report.
+func (tr *traffic) errorsWithin(t *testing.T, margin time.Duration) map[string]int {
+	t.Helper()
+	kinds := map[string]int{}
+	for _, e := range tr.errs {
+		if e.took > tr.deadline+margin {
+			t.Errorf("a failed call took %v, past its %v deadline: %v", e.took, tr.deadline, e.err)
+		}
+		switch {
+		case errors.Is(e.err, context.DeadlineExceeded):
+			kinds["deadline exceeded"]++
+		default:
+			kinds[e.err.Error()]++
+		}
+	}
+	return kinds
+}

@@ -1,0 +1,227 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+)
+
+// cluster is three masters with a replica each, every node a container on
+// the host's network with its own loopback port.
+type cluster struct {
+	nodes []*node
+}
+
+func startCluster(t *testing.T, f flavor) *cluster {
+	t.Helper()
+	c := &cluster{}
+	var addrs []string
+	for range 6 {
+		n := startNode(t, f, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "1000")
+		c.nodes = append(c.nodes, n)
+		addrs = append(addrs, n.addr)
+	}
+	c.nodes[0].exec(t, append(append([]string{f.cli, "--cluster", "create"}, addrs...),
+		"--cluster-replicas", "1", "--cluster-yes")...)
+	c.waitOK(t)
+	return c
+}
+
+// waitOK waits until every live node says cluster_state:ok and sees three
+// masters, each with its slots.
+func (c *cluster) waitOK(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ok := true
+		for _, n := range c.nodes {
+			rdb := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+			info, err := rdb.ClusterInfo(ctx).Result()
+			_ = rdb.Close()
+			if err != nil {
+				continue // a stopped node
+			}
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_size:3") {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+	}
+	t.Fatal("the cluster did not become ok")
+}
+
+func (c *cluster) client(t *testing.T) *redis.ClusterClient {
+	var addrs []string
+	for _, n := range c.nodes {
+		addrs = append(addrs, n.addr)
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true,
+		PoolSize: 16, MaxRedirects: 8})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// nodeAt returns the node listening on addr.
+func (c *cluster) nodeAt(t *testing.T, addr string) *node {
+	for _, n := range c.nodes {
+		if n.addr == addr {
+			return n
+		}
+	}
+	t.Fatalf("no node at %s", addr)
+	return nil
+}
+
+// replicaOf returns a replica of the master at addr.
+func (c *cluster) replicaOf(t *testing.T, master *node) *node {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: master.addr})
+	defer func() { _ = rdb.Close() }()
+	id, err := rdb.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		r := redis.NewClient(&redis.Options{Addr: n.addr})
+		info, _ := r.Do(ctx, "CLUSTER", "NODES").Text()
+		_ = r.Close()
+		for _, line := range strings.Split(info, "\n") {
+			if strings.Contains(line, "myself") && strings.Contains(line, "slave "+id) {
+				return n
+			}
+		}
+	}
+	t.Fatalf("no replica of %s", master.addr)
+	return nil
+}
+
+func clusterKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user%d", i)
+	}
+	return keys
+}
+
+func TestCluster(t *testing.T) {
+	for _, f := range selected(t) {
+		t.Run(f.name, func(t *testing.T) {
+			c := startCluster(t, f)
+			ctx := context.Background()
+			var instances []redis.UniversalClient
+			for range 4 {
+				instances = append(instances, c.client(t))
+			}
+			limit := slidelog.Limit{Events: 20, Window: 2 * time.Second}
+			keys := clusterKeys(24)
+
+			probe := c.client(t)
+			// spread checks that tr's keys live on all three masters.
+			spread := func(t *testing.T, tr *traffic) map[string]int {
+				masters := map[string]int{}
+				for _, k := range keys {
+					m, err := probe.MasterForKey(ctx, tr.prefix+k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					masters[m.Options().Addr]++
+				}
+				if len(masters) != 3 {
+					t.Fatalf("keys on %d masters, want 3: %v", len(masters), masters)
+				}
+				return masters
+			}
+
+			t.Run("exact", func(t *testing.T) {
+				tr := newTraffic(t, instances, c.client(t), limit, keys...)
+				tr.pace = 2 * time.Millisecond
+				masters := spread(t, tr)
+				const d = 6 * time.Second
+				tr.run(t, d, 0, nil)
+				s := tr.verify(t)
+				if s.errors != 0 {
+					t.Errorf("%d calls failed: %v", s.errors, tr.errs[0].err)
+				}
+				if least := int(d/limit.Window-1) * limit.Events * len(keys); s.admitted < least {
+					t.Errorf("admitted %d, want at least %d", s.admitted, least)
+				}
+				report(t, "%s cluster, %d keys on 3 masters %v: %v", f.name, len(keys), masters, s)
+			})
+
+			// A manual failover (CLUSTER FAILOVER on a replica) is coordinated:
+			// the master stops writes until its replica has caught up, so it
+			// loses nothing and the run stays exact throughout.
+			t.Run("manual-failover", func(t *testing.T) {
+				tr := newTraffic(t, instances, c.client(t), limit, keys...)
+				tr.pace = 2 * time.Millisecond
+				spread(t, tr)
+				m, _ := probe.MasterForKey(ctx, tr.prefix+keys[0])
+				master := c.nodeAt(t, m.Options().Addr)
+				replica := c.replicaOf(t, master)
+				var took time.Duration
+				tr.run(t, 6*time.Second, 1500*time.Millisecond, func() {
+					start := time.Now()
+					replica.exec(t, f.cli, "-p", fmt.Sprint(replica.port), "cluster", "failover")
+					waitRole(t, replica, "master")
+					took = time.Since(start)
+				})
+				s := tr.verify(t)
+				kinds := tr.errorsWithin(t, 100*time.Millisecond)
+				report(t, "%s cluster CLUSTER FAILOVER, promoted in %v: %v; errors: %v", f.name, took.Round(time.Millisecond), s, kinds)
+			})
+
+			// A crashed master: its replica is promoted after the node
+			// timeout. Calls for its slots fail until then; afterwards the
+			// decisions are exact again. Replication is asynchronous, so
+			// events admitted in the master's last instant may be lost:
+			// measured and reported.
+			t.Run("master-killed", func(t *testing.T) {
+				tr := newTraffic(t, instances, c.client(t), limit, keys...)
+				tr.pace = 2 * time.Millisecond
+				spread(t, tr)
+				m, _ := probe.MasterForKey(ctx, tr.prefix+keys[1])
+				master := c.nodeAt(t, m.Options().Addr)
+				replica := c.replicaOf(t, master)
+				tr.lossy = true
+				var took time.Duration
+				tr.run(t, 10*time.Second, 1500*time.Millisecond, func() {
+					start := time.Now()
+					master.docker(t, "kill")
+					waitRole(t, replica, "master")
+					took = time.Since(start)
+					tr.settled = time.Now().Add(limit.Window).UnixMicro()
+				})
+				s := tr.verify(t)
+				kinds := tr.errorsWithin(t, 100*time.Millisecond)
+				if s.errors == 0 {
+					t.Error("no call failed while a master was down")
+				}
+				report(t, "%s cluster master killed, replica promoted in %v: %v; most in a window once settled %d; errors: %v",
+					f.name, took.Round(time.Millisecond), s, s.maxSettled, kinds)
+			})
+		})
+	}
+}
+
+// waitRole waits until n reports role (master or slave).
+func waitRole(t *testing.T, n *node, role string) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1})
+	defer func() { _ = rdb.Close() }()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := rdb.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "role:"+role) {
+			return
+		}
+	}
+	t.Fatalf("%s never became %s", n.addr, role)
+}

@@ -1,0 +1,331 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/model"
+)
+
+// report collects the lines the README's fault table is made from; run the
+// suite with -v to see them.
+func report(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Logf("REPORT %s", fmt.Sprintf(format, args...))
+}
+
+// The checks every flavor must pass, each on a fresh key prefix of one
+// server started for the flavor.
+var checks = []struct {
+	name string
+	run  func(t *testing.T, n *node)
+}{
+	{"contract", checkContract},
+	{"wrongtype", checkWrongType},
+	{"concurrency", checkConcurrency},
+	{"script-flush", checkScriptFlush},
+	{"restart", func(t *testing.T, n *node) { checkRestart(t, n, false) }},
+	{"kill", func(t *testing.T, n *node) { checkRestart(t, n, true) }},
+	{"pause", checkPause},
+	{"maxmemory", checkMaxMemory},
+}
+
+func TestSingleServer(t *testing.T) {
+	for _, f := range selected(t) {
+		t.Run(f.name, func(t *testing.T) {
+			n := startNode(t, f)
+			version, _ := n.client(t).Info(context.Background(), "server").Result()
+			for _, line := range strings.Split(version, "\n") {
+				if strings.HasPrefix(line, "redis_version:") || strings.HasPrefix(line, "valkey_version:") {
+					report(t, "%s: %s (%s)", f.name, strings.TrimSpace(line), f.image)
+				}
+			}
+			for _, c := range checks {
+				t.Run(c.name, func(t *testing.T) { c.run(t, n) })
+			}
+		})
+	}
+}
+
+func prefix(t *testing.T) string {
+	return fmt.Sprintf("%s:%d:", t.Name(), time.Now().UnixNano())
+}
+
+// checkContract replays a random trace on the server's real clock and
+// holds every answer to the model, decided at the reply's own server time.
+func checkContract(t *testing.T, n *node) {
+	ctx := context.Background()
+	l := slidelog.New(n.client(t), slidelog.WithPrefix(prefix(t)))
+	mod := model.New()
+	r := rand.New(rand.NewPCG(11, 3))
+	allowed := 0
+	trace := model.RandomTrace(r, 1500)
+	for i, s := range trace {
+		if r.IntN(10) == 0 {
+			time.Sleep(s.Advance)
+		}
+		lim := slidelog.Limit{Events: s.Events, Window: s.Window}
+		var got slidelog.Result
+		var err error
+		if s.Peek {
+			got, err = l.Peek(ctx, s.Key, lim)
+		} else {
+			got, err = l.AllowN(ctx, s.Key, lim, s.N)
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		want := mod.Decide(s.Key, s.Events, s.Window, s.N, got.Time().UnixMicro(), !s.Peek)
+		if got.Allowed != want.Allowed || got.Remaining != want.Remaining ||
+			got.RetryAfter != want.RetryAfter || got.ResetAfter != want.ResetAfter {
+			t.Fatalf("step %d (%+v):\n got %+v\nwant %+v", i, s, got, want)
+		}
+		if got.Allowed {
+			allowed++
+		}
+	}
+	if allowed < len(trace)/10 || allowed > len(trace)*9/10 {
+		t.Errorf("%d of %d admitted: the trace did not exercise both branches", allowed, len(trace))
+	}
+	// The key outlives its newest event by less than a millisecond: expired
+	// events never pile up in a key nobody calls any more.
+	p := prefix(t)
+	l = slidelog.New(n.client(t), slidelog.WithPrefix(p))
+	res, err := l.Allow(ctx, "ttl", slidelog.PerSecond(1))
+	if err != nil || !res.Allowed {
+		t.Fatal(res, err)
+	}
+	if ttl := n.client(t).PTTL(ctx, p+"ttl").Val(); ttl <= 0 || ttl > time.Second+time.Millisecond {
+		t.Errorf("TTL %v after an admission with a 1s window", ttl)
+	}
+}
+
+func checkWrongType(t *testing.T, n *node) {
+	ctx := context.Background()
+	rdb := n.client(t)
+	p := prefix(t)
+	if err := rdb.HSet(ctx, p+"h", "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := slidelog.New(rdb, slidelog.WithPrefix(p)).AllowN(ctx, "h", slidelog.PerSecond(5), 2)
+	if !errors.Is(err, slidelog.ErrWrongType) {
+		t.Errorf("err %v, want ErrWrongType", err)
+	}
+	if v := rdb.HGetAll(ctx, p+"h").Val(); len(v) != 1 || v["f"] != "v" || rdb.PTTL(ctx, p+"h").Val() != -1 {
+		t.Errorf("hash now %v, TTL %v", v, rdb.PTTL(ctx, p+"h").Val())
+	}
+}
+
+// newTraffic builds a run of instances x goroutines against n.
+func newTraffic(t *testing.T, rdbs []redis.UniversalClient, watch redis.UniversalClient, limit slidelog.Limit, keys ...string) *traffic {
+	p := prefix(t)
+	tr := &traffic{limit: limit, keys: keys, watch: watch, prefix: p, goroutines: 16,
+		pace: time.Millisecond, deadline: 200 * time.Millisecond}
+	for _, rdb := range rdbs {
+		tr.limiters = append(tr.limiters, slidelog.New(rdb, slidelog.WithPrefix(p)))
+	}
+	return tr
+}
+
+func instances(t *testing.T, n *node, count int) []redis.UniversalClient {
+	var out []redis.UniversalClient
+	for range count {
+		out = append(out, n.client(t))
+	}
+	return out
+}
+
+// checkConcurrency: 4 instances x 16 goroutines on one key for 4 windows.
+func checkConcurrency(t *testing.T, n *node) {
+	limit := slidelog.Limit{Events: 50, Window: 500 * time.Millisecond}
+	tr := newTraffic(t, instances(t, n, 4), n.client(t), limit, "hot")
+	const d = 2 * time.Second
+	tr.run(t, d, 0, nil)
+	s := tr.verify(t)
+	if s.errors != 0 {
+		t.Errorf("%d calls failed: %v", s.errors, tr.errs[0].err)
+	}
+	// Saturating traffic fills every window: no false denials overall.
+	if least := int(d/limit.Window-1) * limit.Events; s.admitted < least {
+		t.Errorf("admitted %d, want at least %d", s.admitted, least)
+	}
+	report(t, "%s concurrency: %v", n.flavor.name, s)
+}
+
+// checkScriptFlush: SCRIPT FLUSH under traffic costs no call an error.
+func checkScriptFlush(t *testing.T, n *node) {
+	limit := slidelog.Limit{Events: 30, Window: 300 * time.Millisecond}
+	tr := newTraffic(t, instances(t, n, 4), n.client(t), limit, "a", "b")
+	admin := n.client(t)
+	tr.run(t, 1500*time.Millisecond, 200*time.Millisecond, func() {
+		for range 5 {
+			if err := admin.ScriptFlush(context.Background()).Err(); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	s := tr.verify(t)
+	if s.errors != 0 {
+		t.Errorf("%d calls failed across SCRIPT FLUSH: %v", s.errors, tr.errs[0].err)
+	}
+	report(t, "%s SCRIPT FLUSH x5: %v", n.flavor.name, s)
+}
+
+// checkRestart stops the container (SIGTERM, or SIGKILL when kill) under
+// traffic and starts it again. Calls during the outage fail within their
+// deadline; decisions resume by themselves (the script is loaded again);
+// with appendfsync always no admitted event is forgotten, so no window
+// exceeds the limit across the restart.
+func checkRestart(t *testing.T, n *node, kill bool) {
+	limit := slidelog.Limit{Events: 40, Window: 3 * time.Second}
+	tr := newTraffic(t, instances(t, n, 4), n.client(t), limit, "hot", "warm")
+	tr.pace = 5 * time.Millisecond
+	var down time.Duration
+	tr.run(t, 8*time.Second, 1500*time.Millisecond, func() {
+		start := time.Now()
+		timeout := 10 * time.Second
+		if kill {
+			timeout = 0 // SIGKILL at once
+		}
+		if err := n.c.Stop(context.Background(), &timeout); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if err := n.c.Start(context.Background()); err != nil {
+			t.Error(err)
+		}
+		n.waitReady(t)
+		down = time.Since(start)
+	})
+	s := tr.verify(t)
+	kinds := tr.errorsWithin(t, 100*time.Millisecond)
+	if s.errors == 0 {
+		t.Errorf("no call failed while the server was down for %v", down)
+	}
+	// After the restart, decisions resume: some call after it succeeded.
+	last := int64(0)
+	for _, d := range tr.decisions {
+		last = max(last, d.at)
+	}
+	if time.UnixMicro(last).Before(time.Now().Add(-time.Second)) {
+		t.Errorf("no decision in the last second: traffic did not resume")
+	}
+	what := "restart (SIGTERM)"
+	if kill {
+		what = "kill -9 and start"
+	}
+	report(t, "%s %s, down %v: %v; errors: %v", n.flavor.name, what, down.Round(time.Millisecond), s, kinds)
+}
+
+// checkPause freezes the server (docker pause) for a second under traffic:
+// calls fail with context.DeadlineExceeded within their deadline plus a
+// small margin, and carry on when it thaws.
+func checkPause(t *testing.T, n *node) {
+	limit := slidelog.Limit{Events: 40, Window: 3 * time.Second}
+	tr := newTraffic(t, instances(t, n, 4), n.client(t), limit, "hot")
+	tr.pace = 5 * time.Millisecond
+	tr.run(t, 5*time.Second, 1500*time.Millisecond, func() {
+		n.docker(t, "pause")
+		time.Sleep(time.Second)
+		n.docker(t, "unpause")
+	})
+	s := tr.verify(t)
+	kinds := tr.errorsWithin(t, 100*time.Millisecond)
+	for _, e := range tr.errs {
+		if !errors.Is(e.err, context.DeadlineExceeded) {
+			t.Errorf("a call failed with %v, want context.DeadlineExceeded", e.err)
+			break
+		}
+	}
+	if s.errors == 0 {
+		t.Error("no call failed while the server was paused")
+	}
+	report(t, "%s docker pause 1s: %v; errors: %v", n.flavor.name, s, kinds)
+}
+
+// checkMaxMemory sets maxmemory just above what the server uses, with
+// noeviction, and keeps admitting into new keys. Admissions must then fail
+// whole with OOM (the script's first write is its ZADD, which Redis
+// refuses), memory must stay at maxmemory, denials must go on answering,
+// and no key may be left half-written.
+func checkMaxMemory(t *testing.T, n *node) {
+	ctx := context.Background()
+	rdb := n.client(t)
+	p := prefix(t)
+	l := slidelog.New(rdb, slidelog.WithPrefix(p))
+	lim := slidelog.Limit{Events: 100, Window: time.Hour}
+	if r, err := l.AllowN(ctx, "full", lim, 100); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	limitBytes := usedMemory(t, rdb) + 256*1024
+	rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction")
+	rdb.ConfigSet(ctx, "maxmemory", fmt.Sprint(limitBytes))
+	defer rdb.ConfigSet(ctx, "maxmemory", "0")
+
+	var admitted, oom, other int
+	for i := range 40000 {
+		r, err := l.AllowN(ctx, fmt.Sprintf("k%d", i%4000), lim, 10)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "OOM"):
+			oom++
+		case err != nil:
+			other++
+			t.Errorf("call %d: %v", i, err)
+		case r.Allowed:
+			admitted++
+		}
+		if other > 3 {
+			break
+		}
+	}
+	after := usedMemory(t, rdb)
+	if oom == 0 || after > limitBytes+64*1024 {
+		t.Errorf("%d admissions refused with OOM, used_memory %d for maxmemory %d", oom, after, limitBytes)
+	}
+	// Over maxmemory a denial is still an exact answer (it writes nothing).
+	if r, err := l.Allow(ctx, "full", lim); err != nil || r.Allowed || r.RetryAfter <= 0 {
+		t.Errorf("denial over maxmemory: %+v, %v", r, err)
+	}
+	// No half-written key: every log holds whole calls (multiples of 10)
+	// and has its expiry.
+	keys, _ := rdb.Keys(ctx, p+"*").Result()
+	events := 0
+	for _, k := range keys {
+		c := rdb.ZCard(ctx, k).Val()
+		events += int(c)
+		if c%10 != 0 || rdb.PTTL(ctx, k).Val() <= 0 {
+			t.Errorf("key %s: %d events, TTL %v", k, c, rdb.PTTL(ctx, k).Val())
+		}
+	}
+	if events != admitted*10+100 {
+		t.Errorf("admitted %d calls of 10 events, the logs hold %d", admitted, events)
+	}
+	report(t, "%s maxmemory %d KiB noeviction: %d calls of 10 admitted, %d refused with OOM; used_memory after %d KiB (%+.0f%% of maxmemory)",
+		n.flavor.name, limitBytes/1024, admitted, oom, after/1024, 100*float64(after-limitBytes)/float64(limitBytes))
+}
+
+func usedMemory(t *testing.T, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			var n int64
+			if _, err := fmt.Sscan(v, &n); err == nil {
+				return n
+			}
+		}
+	}
+	t.Fatalf("no used_memory in INFO memory")
+	return 0
+}
