@@ -24,6 +24,7 @@ fi
 
 echo "--- go test -race ./... (module github.com/slidelog/slidelog/integration)"
 cd integration
+export GOWORK=off # a module of its own, outside the go.work of the library and CLI
 log=${SLIDELOG_INTEGRATION_LOG:-/tmp/slidelog-integration.log}
 # -v for the REPORT lines (the README's tables); the full output stays in $log.
 set +e

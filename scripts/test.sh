@@ -3,7 +3,10 @@
 #  - unit tests on miniredis (clock set to the microsecond),
 #  - tests against a real redis-server that they start on a free loopback port
 #    (installed here from Debian's packages when missing),
-#  - the demo CLI on its embedded Redis.
+#  - the demo CLI on its embedded Redis,
+#  - the integration suite: Redis 6.0/7.0/8.0 and Valkey 8.1 in containers,
+#    single, Cluster and Sentinel (scripts/integration.sh; set
+#    SLIDELOG_SKIP_INTEGRATION=1 to leave it out, e.g. without Docker).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,5 +22,11 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 fi
 
-echo "--- go test -race ./... (module github.com/slidelog/slidelog)"
-go test -race -count=1 ./...
+echo "--- go test -race (the library, github.com/slidelog/slidelog, and the CLI, ./cmd/slidelog)"
+go test -race -count=1 ./... ./cmd/slidelog/...
+
+if [ "${SLIDELOG_SKIP_INTEGRATION:-0}" = 1 ]; then
+  echo "--- integration suite skipped on request (SLIDELOG_SKIP_INTEGRATION=1)"
+else
+  bash scripts/integration.sh
+fi
