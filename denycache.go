@@ -1,0 +1,107 @@
+package slidelog
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// denyCache remembers, per key, the last denial Redis gave and until when
+// it holds, so that a flood of requests for a full window is answered
+// without asking Redis again.
+//
+// It is exact, not a guess: Redis denied n events at its time t because the
+// window was full until t+RetryAfter, and nothing but a removal (Reset, or
+// a refund) frees a window early. The request was sent at local time sent,
+// no later than t, so until sent+RetryAfter the same request (or a larger
+// one, under the same limit) would be denied by Redis too. The local clock
+// only measures the elapsed time since sent (Go's monotonic clock): clocks of
+// different machines never meet.
+type denyCache struct {
+	seed   maphash.Seed
+	shards [64]denyShard
+}
+
+type denyShard struct {
+	mu    sync.Mutex
+	m     map[string]denial
+	sweep int // the size at which the shard next drops its expired denials
+}
+
+// denial is Redis' answer to the request sent at sent.
+type denial struct {
+	limit Limit
+	n     int
+	sent  time.Time
+	res   Result
+}
+
+// sweepAt is the least size at which a shard drops its expired denials;
+// after a sweep, the next waits for twice what was left, so that sweeping
+// costs O(1) per record however many denials are live.
+const sweepAt = 4096
+
+func newDenyCache() *denyCache {
+	d := &denyCache{seed: maphash.MakeSeed()}
+	for i := range d.shards {
+		d.shards[i].m = map[string]denial{}
+		d.shards[i].sweep = sweepAt
+	}
+	return d
+}
+
+func (d *denyCache) shard(key string) *denyShard {
+	return &d.shards[maphash.String(d.seed, key)%uint64(len(d.shards))]
+}
+
+// lookup answers a request locally if a remembered denial still covers it.
+func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (Result, bool) {
+	s := d.shard(key)
+	s.mu.Lock()
+	e, ok := s.m[key]
+	if ok && !now.Before(e.sent.Add(e.res.RetryAfter)) {
+		delete(s.m, key)
+		ok = false
+	}
+	s.mu.Unlock()
+	if !ok || e.limit != limit || n < e.n {
+		return Result{}, false
+	}
+	elapsed := now.Sub(e.sent)
+	r := e.res
+	r.RetryAfter -= elapsed
+	r.ResetAfter = max(r.ResetAfter-elapsed, r.RetryAfter)
+	// The latest server time this instant can be: the denial's own, plus
+	// all the time since the request was sent.
+	r.at += elapsed.Microseconds()
+	return r, true
+}
+
+// record remembers a denial, and forgets the key's denial after an admission.
+func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, r Result) {
+	s := d.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Allowed || r.RetryAfter <= 0 {
+		delete(s.m, key)
+		return
+	}
+	if len(s.m) >= s.sweep {
+		now := time.Now()
+		for k, e := range s.m {
+			if !now.Before(e.sent.Add(e.res.RetryAfter)) {
+				delete(s.m, k)
+			}
+		}
+		s.sweep = max(sweepAt, 2*len(s.m))
+	}
+	s.m[key] = denial{limit: limit, n: n, sent: sent, res: r}
+}
+
+// forget drops the key's denial (Reset).
+func (d *denyCache) forget(key string) {
+	s := d.shard(key)
+	s.mu.Lock()
+	delete(s.m, key)
+	s.mu.Unlock()
+}

@@ -1,0 +1,205 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/model"
+)
+
+// Batched, the limiter decides exactly as unbatched: the model trace again.
+func TestBatchingModel(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb, WithPrefix(uniqueKey(t)+":"), WithBatching(16))
+	mod := model.New()
+	var now time.Duration
+	for i, s := range model.RandomTrace(rand.New(rand.NewPCG(3, 9)), 500) {
+		now += s.Advance
+		m.at(now)
+		lim, got, err := runStep(context.Background(), l, s)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if want := mod.Decide(s.Key, s.Events, s.Window, s.N, epoch.Add(now).UnixMicro(), !s.Peek); !sameDecision(got, lim, want) {
+			t.Fatalf("step %d: got %+v want %+v", i, got, want)
+		}
+	}
+}
+
+// pipeCounter counts the pipelines a client sends.
+type pipeCounter struct {
+	*redis.Client
+	pipelines atomic.Int64
+}
+
+func (p *pipeCounter) Pipeline() redis.Pipeliner {
+	p.pipelines.Add(1)
+	return p.Client.Pipeline()
+}
+
+// On a real server, 64 concurrent callers of one batched limiter: exactly
+// Events admitted, in far fewer pipelines than calls, and NOSCRIPT after
+// SCRIPT FLUSH is recovered inside a pipeline.
+func TestBatchingRealRedis(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	pc := &pipeCounter{Client: rdb}
+	l := New(pc, WithPrefix(uniqueKey(t)+":"), WithBatching(0))
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lim := Limit{Events: 300, Window: time.Minute}
+	var admitted, calls atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				r, err := l.Allow(ctx, "hot", lim)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				calls.Add(1)
+				if r.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted.Load() != 300 || calls.Load() != 64*20 {
+		t.Errorf("admitted %d of %d calls, want 300 of 1280", admitted.Load(), calls.Load())
+	}
+	if n := rdb.ZCard(ctx, l.prefix+"hot").Val(); n != 300 {
+		t.Errorf("log holds %d", n)
+	}
+	if p := pc.pipelines.Load(); p >= calls.Load()/2 {
+		t.Errorf("%d pipelines for %d calls: batching did not batch", p, calls.Load())
+	}
+	t.Logf("%d calls in %d pipelines", calls.Load(), pc.pipelines.Load())
+}
+
+// A caller whose context ends while its batch waits gets ctx.Err().
+func TestBatchingContext(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb, WithBatching(8))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Allow(ctx, "k", PerSecond(1)); !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v", err)
+	}
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("a canceled call wrote %v", keys)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("WithBatching on a client without Pipeline did not panic")
+		}
+	}()
+	New(scripterOnly{m.rdb}, WithBatching(8))
+}
+
+// The deny cache answers locally while Redis' denial holds, exactly as
+// Redis would, and asks Redis again once it may admit.
+func TestDenyCache(t *testing.T) {
+	m := newMini(t)
+	f := &faulty{Client: m.rdb}
+	l := New(f, WithDenyCache())
+	ctx := context.Background()
+	lim := Limit{Events: 3, Window: 200 * time.Millisecond}
+	for range 3 {
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+			t.Fatal(r, err)
+		}
+	}
+	m.at(50 * time.Millisecond)
+	first, err := l.Allow(ctx, "k", lim)
+	if err != nil || first.Allowed || first.RetryAfter != 150*time.Millisecond {
+		t.Fatalf("denial: %+v %v", first, err)
+	}
+	calls := f.calls.Load()
+	for i := range 100 {
+		r, err := l.Allow(ctx, "k", lim)
+		if err != nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > first.RetryAfter {
+			t.Fatalf("local %d: %+v %v", i, r, err)
+		}
+		if r.Time().Before(first.Time()) {
+			t.Fatalf("local %d decided at %v, before Redis' %v", i, r.Time(), first.Time())
+		}
+	}
+	if r, _ := l.AllowN(ctx, "k", lim, 2); r.Allowed {
+		t.Fatal("AllowN(2) admitted")
+	}
+	if f.calls.Load() != calls {
+		t.Errorf("%d Redis calls for requests the cache covers", f.calls.Load()-calls)
+	}
+	// Not covered: another limit, another key.
+	if _, err := l.Allow(ctx, "k", Limit{Events: 4, Window: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Allow(ctx, "other", lim); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls.Load() - calls; got != 2 {
+		t.Errorf("%d Redis calls for 2 uncovered requests", got)
+	}
+	// Reset forgets the denial.
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Errorf("after Reset: %+v %v", r, err)
+	}
+	// Once RetryAfter has passed since the request was sent, Redis is asked.
+	for range 3 {
+		_, _ = l.Allow(ctx, "k", lim)
+	}
+	r, err := l.Allow(ctx, "k", lim)
+	if err != nil || r.Allowed {
+		t.Fatal(r, err)
+	}
+	time.Sleep(r.RetryAfter)
+	m.at(50*time.Millisecond + 250*time.Millisecond) // the server's clock moved past the window too
+	calls = f.calls.Load()
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || f.calls.Load() != calls+1 {
+		t.Errorf("after RetryAfter: %+v %v, %d Redis calls", r, err, f.calls.Load()-calls)
+	}
+}
+
+// The cache never grows without bound: a full shard sweeps expired denials.
+func TestDenyCacheSweeps(t *testing.T) {
+	d := newDenyCache()
+	long := time.Now().Add(-time.Hour)
+	lim := PerSecond(1)
+	for i := range 64 * sweepAt * 2 {
+		d.record(strconv.Itoa(i), lim, 1, long, Result{RetryAfter: time.Millisecond})
+	}
+	total := 0
+	for i := range d.shards {
+		total += len(d.shards[i].m)
+	}
+	if total > 64*sweepAt {
+		t.Errorf("%d expired denials kept", total)
+	}
+	// Live denials are kept, and recording more of them stays cheap.
+	for i := range 64 * sweepAt * 2 {
+		d.record(strconv.Itoa(i), lim, 1, time.Now(), Result{RetryAfter: time.Hour})
+	}
+	total = 0
+	for i := range d.shards {
+		total += len(d.shards[i].m)
+	}
+	if total != 64*sweepAt*2 {
+		t.Errorf("%d live denials kept, want %d", total, 64*sweepAt*2)
+	}
+}
