@@ -59,7 +59,10 @@ func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (Resul
 	s := d.shard(key)
 	s.mu.Lock()
 	e, ok := s.m[key]
-	if ok && !now.Before(e.sent.Add(e.res.RetryAfter)) {
+	// Whole microseconds since the request was sent, rounded up: the
+	// server's clock has moved at most this far since its denial.
+	elapsed := (now.Sub(e.sent) + time.Microsecond - 1).Truncate(time.Microsecond)
+	if ok && elapsed >= e.res.RetryAfter {
 		delete(s.m, key)
 		ok = false
 	}
@@ -67,13 +70,10 @@ func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (Resul
 	if !ok || e.limit != limit || n < e.n {
 		return Result{}, false
 	}
-	elapsed := now.Sub(e.sent)
 	r := e.res
 	r.RetryAfter -= elapsed
 	r.ResetAfter = max(r.ResetAfter-elapsed, r.RetryAfter)
-	// The latest server time this instant can be: the denial's own, plus
-	// all the time since the request was sent.
-	r.at += elapsed.Microseconds()
+	r.at += elapsed.Microseconds() // the latest server time this instant can be
 	return r, true
 }
 

@@ -10,21 +10,20 @@
 --          prefix followed by counter+i (mod 2^40). Empty: Peek, which decides
 --          exactly like an admission but writes nothing.
 --
--- Steps: count the live events (ZCOUNT); admit (ZADD NX, ZREMRANGEBYSCORE of
--- the expired, PEXPIREAT) or deny (no write at all).
+-- Steps: count the live events (ZCARD less the expired, ZCOUNT); admit (ZADD
+-- NX, ZREMRANGEBYSCORE of the expired, PEXPIREAT) or deny (no write at all).
 --
 -- Reply    {allowed (1 or 0), remaining, retry_after_us, reset_after_us, now_us}
 --
 -- The window at server time t is (t - window, t]. Every value in the reply is
 -- an integer (Redis truncates Lua numbers on the way out), and no microsecond
 -- value is ever turned into a string with tostring or '..': Redis' Lua prints
--- only 14 significant digits there. Numbers handed to redis.call are exact.
+-- only 14 significant digits there. Numbers handed to redis.call are exact
+-- (Redis formats them with 17 digits).
 
--- Redis >= 5 replicates effects by default; older servers need this before a
--- write that follows TIME. It is deprecated (and a no-op) from Redis 7.
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
+-- Redis replicates a script's effects (not the script) by default since 5.0,
+-- so a write after TIME needs no redis.replicate_commands() on the servers
+-- slidelog supports (6.0 and later); the call is left out, as it costs time.
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
@@ -48,15 +47,20 @@ local function reset_after()
   return 0
 end
 
--- 1-2. Count the live events. Reading before writing matters: Redis refuses
---      a script for maxmemory (noeviction) only up to its first write, and
---      a first write that frees memory (ZREMRANGEBYSCORE) would let every
---      later ZADD through past maxmemory. So the first write is the ZADD:
---      over maxmemory an admission fails whole with OOM, writing nothing,
---      while denials (read only) go on being exact. WRONGTYPE stops the
---      script here too, before anything is written.
-local live = string.format('(%d', expired)
-local count = redis.call('ZCOUNT', key, live, '+inf')
+-- 1-2. Count the live events: all, less the expired ones at the head of
+--      the set (ZCOUNT from -inf walks only those: cheap). Reading before
+--      writing matters: Redis refuses a script for maxmemory (noeviction)
+--      only up to its first write, and a first write that frees memory
+--      (ZREMRANGEBYSCORE) would let every later ZADD through past maxmemory.
+--      So the first write is the ZADD: over maxmemory an admission fails
+--      whole with OOM, writing nothing, while denials (read only) stay exact.
+--      WRONGTYPE stops the script here too, before anything is written.
+local card = redis.call('ZCARD', key)
+local gone = 0
+if card > 0 then
+  gone = redis.call('ZCOUNT', key, '-inf', expired)
+end
+local count = card - gone
 
 if count + n <= limit then
   if first == '' then -- Peek
@@ -88,7 +92,9 @@ if count + n <= limit then
     end
   end
   -- Forget the expired events (the log never holds more than the window's).
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', expired)
+  if gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', expired)
+  end
   -- The key lives as long as its newest event (now) stays in the window,
   -- rounded up to a whole millisecond. An absolute time, because a relative
   -- PEXPIRE counts from Redis' millisecond clock, which lags TIME by up to
@@ -113,7 +119,8 @@ if first ~= '' and redis.call('ZSCORE', key, first) then
   -- the client sent it again): it stays admitted.
   return {1, remaining, 0, reset_after(), now}
 end
--- The same request fits once the k-th oldest live event has expired.
+-- The same request fits once the k-th oldest live event has expired; the
+-- live events follow the expired ones in the set.
 local k = count + n - limit
-local kth = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+local kth = redis.call('ZRANGE', key, gone + k - 1, gone + k - 1, 'WITHSCORES')
 return {0, remaining, tonumber(kth[2]) + window - now, reset_after(), now}

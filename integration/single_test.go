@@ -31,6 +31,8 @@ var checks = []struct {
 	{"contract", checkContract},
 	{"wrongtype", checkWrongType},
 	{"concurrency", checkConcurrency},
+	{"batching", checkBatching},
+	{"deny-cache", checkDenyCache},
 	{"script-flush", checkScriptFlush},
 	{"restart", func(t *testing.T, n *node) { checkRestart(t, n, false) }},
 	{"kill", func(t *testing.T, n *node) { checkRestart(t, n, true) }},
@@ -124,15 +126,86 @@ func checkWrongType(t *testing.T, n *node) {
 	}
 }
 
-// newTraffic builds a run of instances x goroutines against n.
+// newTraffic builds a run of one limiter per client (instance), 16
+// goroutines each, on a fresh key prefix.
 func newTraffic(t *testing.T, rdbs []redis.UniversalClient, watch redis.UniversalClient, limit slidelog.Limit, keys ...string) *traffic {
+	return newTrafficWith(t, nil, rdbs, watch, limit, keys...)
+}
+
+// newTrafficWith is newTraffic with limiter options.
+func newTrafficWith(t *testing.T, opts []slidelog.Option, rdbs []redis.UniversalClient, watch redis.UniversalClient, limit slidelog.Limit, keys ...string) *traffic {
 	p := prefix(t)
 	tr := &traffic{limit: limit, keys: keys, watch: watch, prefix: p, goroutines: 16,
 		pace: time.Millisecond, deadline: 200 * time.Millisecond}
 	for _, rdb := range rdbs {
-		tr.limiters = append(tr.limiters, slidelog.New(rdb, slidelog.WithPrefix(p)))
+		tr.limiters = append(tr.limiters, slidelog.New(rdb, append([]slidelog.Option{slidelog.WithPrefix(p)}, opts...)...))
 	}
 	return tr
+}
+
+// scriptCalls is how many script calls (EVALSHA and EVAL) the server has run.
+func scriptCalls(t *testing.T, rdb *redis.Client) int {
+	stats, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, line := range strings.Split(stats, "\r\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if v, ok := strings.CutPrefix(line, cmd); ok {
+				var n int
+				_, _ = fmt.Sscanf(v, "%d", &n)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// checkBatching: the concurrency check with auto-pipelining on.
+func checkBatching(t *testing.T, n *node) {
+	limit := slidelog.Limit{Events: 50, Window: 500 * time.Millisecond}
+	tr := newTrafficWith(t, []slidelog.Option{slidelog.WithBatching(0)}, instances(t, n, 4), n.client(t), limit, "hot", "warm")
+	const d = 2 * time.Second
+	tr.run(t, d, 0, nil)
+	s := tr.verify(t)
+	if s.errors != 0 {
+		t.Errorf("%d calls failed: %v", s.errors, tr.errs[0].err)
+	}
+	if least := int(d/limit.Window-1) * limit.Events * 2; s.admitted < least {
+		t.Errorf("admitted %d, want at least %d", s.admitted, least)
+	}
+	report(t, "%s batching (WithBatching): %v", n.flavor.name, s)
+}
+
+// checkDenyCache floods one key with 10x its limit from 4 instances, first
+// without and then with the deny cache: the cache must save at least 80% of
+// the Redis calls, and both runs must be exact.
+func checkDenyCache(t *testing.T, n *node) {
+	limit := slidelog.Limit{Events: 50, Window: 500 * time.Millisecond} // 100/s
+	admin := n.client(t)
+	calls := map[bool]int{}
+	for _, cached := range []bool{false, true} {
+		var opts []slidelog.Option
+		if cached {
+			opts = append(opts, slidelog.WithDenyCache())
+		}
+		tr := newTrafficWith(t, opts, instances(t, n, 4), n.client(t), limit, "flood")
+		tr.pace = 64 * time.Millisecond // 64 callers: 1 000 requests/s, 10x the limit
+		before := scriptCalls(t, admin)
+		tr.run(t, 3*time.Second, 0, nil)
+		calls[cached] = scriptCalls(t, admin) - before
+		s := tr.verify(t)
+		if s.errors != 0 {
+			t.Errorf("cached=%v: %d calls failed: %v", cached, s.errors, tr.errs[0].err)
+		}
+		report(t, "%s flood 10x, deny cache %v: %d Redis calls for %d decisions: %v", n.flavor.name, cached, calls[cached], s.admitted+s.denied, s)
+	}
+	saved := 1 - float64(calls[true])/float64(calls[false])
+	if saved < 0.8 {
+		t.Errorf("the deny cache saved %.0f%% of Redis calls (%d vs %d), want at least 80%%", 100*saved, calls[true], calls[false])
+	}
+	report(t, "%s deny cache saved %.0f%% of Redis calls", n.flavor.name, 100*saved)
 }
 
 func instances(t *testing.T, n *node, count int) []redis.UniversalClient {

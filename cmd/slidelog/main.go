@@ -1,6 +1,7 @@
 // Command slidelog shows, serves and measures the slidelog rate limiter.
 //
 //	slidelog demo    several simulated instances share one limit (embedded Redis by default)
+//	slidelog bench   decisions/s, latency and cost, side by side with the alternatives
 //
 // Run "slidelog COMMAND --help" for a command's flags.
 package main
@@ -26,6 +27,7 @@ type command struct {
 
 var commands = []command{
 	{"demo", "several simulated service instances share one exact limit", runDemo},
+	{"bench", "measure decisions/s, latency and cost against the alternatives", runBench},
 }
 
 func main() {

@@ -1,0 +1,478 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+)
+
+// referenceScript is the reference design's script (seed document, section
+// Redis 实现方案): the client's clock in ms, a UUID member, PEXPIRE W+1s.
+const referenceScript = `local now = tonumber(ARGV[1])
+local windowSize = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local member = ARGV[4]
+local windowStart = now - windowSize
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', windowStart)
+local count = tonumber(redis.call('ZCARD', KEYS[1]))
+if count < limit then
+  redis.call('ZADD', KEYS[1], now, member)
+  redis.call('PEXPIRE', KEYS[1], windowSize + 1000)
+  return 1
+else
+  return 0
+end`
+
+// variant is one way to take a decision.
+type variant struct {
+	name    string
+	cmdstat string // the INFO commandstats entry its Redis cost shows under
+	op      func(ctx context.Context, key string) error
+}
+
+type benchConfig struct {
+	concurrency []int
+	keys        []int
+	duration    time.Duration
+	rounds      int
+	limit       slidelog.Limit
+	variants    []string
+	large       bool
+}
+
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `usage: slidelog bench [--redis URL] [--concurrency 1,16,64] [--keys 1,10000] [--duration 1s] [--rounds 5]
+
+Measures decisions against a real Redis (a redis-server it starts on a free
+loopback port unless --redis names one), side by side in one run: every
+variant runs once per round, in an order that rotates from round to round,
+so that a noisy machine slows them all alike. Prints, per concurrency and
+key count, the medians over rounds of decisions/s, p50 and p99 latency, the
+client's allocations and CPU per call, and Redis' CPU and usec_per_call per
+call (INFO cpu, INFO commandstats).
+
+variants: ping (the floor: one round trip), reference (the seed design's
+script through EvalSha: client clock, UUID member), slidelog (Allow),
+redis_rate (github.com/go-redis/redis_rate/v10, GCRA), batched (slidelog
+WithBatching), denycache (slidelog WithDenyCache).
+
+--large instead measures slidelog at 10, 1 000 and 100 000 events per key.
+
+flags:`)
+		fs.PrintDefaults()
+	}
+	url := fs.String("redis", "", "Redis URL (default: start a redis-server; $REDIS_URL is not read, so a benchmark never hits a shared server by accident)")
+	conc := fs.String("concurrency", "1,16,64", "concurrent callers, comma separated")
+	keys := fs.String("keys", "1,10000", "keys the callers spread over, comma separated")
+	variants := fs.String("variants", "ping,reference,slidelog,redis_rate,batched", "variants, comma separated")
+	var cfg benchConfig
+	fs.DurationVar(&cfg.duration, "duration", time.Second, "how long each variant runs per round")
+	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds (medians are taken over them)")
+	fs.IntVar(&cfg.limit.Events, "events", 100, "events per window for every limiter")
+	fs.DurationVar(&cfg.limit.Window, "window", time.Second, "window for every limiter")
+	fs.BoolVar(&cfg.large, "large", false, "measure large limits instead (10, 1 000, 100 000 events per key)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var err error
+	if cfg.concurrency, err = ints(*conc); err != nil {
+		return fmt.Errorf("--concurrency: %w", err)
+	}
+	if cfg.keys, err = ints(*keys); err != nil {
+		return fmt.Errorf("--keys: %w", err)
+	}
+	cfg.variants = strings.Split(*variants, ",")
+	if cfg.rounds < 1 || cfg.duration <= 0 {
+		return errors.New("--rounds and --duration must be positive")
+	}
+	if err := cfg.limit.Validate(); err != nil {
+		return err
+	}
+
+	var opts *redis.Options
+	if *url == "" {
+		addr, stop, err := startRedisServer()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		opts = &redis.Options{Addr: addr}
+	} else if opts, err = redis.ParseURL(*url); err != nil {
+		return fmt.Errorf("--redis: %w", err)
+	}
+	opts.PoolSize = 128
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opts)
+	defer func() { _ = rdb.Close() }()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", opts.Addr, err)
+	}
+	info, _ := rdb.Info(ctx, "server").Result()
+	fmt.Fprintf(stdout, "redis %s (%s), %s, GOMAXPROCS %d, %d rounds x %v per variant, limit %v\n\n",
+		opts.Addr, infoField(info, "redis_version"), runtime.Version(), runtime.GOMAXPROCS(0), cfg.rounds, cfg.duration, cfg.limit)
+	if cfg.large {
+		return benchLarge(ctx, rdb, cfg, stdout)
+	}
+	return benchMatrix(ctx, rdb, cfg, stdout)
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// makeVariants builds the named variants on rdb, each on its own key prefix.
+func makeVariants(rdb *redis.Client, names []string, limit slidelog.Limit) ([]variant, error) {
+	ref := redis.NewScript(referenceScript)
+	if err := ref.Load(context.Background(), rdb).Err(); err != nil {
+		return nil, err
+	}
+	window := strconv.FormatInt(limit.Window.Milliseconds(), 10)
+	events := strconv.Itoa(limit.Events)
+	rate := redis_rate.NewLimiter(rdb)
+	rateLimit := redis_rate.Limit{Rate: limit.Events, Burst: limit.Events, Period: limit.Window}
+	all := map[string]variant{
+		"ping": {"ping", "ping", func(ctx context.Context, _ string) error { return rdb.Ping(ctx).Err() }},
+		"reference": {"reference", "evalsha", func(ctx context.Context, key string) error {
+			now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+			return rdb.EvalSha(ctx, ref.Hash(), []string{"ref:" + key}, now, window, events, uuid.NewString()).Err()
+		}},
+		"redis_rate": {"redis_rate", "evalsha", func(ctx context.Context, key string) error {
+			_, err := rate.Allow(ctx, key, rateLimit)
+			return err
+		}},
+	}
+	for name, opts := range map[string][]slidelog.Option{
+		"slidelog":  nil,
+		"batched":   {slidelog.WithBatching(0)},
+		"denycache": {slidelog.WithDenyCache()},
+	} {
+		l := slidelog.New(rdb, append(opts, slidelog.WithPrefix(name+":"))...)
+		all[name] = variant{name, "evalsha", func(ctx context.Context, key string) error {
+			_, err := l.Allow(ctx, key, limit)
+			return err
+		}}
+	}
+	var out []variant
+	for _, n := range names {
+		v, ok := all[strings.TrimSpace(n)]
+		if !ok {
+			return nil, fmt.Errorf("unknown variant %q", n)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// sample is what one run of one variant measured.
+type sample struct {
+	perSec        float64
+	p50, p99      time.Duration
+	allocs        float64 // client, per call
+	clientCPU     float64 // µs per call
+	redisCPU      float64 // µs per call
+	usecPerCall   float64 // INFO commandstats
+	errors        int
+	calls         int
+	redisCallsPer float64 // script or PING calls Redis saw per decision
+}
+
+// measure runs v with conc callers over keys for d.
+func measure(ctx context.Context, rdb *redis.Client, v variant, conc, keys int, d time.Duration) (sample, error) {
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		return sample{}, err
+	}
+	cpu0, err := redisCPU(ctx, rdb)
+	if err != nil {
+		return sample{}, err
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	ru0 := rusage()
+	lat := make([][]time.Duration, conc)
+	errs := make([]int, conc)
+	runCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := make([]time.Duration, 0, 1<<14)
+			for i := g; runCtx.Err() == nil; i += conc {
+				key := strconv.Itoa(i % keys)
+				t0 := time.Now()
+				if err := v.op(ctx, key); err != nil {
+					errs[g]++
+				}
+				l = append(l, time.Since(t0))
+			}
+			lat[g] = l
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	ru1 := rusage()
+	runtime.ReadMemStats(&ms1)
+	cpu1, err := redisCPU(ctx, rdb)
+	if err != nil {
+		return sample{}, err
+	}
+	stats, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return sample{}, err
+	}
+	var all []time.Duration
+	s := sample{}
+	for g := range lat {
+		all = append(all, lat[g]...)
+		s.errors += errs[g]
+	}
+	slices.Sort(all)
+	n := float64(len(all))
+	s.calls = len(all)
+	s.perSec = n / elapsed.Seconds()
+	s.p50, s.p99 = all[len(all)/2], all[len(all)*99/100]
+	s.allocs = float64(ms1.Mallocs-ms0.Mallocs) / n
+	s.clientCPU = float64(ru1-ru0) / float64(time.Microsecond) / n
+	s.redisCPU = (cpu1 - cpu0) * 1e6 / n
+	line := infoField(stats, "cmdstat_"+v.cmdstat)
+	s.usecPerCall = fieldFloat(line, "usec_per_call")
+	s.redisCallsPer = fieldFloat(line, "calls") / n
+	return s, nil
+}
+
+// rusage is the process's CPU time, user and system.
+func rusage() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is the server's CPU seconds, user and system, from INFO cpu.
+func redisCPU(ctx context.Context, rdb *redis.Client) (float64, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	u, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
+	s, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
+	return u + s, nil
+}
+
+// infoField returns the value of name in an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// fieldFloat reads name=value out of a commandstats line.
+func fieldFloat(line, name string) float64 {
+	for _, f := range strings.Split(line, ",") {
+		if v, ok := strings.CutPrefix(f, name+"="); ok {
+			x, _ := strconv.ParseFloat(v, 64)
+			return x
+		}
+	}
+	return 0
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func benchMatrix(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io.Writer) error {
+	vs, err := makeVariants(rdb, cfg.variants, cfg.limit)
+	if err != nil {
+		return err
+	}
+	type cell struct{ conc, keys int }
+	results := map[cell]map[string][]sample{}
+	for _, keys := range cfg.keys {
+		for _, conc := range cfg.concurrency {
+			c := cell{conc, keys}
+			results[c] = map[string][]sample{}
+			fmt.Fprintf(out, "running %d callers, %d keys:", conc, keys)
+			for r := range cfg.rounds {
+				for i := range vs {
+					v := vs[(i+r)%len(vs)]
+					s, err := measure(ctx, rdb, v, conc, keys, cfg.duration)
+					if err != nil {
+						return err
+					}
+					results[c][v.name] = append(results[c][v.name], s)
+				}
+				fmt.Fprintf(out, " %d", r+1)
+			}
+			fmt.Fprintln(out)
+		}
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| callers | keys | variant | decisions/s | vs slidelog | p50 | p99 | allocs/call | client CPU µs/call | Redis CPU µs/call | Redis usec_per_call | errors |")
+	fmt.Fprintln(out, "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	var verdicts []string
+	for _, keys := range cfg.keys {
+		for _, conc := range cfg.concurrency {
+			c := cell{conc, keys}
+			med := map[string]float64{}
+			for _, v := range vs {
+				ss := results[c][v.name]
+				pick := func(f func(sample) float64) float64 {
+					xs := make([]float64, len(ss))
+					for i, s := range ss {
+						xs[i] = f(s)
+					}
+					return median(xs)
+				}
+				med[v.name] = pick(func(s sample) float64 { return s.perSec })
+				med[v.name+".usec"] = pick(func(s sample) float64 { return s.usecPerCall })
+				med[v.name+".p99"] = pick(func(s sample) float64 { return float64(s.p99) })
+				errs := 0
+				for _, s := range ss {
+					errs += s.errors
+				}
+				ratio := "—"
+				if base, ok := med["slidelog"]; ok && base > 0 {
+					ratio = fmt.Sprintf("%.2f×", med[v.name]/base)
+				}
+				fmt.Fprintf(out, "| %d | %d | %s | %.0f | %s | %v | %v | %.1f | %.1f | %.1f | %.2f | %d |\n",
+					conc, keys, v.name, med[v.name], ratio,
+					time.Duration(pick(func(s sample) float64 { return float64(s.p50) })).Round(time.Microsecond),
+					time.Duration(med[v.name+".p99"]).Round(time.Microsecond),
+					pick(func(s sample) float64 { return s.allocs }),
+					pick(func(s sample) float64 { return s.clientCPU }),
+					pick(func(s sample) float64 { return s.redisCPU }),
+					med[v.name+".usec"], errs)
+			}
+			// The targets, where the variants they compare ran.
+			sl, ok := med["slidelog"]
+			if !ok {
+				continue
+			}
+			if ref, ok := med["reference"]; ok {
+				verdicts = append(verdicts, fmt.Sprintf("%d callers, %d keys: slidelog/reference throughput %.2f× (target ≥ 0.95), Redis usec_per_call %.2f vs %.2f",
+					conc, keys, sl/ref, med["slidelog.usec"], med["reference.usec"]))
+			}
+			if rr, ok := med["redis_rate"]; ok {
+				verdicts = append(verdicts, fmt.Sprintf("%d callers, %d keys: slidelog/redis_rate throughput %.2f× (target ≥ 1.0)", conc, keys, sl/rr))
+			}
+			if p, ok := med["ping"]; ok && conc == 1 {
+				verdicts = append(verdicts, fmt.Sprintf("%d caller, %d keys: slidelog/PING throughput %.2f× (target ≥ 0.75)", conc, keys, sl/p))
+			}
+			if b, ok := med["batched"]; ok && conc >= 64 {
+				verdicts = append(verdicts, fmt.Sprintf("%d callers, %d keys: batched/slidelog throughput %.2f× (target ≥ 2), p99 %.2f× (target ≤ 2)",
+					conc, keys, b/sl, med["batched.p99"]/med["slidelog.p99"]))
+			}
+		}
+	}
+	fmt.Fprintln(out)
+	for _, v := range verdicts {
+		fmt.Fprintln(out, v)
+	}
+	return nil
+}
+
+// benchLarge measures slidelog against one key holding large logs: the
+// denial path with the window full, and the admission path with room left.
+func benchLarge(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io.Writer) error {
+	const conc = 16
+	fmt.Fprintln(out, "| events per key | path | decisions/s | p50 | p99 | Redis CPU µs/call | Redis usec_per_call |")
+	fmt.Fprintln(out, "| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, events := range []int{10, 1000, 100000} {
+		prefix := fmt.Sprintf("large%d:", events)
+		l := slidelog.New(rdb, slidelog.WithPrefix(prefix))
+		full := slidelog.Limit{Events: events, Window: time.Hour}
+		if err := l.Reset(ctx, "k"); err != nil {
+			return err
+		}
+		for left := events; left > 0; {
+			n := min(left, 1000)
+			if _, err := l.AllowN(ctx, "k", full, n); err != nil {
+				return err
+			}
+			left -= n
+		}
+		room := slidelog.Limit{Events: 2 * events, Window: time.Hour} // the same log, with room for more
+		for _, path := range []struct {
+			name  string
+			limit slidelog.Limit
+		}{{"denied (window full)", full}, {"admitted", room}} {
+			v := variant{"slidelog", "evalsha", func(ctx context.Context, _ string) error {
+				_, err := l.Allow(ctx, "k", path.limit)
+				return err
+			}}
+			var ss []sample
+			for range cfg.rounds {
+				s, err := measure(ctx, rdb, v, conc, 1, cfg.duration/4)
+				if err != nil {
+					return err
+				}
+				ss = append(ss, s)
+				if path.limit == room { // keep the log at its size: undo the admissions
+					if err := l.Reset(ctx, "k"); err != nil {
+						return err
+					}
+					for left := events; left > 0; {
+						n := min(left, 1000)
+						if _, err := l.AllowN(ctx, "k", full, n); err != nil {
+							return err
+						}
+						left -= n
+					}
+				}
+			}
+			pick := func(f func(sample) float64) float64 {
+				xs := make([]float64, len(ss))
+				for i, s := range ss {
+					xs[i] = f(s)
+				}
+				return median(xs)
+			}
+			fmt.Fprintf(out, "| %d | %s | %.0f | %v | %v | %.1f | %.2f |\n", events, path.name,
+				pick(func(s sample) float64 { return s.perSec }),
+				time.Duration(pick(func(s sample) float64 { return float64(s.p50) })).Round(time.Microsecond),
+				time.Duration(pick(func(s sample) float64 { return float64(s.p99) })).Round(time.Microsecond),
+				pick(func(s sample) float64 { return s.redisCPU }),
+				pick(func(s sample) float64 { return s.usecPerCall }))
+		}
+		if err := l.Reset(ctx, "k"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
