@@ -31,15 +31,17 @@ type batcher struct {
 
 // pending is one decision waiting for its pipeline.
 type pending struct {
-	ctx  context.Context
-	c    *call
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args []any
 	done chan struct{}
 	vals []int64
 	err  error
 }
 
-func (b *batcher) do(ctx context.Context, c *call) ([]int64, error) {
-	p := &pending{ctx: ctx, c: c, done: make(chan struct{})}
+func (b *batcher) do(ctx context.Context, s *redis.Script, keys []string, args []any) ([]int64, error) {
+	p := &pending{ctx: ctx, script: s, keys: keys, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	if b.flushing < b.inFlight {
@@ -95,7 +97,7 @@ func (b *batcher) send(batch []*pending) {
 	cmds := make([]*redis.Cmd, len(live))
 	pipe := b.rdb.Pipeline()
 	for i, p := range live {
-		cmds[i] = pipe.EvalSha(ctx, script.Hash(), p.c.keys[:], p.c.args[:]...)
+		cmds[i] = p.script.EvalSha(ctx, pipe, p.keys, p.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 
@@ -110,7 +112,7 @@ func (b *batcher) send(batch []*pending) {
 	if len(again) > 0 {
 		pipe := b.rdb.Pipeline()
 		for _, i := range again {
-			cmds[i] = pipe.Eval(ctx, scriptSrc, live[i].c.keys[:], live[i].c.args[:]...)
+			cmds[i] = live[i].script.Eval(ctx, pipe, live[i].keys, live[i].args...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}

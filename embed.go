@@ -14,3 +14,10 @@ var scriptSrc string
 // script runs with EVALSHA and falls back to EVAL on NOSCRIPT, so a restarted
 // or flushed server costs one extra round trip, never an error.
 var script = redis.NewScript(scriptSrc)
+
+// allowAllSrc is the same decision over several limits (AllowAll).
+//
+//go:embed allowall.lua
+var allowAllSrc string
+
+var allowAllScript = redis.NewScript(allowAllSrc)

@@ -28,6 +28,8 @@ import (
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/resulttime"
 )
 
 // The clients slidelog is built for; each must keep satisfying redis.Scripter.
@@ -53,6 +55,8 @@ var (
 	// ErrWrongType: the key's Redis value is not a sorted set (Redis said
 	// WRONGTYPE). The value is left as it was.
 	ErrWrongType = errors.New("slidelog: key holds a value of another Redis type")
+	// ErrLimitTooLarge: Limit.Events is over the limiter's WithMaxEvents.
+	ErrLimitTooLarge = errors.New("slidelog: limit's log would be too large")
 )
 
 // maxWindow is the longest window whose microseconds a Lua number holds exactly.
@@ -101,8 +105,22 @@ type Result struct {
 	RetryAfter time.Duration // denied: wait this long and the same request fits; allowed: 0
 	ResetAfter time.Duration // until the window holds no event of this key
 
-	at int64 // Redis TIME of the decision, µs
+	at     int64  // Redis TIME of the decision, µs
+	handle Handle // the events an admission recorded
 }
+
+// Handle names the events one admission recorded, so that Refund can take
+// exactly those back. The zero Handle (of a denial) refunds nothing.
+type Handle struct {
+	key  string    // the log, for one limit
+	keys *[]string // the logs, for AllowAll
+	id   [idLen]byte
+	n    int
+	user string // the caller's key
+}
+
+// Handle returns what Refund needs to take this admission's events back.
+func (r Result) Handle() Handle { return r.handle }
 
 // Time is the Redis server time the decision was taken at, to the
 // microsecond: an admitted event is recorded at this instant, and
@@ -116,6 +134,16 @@ type Option func(*Limiter)
 // Default: "slidelog:".
 func WithPrefix(prefix string) Option {
 	return func(l *Limiter) { l.prefix = prefix }
+}
+
+// WithMaxEvents rejects, with ErrLimitTooLarge and before Redis is asked,
+// any Limit whose Events exceeds max: a log of Events events costs about
+// 104 bytes each once over zset-max-listpack-entries (128 by default), and
+// an AllowN of that size is one O(n) script that holds Redis for its
+// duration. A limiter's worst case is keys x max x ~104 bytes. Default:
+// no cap; 10 000 is a sensible one (see the README's advice on large limits).
+func WithMaxEvents(max int) Option {
+	return func(l *Limiter) { l.maxEvents = max }
 }
 
 // WithBatching sends the decisions that concurrent callers of this Limiter
@@ -161,11 +189,12 @@ func WithDenyCache() Option {
 // A Limiter is safe for concurrent use by multiple goroutines. Build it with
 // New; the zero value is not usable.
 type Limiter struct {
-	rdb      redis.Scripter
-	prefix   string
-	batchMax int
-	batch    *batcher
-	deny     *denyCache
+	rdb       redis.Scripter
+	prefix    string
+	batchMax  int
+	maxEvents int
+	batch     *batcher
+	deny      *denyCache
 }
 
 // New returns a Limiter that keeps its logs in rdb: a *redis.Client,
@@ -253,26 +282,37 @@ func (l *Limiter) check(key string, limit Limit, n int) error {
 	if key == "" {
 		return ErrEmptyKey
 	}
-	return limit.validate(n)
+	return l.validate(limit, n)
 }
 
-// call holds one script call's arguments in a single allocation: go-redis
-// takes pointers to them, so nothing is boxed separately.
+// validate is Limit.validate and the limiter's own cap.
+func (l *Limiter) validate(limit Limit, n int) error {
+	if err := limit.validate(n); err != nil {
+		return err
+	}
+	if l.maxEvents > 0 && limit.Events > l.maxEvents {
+		return fmt.Errorf("%w: %d events, over WithMaxEvents(%d)", ErrLimitTooLarge, limit.Events, l.maxEvents)
+	}
+	return nil
+}
+
+// call holds one single-limit script call's arguments in a single
+// allocation: go-redis takes pointers to them, so nothing is boxed apart.
 type call struct {
 	keys   [1]string
 	args   [4]any
+	n      int64
 	events int64
 	window int64
-	n      int64
 	id     [idLen]byte
 	idStr  string
 }
 
 func (l *Limiter) run(ctx context.Context, key string, limit Limit, n int, record bool) (Result, error) {
 	c := &call{
+		n:      int64(n),
 		events: int64(limit.Events),
 		window: int64(limit.Window / time.Microsecond),
-		n:      int64(n),
 	}
 	c.keys[0] = l.prefix + key
 	if record {
@@ -280,29 +320,40 @@ func (l *Limiter) run(ctx context.Context, key string, limit Limit, n int, recor
 		// c is never reused, so its id bytes are as immutable as a string's.
 		c.idStr = unsafe.String(&c.id[0], idLen)
 	}
-	c.args = [4]any{&c.events, &c.window, &c.n, &c.idStr}
+	c.args = [4]any{&c.n, &c.idStr, &c.events, &c.window}
+	r, _, err := l.eval(ctx, script, c.keys[:], c.args[:])
+	if err != nil {
+		return Result{}, err
+	}
+	r.Limit = limit
+	if r.Allowed && record {
+		r.handle = Handle{key: c.keys[0], id: c.id, n: n, user: key}
+	}
+	return r, nil
+}
 
+// eval runs a decision script (script or allowAllScript) and decodes its
+// reply; which is the index of the limit that decided.
+func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args []any) (r Result, which int, err error) {
 	var v []int64
-	var err error
 	if l.batch != nil {
-		v, err = l.batch.do(ctx, c)
+		v, err = l.batch.do(ctx, s, keys, args)
 	} else {
-		v, err = script.Run(ctx, l.rdb, c.keys[:], c.args[:]...).Int64Slice()
+		v, err = s.Run(ctx, l.rdb, keys, args...).Int64Slice()
 	}
 	if err != nil {
-		return Result{}, wrap(ctx, "run script", err)
+		return Result{}, 0, wrap(ctx, "run script", err)
 	}
-	if len(v) != 5 {
-		return Result{}, fmt.Errorf("slidelog: script replied %d values, want 5", len(v))
+	if len(v) != 6 || v[5] < 1 || int(v[5]) > len(keys) {
+		return Result{}, 0, fmt.Errorf("slidelog: script replied %v, want 6 values", v)
 	}
 	return Result{
 		Allowed:    v[0] == 1,
-		Limit:      limit,
 		Remaining:  int(v[1]),
 		RetryAfter: time.Duration(v[2]) * time.Microsecond,
 		ResetAfter: time.Duration(v[3]) * time.Microsecond,
 		at:         v[4],
-	}, nil
+	}, int(v[5]) - 1, nil
 }
 
 // wrap adds context to a Redis failure. When the caller's context is done,
@@ -324,3 +375,5 @@ func wrap(ctx context.Context, op string, err error) error {
 // Validate reports why the limit can admit nothing (an error wrapping
 // ErrInvalidLimit), or nil.
 func (l Limit) Validate() error { return l.validate(1) }
+
+func init() { resulttime.Offset = unsafe.Offsetof(Result{}.at) }

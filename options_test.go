@@ -3,7 +3,6 @@ package slidelog
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,28 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slidelog/slidelog/internal/model"
 )
-
-// Batched, the limiter decides exactly as unbatched: the model trace again.
-func TestBatchingModel(t *testing.T) {
-	m := newMini(t)
-	l := New(m.rdb, WithPrefix(uniqueKey(t)+":"), WithBatching(16))
-	mod := model.New()
-	var now time.Duration
-	for i, s := range model.RandomTrace(rand.New(rand.NewPCG(3, 9)), 500) {
-		now += s.Advance
-		m.at(now)
-		lim, got, err := runStep(context.Background(), l, s)
-		if err != nil {
-			t.Fatalf("step %d: %v", i, err)
-		}
-		if want := mod.Decide(s.Key, s.Events, s.Window, s.N, epoch.Add(now).UnixMicro(), !s.Peek); !sameDecision(got, lim, want) {
-			t.Fatalf("step %d: got %+v want %+v", i, got, want)
-		}
-	}
-}
 
 // pipeCounter counts the pipelines a client sends.
 type pipeCounter struct {

@@ -2,18 +2,23 @@
 --
 -- KEYS[1]  the log: a sorted set; score = an admitted event's Redis TIME in
 --          microseconds, member = the event's id.
--- ARGV[1]  events: the most events admitted in any window (integer >= 1).
--- ARGV[2]  window, in microseconds (integer >= 1).
--- ARGV[3]  n: events this call asks for (1 <= n <= events).
--- ARGV[4]  the id of the call's first event: 8 bytes, a 3-byte instance
+-- ARGV[1]  n: events this call asks for (1 <= n <= events).
+-- ARGV[2]  the id of the call's first event: 8 bytes, a 3-byte instance
 --          prefix then a 5-byte big-endian counter; event i (0-based) is the
 --          prefix followed by counter+i (mod 2^40). Empty: Peek, which decides
 --          exactly like an admission but writes nothing.
+-- ARGV[3]  events: the most events admitted in any window (integer >= 1).
+-- ARGV[4]  window, in microseconds (integer >= 1).
+--
+-- allowall.lua is the same decision over several limits at once (AllowAll);
+-- this one is kept apart so that the common single-limit call pays for no
+-- loop, table or closure.
 --
 -- Steps: count the live events (ZCARD less the expired, ZCOUNT); admit (ZADD
 -- NX, ZREMRANGEBYSCORE of the expired, PEXPIREAT) or deny (no write at all).
 --
--- Reply    {allowed (1 or 0), remaining, retry_after_us, reset_after_us, now_us}
+-- Reply    {allowed (1 or 0), remaining, retry_after_us, reset_after_us, now_us, 1}
+--          (the last: the limit that decided, as in allowall.lua)
 --
 -- The window at server time t is (t - window, t]. Every value in the reply is
 -- an integer (Redis truncates Lua numbers on the way out), and no microsecond
@@ -26,10 +31,10 @@
 -- slidelog supports (6.0 and later); the call is left out, as it costs time.
 
 local key = KEYS[1]
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-local first = ARGV[4]
+local n = tonumber(ARGV[1])
+local first = ARGV[2]
+local limit = tonumber(ARGV[3])
+local window = tonumber(ARGV[4])
 
 -- Redis' own clock is the only clock: instances whose clocks drift still
 -- share one timeline.
@@ -64,7 +69,7 @@ local count = card - gone
 
 if count + n <= limit then
   if first == '' then -- Peek
-    return {1, limit - count, 0, reset_after(), now}
+    return {1, limit - count, 0, reset_after(), now, 1}
   end
   -- 3. Admit: record n events at now. NX keeps an event that is already
   --    there untouched, so a retried call (same ids) records nothing twice.
@@ -102,10 +107,10 @@ if count + n <= limit then
   redis.call('PEXPIREAT', key, math.ceil((now + window) / 1000))
   count = count + added
   if added == n then
-    return {1, limit - count, 0, window, now}
+    return {1, limit - count, 0, window, now, 1}
   end
   -- A retry of a call that was admitted already: its events are in the log.
-  return {1, limit - count, 0, reset_after(), now}
+  return {1, limit - count, 0, reset_after(), now, 1}
 end
 
 -- 4. Deny: write nothing (expired events wait for the next admission or the
@@ -117,10 +122,10 @@ end
 if first ~= '' and redis.call('ZSCORE', key, first) then
   -- A retry of a call that was admitted already (its reply was lost and
   -- the client sent it again): it stays admitted.
-  return {1, remaining, 0, reset_after(), now}
+  return {1, remaining, 0, reset_after(), now, 1}
 end
 -- The same request fits once the k-th oldest live event has expired; the
 -- live events follow the expired ones in the set.
 local k = count + n - limit
 local kth = redis.call('ZRANGE', key, gone + k - 1, gone + k - 1, 'WITHSCORES')
-return {0, remaining, tonumber(kth[2]) + window - now, reset_after(), now}
+return {0, remaining, tonumber(kth[2]) + window - now, reset_after(), now, 1}

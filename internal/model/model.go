@@ -113,3 +113,53 @@ func RandomTrace(r *rand.Rand, steps int) []Step {
 	}
 	return out
 }
+
+// Lim is one limit of DecideAll.
+type Lim struct {
+	Events int
+	Window time.Duration
+}
+
+// DecideAll is AllowAll (record) or its Peek (!record): n events against
+// several limits, each with its own log (under key and its window), all
+// admitted or none. which is the limit that decided: denied, the one with
+// the latest RetryAfter (the first on a tie); allowed, the one with the
+// fewest Remaining (the first on a tie).
+func (m *Log) DecideAll(key string, lims []Lim, n int, t int64, record bool) (d Decision, which int) {
+	each := make([]Decision, len(lims))
+	fits := true
+	for i, l := range lims {
+		each[i] = m.Decide(logName(key, l.Window, len(lims)), l.Events, l.Window, n, t, false)
+		fits = fits && each[i].Allowed
+	}
+	if fits && record {
+		for i, l := range lims {
+			each[i] = m.Decide(logName(key, l.Window, len(lims)), l.Events, l.Window, n, t, true)
+		}
+	}
+	d.Allowed = fits
+	d.Remaining = -1
+	for i, e := range each {
+		if fits {
+			if d.Remaining < 0 || e.Remaining < d.Remaining {
+				which, d.Remaining = i, e.Remaining
+			}
+		} else {
+			if d.Remaining < 0 || e.Remaining < d.Remaining {
+				d.Remaining = e.Remaining
+			}
+			if e.RetryAfter > d.RetryAfter {
+				which, d.RetryAfter = i, e.RetryAfter
+			}
+		}
+		d.ResetAfter = max(d.ResetAfter, e.ResetAfter)
+	}
+	return d, which
+}
+
+func logName(key string, w time.Duration, limits int) string {
+	if limits == 1 {
+		return key
+	}
+	return key + "/" + w.String()
+}

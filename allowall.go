@@ -1,0 +1,63 @@
+package slidelog
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+	"unsafe"
+)
+
+// AllowAll decides n events for key against several limits at once, in one
+// atomic script: every limit admits them, or none records anything. A
+// request admitted by "10 per second" but denied by "1 000 per hour" spends
+// nothing of the first.
+//
+// Each limit keeps its own log, at prefix + "{" + key + "}:" + its window in
+// microseconds: the keys share one {hash tag}, so the call works on Redis
+// Cluster. Two limits may not share a window.
+//
+// The Result: Limit is the limit that denied (the one whose RetryAfter is
+// latest) or, when allowed, the one with the fewest Remaining; Remaining is
+// the smallest over the limits; RetryAfter is the largest per-limit
+// RetryAfter, the instant at which every window fits; ResetAfter is the
+// largest. AllowAll never answers from the deny cache.
+func (l *Limiter) AllowAll(ctx context.Context, key string, n int, limits ...Limit) (Result, error) {
+	if key == "" {
+		return Result{}, ErrEmptyKey
+	}
+	if len(limits) == 0 {
+		return Result{}, fmt.Errorf("%w: AllowAll needs at least one limit", ErrInvalidLimit)
+	}
+	seen := make(map[time.Duration]bool, len(limits))
+	for _, lim := range limits {
+		if err := l.validate(lim, n); err != nil {
+			return Result{}, err
+		}
+		w := lim.Window.Truncate(time.Microsecond)
+		if seen[w] {
+			return Result{}, fmt.Errorf("%w: two limits with the window %v", ErrInvalidLimit, w)
+		}
+		seen[w] = true
+	}
+
+	base := l.prefix + "{" + key + "}:"
+	keys := make([]string, len(limits))
+	id := ids.reserve(n)
+	args := make([]any, 2, 2+2*len(limits))
+	args[0], args[1] = n, unsafe.String(&id[0], idLen)
+	for i, lim := range limits {
+		w := int64(lim.Window / time.Microsecond)
+		keys[i] = base + strconv.FormatInt(w, 10)
+		args = append(args, lim.Events, w)
+	}
+	r, which, err := l.eval(ctx, allowAllScript, keys, args)
+	if err != nil {
+		return Result{}, err
+	}
+	r.Limit = limits[which]
+	if r.Allowed {
+		r.handle = Handle{keys: &keys, id: id, n: n, user: key}
+	}
+	return r, nil
+}

@@ -1,0 +1,229 @@
+// Package conformance is the one table of checks that every implementation
+// of slidelog's semantics passes: the Redis limiter (on miniredis, whose
+// clock the test sets) and slidelog/local (with an injected clock). Step
+// tables at fixed instants, then random traces against internal/model, so
+// that the implementations can never drift apart.
+package conformance
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/model"
+)
+
+// Limiter is what both implementations offer.
+type Limiter interface {
+	AllowN(ctx context.Context, key string, limit slidelog.Limit, n int) (slidelog.Result, error)
+	Peek(ctx context.Context, key string, limit slidelog.Limit) (slidelog.Result, error)
+	AllowAll(ctx context.Context, key string, n int, limits ...slidelog.Limit) (slidelog.Result, error)
+	Reset(ctx context.Context, key string) error
+}
+
+// Epoch is the instant every table starts from.
+var Epoch = time.Date(2025, 11, 24, 16, 0, 0, 0, time.UTC)
+
+// Subject is a fresh limiter and a way to set its clock to Epoch + d.
+type Subject struct {
+	Limiter Limiter
+	SetTime func(d time.Duration)
+}
+
+const (
+	us = time.Microsecond
+	ms = time.Millisecond
+)
+
+// step is a call at a fixed instant and the decision it must get.
+type step struct {
+	at      time.Duration
+	op      string // "allow" (AllowN), "peek", "all" (AllowAll), "reset"
+	n       int
+	want    model.Decision
+	limitIx int // the limit the Result names (AllowAll)
+}
+
+type table struct {
+	name   string
+	limits []slidelog.Limit // one, or several for AllowAll
+	steps  []step
+}
+
+func allow(at time.Duration, n int, allowed bool, remaining int, retry, reset time.Duration) step {
+	return step{at: at, op: "allow", n: n, want: model.Decision{Allowed: allowed, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}}
+}
+
+func peek(at time.Duration, allowed bool, remaining int, retry, reset time.Duration) step {
+	return step{at: at, op: "peek", n: 1, want: model.Decision{Allowed: allowed, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}}
+}
+
+func all(at time.Duration, n int, allowed bool, remaining int, retry, reset time.Duration, limitIx int) step {
+	return step{at: at, op: "all", n: n, limitIx: limitIx, want: model.Decision{Allowed: allowed, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}}
+}
+
+var tables = []table{
+	{
+		// The reference design's worked example (执行追踪): W = 1000 ms, limit 3.
+		name:   "worked example",
+		limits: []slidelog.Limit{{Events: 3, Window: time.Second}},
+		steps: []step{
+			allow(100*ms, 1, true, 2, 0, 1000*ms),
+			allow(400*ms, 1, true, 1, 0, 1000*ms),
+			allow(800*ms, 1, true, 0, 0, 1000*ms),
+			allow(900*ms, 1, false, 0, 200*ms, 900*ms), // R1 (100) leaves at 1100
+			allow(1200*ms, 1, true, 0, 0, 1000*ms),
+			allow(1500*ms, 1, true, 0, 0, 1000*ms),
+			allow(1600*ms, 1, false, 0, 200*ms, 900*ms), // 800 leaves at 1800
+			allow(1900*ms, 1, true, 0, 0, 1000*ms),
+		},
+	},
+	{
+		name:   "window edges",
+		limits: []slidelog.Limit{{Events: 1, Window: time.Second}},
+		steps: []step{
+			allow(0, 1, true, 0, 0, time.Second),
+			// W-1µs old: still in the window.
+			peek(time.Second-us, false, 0, us, us),
+			allow(time.Second-us, 1, false, 0, us, us),
+			// exactly W old: expired (the window is left-open).
+			peek(time.Second, true, 1, 0, 0),
+			allow(time.Second, 1, true, 0, 0, time.Second),
+		},
+	},
+	{
+		// RetryAfter is exact: 1µs early is denied, on time is admitted; for
+		// n > 1 it waits for the k-th oldest event, k = count + n - Events.
+		name:   "retry after",
+		limits: []slidelog.Limit{{Events: 4, Window: 100 * ms}},
+		steps: []step{
+			allow(0, 1, true, 3, 0, 100*ms),
+			allow(10*ms, 1, true, 2, 0, 100*ms),
+			allow(20*ms, 2, true, 0, 0, 100*ms),
+			allow(50*ms, 3, false, 0, 70*ms, 70*ms), // the 3rd oldest (20ms) leaves at 120ms
+			allow(50*ms, 1, false, 0, 50*ms, 70*ms), // the oldest (0ms) leaves at 100ms
+			allow(100*ms-us, 1, false, 0, us, 20*ms+us),
+			allow(120*ms-us, 3, false, 2, us, us),
+			allow(120*ms, 3, true, 1, 0, 100*ms),
+			peek(130*ms, true, 1, 0, 90*ms),
+			allow(130*ms, 1, true, 0, 0, 100*ms),
+			peek(130*ms, false, 0, 90*ms, 100*ms),
+			{at: 130 * ms, op: "reset"},
+			peek(130*ms, true, 4, 0, 0),
+			allow(130*ms, 4, true, 0, 0, 100*ms),
+			peek(230*ms, true, 4, 0, 0), // everything gone: an empty key
+		},
+	},
+	{
+		// Several windows at once: all admit, or none records anything.
+		name: "allow all",
+		limits: []slidelog.Limit{
+			{Events: 2, Window: 100 * ms},
+			{Events: 3, Window: time.Second},
+		},
+		steps: []step{
+			all(0, 1, true, 1, 0, time.Second, 0),
+			all(10*ms, 1, true, 0, 0, time.Second, 0),
+			// the 100ms limit denies until 100ms; the 1s one would admit
+			all(20*ms, 1, false, 0, 80*ms, 990*ms, 0),
+			all(100*ms, 1, true, 0, 0, time.Second, 0), // both full now: the first named
+			// the 100ms window is empty again, the 1s one full until 1s: it decides
+			all(200*ms, 1, false, 0, 800*ms, 900*ms, 1),
+			// 2 events: the 1s window needs its 2 oldest gone (the 2nd, 10ms, at 1.01s)
+			all(200*ms, 2, false, 0, 810*ms, 900*ms, 1),
+			all(1010*ms, 2, true, 0, 0, time.Second, 0),
+		},
+	},
+}
+
+// Run holds every table against a fresh subject each.
+func Run(t *testing.T, fresh func(t *testing.T) Subject) {
+	for _, tb := range tables {
+		t.Run(tb.name, func(t *testing.T) {
+			s := fresh(t)
+			ctx := context.Background()
+			for i, st := range tb.steps {
+				s.SetTime(st.at)
+				var r slidelog.Result
+				var err error
+				switch st.op {
+				case "allow":
+					r, err = s.Limiter.AllowN(ctx, "k", tb.limits[0], st.n)
+				case "peek":
+					r, err = s.Limiter.Peek(ctx, "k", tb.limits[0])
+				case "all":
+					r, err = s.Limiter.AllowAll(ctx, "k", st.n, tb.limits...)
+				case "reset":
+					if err := s.Limiter.Reset(ctx, "k"); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				got := model.Decision{Allowed: r.Allowed, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+				if got != st.want || r.Limit != tb.limits[st.limitIx] || !r.Time().Equal(Epoch.Add(st.at)) {
+					t.Errorf("step %d (%s n=%d at %v): got %+v limit %v at %v; want %+v limit %v",
+						i, st.op, st.n, st.at, got, r.Limit, r.Time(), st.want, tb.limits[st.limitIx])
+				}
+			}
+		})
+	}
+}
+
+// RunModel replays random traces (single limits, Peeks, and AllowAll over
+// two windows) against the model, every field compared.
+func RunModel(t *testing.T, fresh func(t *testing.T) Subject, seeds, steps int) {
+	for seed := range uint64(seeds) {
+		s := fresh(t)
+		Replay(t, s, model.RandomTrace(rand.New(rand.NewPCG(seed, 42)), steps))
+	}
+}
+
+// Replay runs one trace; a step whose Advance is -1 moves the clock by the
+// RetryAfter just answered. Every fifth AllowN step of key "c" is an
+// AllowAll of that limit and one of four times its window.
+func Replay(t *testing.T, s Subject, trace []model.Step) {
+	t.Helper()
+	ctx := context.Background()
+	mod := model.New()
+	var now, lastRetry time.Duration
+	for i, st := range trace {
+		if st.Advance == -1 {
+			st.Advance = lastRetry
+		}
+		now += st.Advance
+		s.SetTime(now)
+		at := Epoch.Add(now).UnixMicro()
+		lim := slidelog.Limit{Events: st.Events, Window: st.Window}
+		var r slidelog.Result
+		var err error
+		var want model.Decision
+		wantLimit := lim
+		switch {
+		case st.Peek:
+			r, err = s.Limiter.Peek(ctx, st.Key, lim)
+			want = mod.Decide(st.Key, st.Events, st.Window, 1, at, false)
+		case st.Key == "c" && i%5 == 0:
+			lims := []slidelog.Limit{lim, {Events: 2 * st.Events, Window: 4 * st.Window}}
+			r, err = s.Limiter.AllowAll(ctx, "all", st.N, lims...)
+			var which int
+			want, which = mod.DecideAll("all", []model.Lim{{Events: lims[0].Events, Window: lims[0].Window}, {Events: lims[1].Events, Window: lims[1].Window}}, st.N, at, true)
+			wantLimit = lims[which]
+		default:
+			r, err = s.Limiter.AllowN(ctx, st.Key, lim, st.N)
+			want = mod.Decide(st.Key, st.Events, st.Window, st.N, at, true)
+		}
+		if err != nil {
+			t.Fatalf("step %d (%+v): %v", i, st, err)
+		}
+		got := model.Decision{Allowed: r.Allowed, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+		if got != want || r.Limit != wantLimit || r.Time().UnixMicro() != at {
+			t.Fatalf("step %d (%+v at +%v):\n got %+v limit %v\nwant %+v limit %v", i, st, now, got, r.Limit, want, wantLimit)
+		}
+		lastRetry = r.RetryAfter
+	}
+}
