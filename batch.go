@@ -34,10 +34,10 @@ type pending struct {
 	ctx    context.Context
 	script *redis.Script
 	keys   []string
-	args []any
-	done chan struct{}
-	vals []int64
-	err  error
+	args   []any
+	done   chan struct{}
+	vals   []int64
+	err    error
 }
 
 func (b *batcher) do(ctx context.Context, s *redis.Script, keys []string, args []any) ([]int64, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,6 +163,47 @@ func TestCluster(t *testing.T) {
 					t.Errorf("admitted %d, want at least %d", s.admitted, least)
 				}
 				report(t, "%s cluster, %d keys on 3 masters %v: %v", f.name, len(keys), masters, s)
+			})
+
+			// AllowAll over two windows: both logs of a key share a slot, so
+			// one script decides them; keys spread over the masters.
+			t.Run("allow-all", func(t *testing.T) {
+				p := prefix(t)
+				limits := []slidelog.Limit{{Events: 15, Window: time.Minute}, {Events: 10, Window: time.Hour}}
+				var mu sync.Mutex
+				admitted := map[string]int{}
+				var wg sync.WaitGroup
+				for _, rdb := range instances {
+					l := slidelog.New(rdb, slidelog.WithPrefix(p))
+					for g := range 16 {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for i := range 20 {
+								k := keys[(g+i)%len(keys)]
+								r, err := l.AllowAll(ctx, k, 1, limits...)
+								if err != nil {
+									t.Error(err)
+									return
+								}
+								if r.Allowed {
+									mu.Lock()
+									admitted[k]++
+									mu.Unlock()
+								}
+							}
+						}()
+					}
+				}
+				wg.Wait()
+				for _, k := range keys {
+					minute := probe.ZCard(ctx, p+"{"+k+"}:60000000").Val()
+					hour := probe.ZCard(ctx, p+"{"+k+"}:3600000000").Val()
+					if admitted[k] != 10 || minute != 10 || hour != 10 {
+						t.Errorf("%s: admitted %d, minute log %d, hour log %d; want 10 each", k, admitted[k], minute, hour)
+					}
+				}
+				report(t, "%s cluster AllowAll (15/min and 10/h) on %d keys: every key admitted exactly 10, in both logs", f.name, len(keys))
 			})
 
 			// A manual failover (CLUSTER FAILOVER on a replica) is coordinated:

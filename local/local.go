@@ -118,6 +118,19 @@ func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slide
 	return l.decide(key, limits, n, true)
 }
 
+// Keys is how many logs the limiter holds now (idle ones are evicted as
+// the shards grow).
+func (l *Limiter) Keys() int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += len(s.logs)
+		s.mu.Unlock()
+	}
+	return n
+}
+
 // Reset forgets every event of key.
 func (l *Limiter) Reset(_ context.Context, key string) error {
 	if key == "" {

@@ -1,0 +1,149 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestAllowAllBadInput(t *testing.T) {
+	m := newMini(t)
+	f := &faulty{Client: m.rdb}
+	l := New(f, WithMaxEvents(100))
+	ctx := context.Background()
+	for i, c := range []struct {
+		key    string
+		n      int
+		limits []Limit
+		want   error
+	}{
+		{"", 1, []Limit{PerSecond(1)}, ErrEmptyKey},
+		{"k", 1, nil, ErrInvalidLimit},
+		{"k", 1, []Limit{PerSecond(1), PerSecond(5)}, ErrInvalidLimit}, // one window twice
+		{"k", 2, []Limit{PerSecond(1), PerMinute(5)}, ErrExceedsLimit},
+		{"k", 0, []Limit{PerSecond(1)}, ErrInvalidN},
+		{"k", 1, []Limit{PerSecond(1), PerHour(1000)}, ErrLimitTooLarge},
+	} {
+		if _, err := l.AllowAll(ctx, c.key, c.n, c.limits...); !errors.Is(err, c.want) {
+			t.Errorf("case %d: %v, want %v", i, err, c.want)
+		}
+	}
+	if _, err := l.Allow(ctx, "k", PerHour(101)); !errors.Is(err, ErrLimitTooLarge) {
+		t.Errorf("Allow over WithMaxEvents: %v", err)
+	}
+	if f.calls.Load() != 0 || len(m.Keys()) != 0 {
+		t.Errorf("bad input reached Redis (%d calls, keys %v)", f.calls.Load(), m.Keys())
+	}
+}
+
+// The windows' keys share one hash tag, so the call is legal on Cluster.
+func TestAllowAllKeys(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	if _, err := l.AllowAll(context.Background(), "user42", 1, PerSecond(10), PerHour(1000)); err != nil {
+		t.Fatal(err)
+	}
+	keys := m.Keys()
+	want := []string{"slidelog:{user42}:1000000", "slidelog:{user42}:3600000000"}
+	if len(keys) != 2 || keys[0] != want[0] || keys[1] != want[1] {
+		t.Errorf("keys %q, want %q", keys, want)
+	}
+}
+
+// On a real server, many instances: every window admits exactly its
+// events, and no call records in one window what another denied.
+func TestAllowAllRealRedis(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	prefix := uniqueKey(t) + ":"
+	limits := []Limit{{Events: 30, Window: time.Minute}, {Events: 20, Window: time.Hour}}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		l := New(newClient(t, rdb.Options().Addr), WithPrefix(prefix))
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 5 {
+					r, err := l.AllowAll(ctx, "k", 1, limits...)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Allowed {
+						admitted.Add(1)
+					} else if r.Limit != limits[1] || r.RetryAfter <= 0 {
+						t.Errorf("denied by %v after %v, want the hour limit", r.Limit, r.RetryAfter)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	minute := rdb.ZCard(ctx, prefix+"{k}:60000000").Val()
+	hour := rdb.ZCard(ctx, prefix+"{k}:3600000000").Val()
+	if admitted.Load() != 20 || minute != 20 || hour != 20 {
+		t.Errorf("admitted %d; the minute log holds %d, the hour log %d; want 20 each", admitted.Load(), minute, hour)
+	}
+}
+
+// Refund takes back exactly the events of one admission, once.
+func TestRefund(t *testing.T) {
+	for name, rdbOf := range map[string]func(t testing.TB) *mini{"miniredis": newMini} {
+		t.Run(name, func(t *testing.T) {
+			m := rdbOf(t)
+			ctx := context.Background()
+			l := New(m.rdb, WithDenyCache())
+			lim := PerMinute(5)
+			first, err := l.AllowN(ctx, "k", lim, 3)
+			if err != nil || !first.Allowed {
+				t.Fatal(first, err)
+			}
+			if _, err := l.AllowN(ctx, "k", lim, 2); err != nil {
+				t.Fatal(err)
+			}
+			if r, _ := l.Allow(ctx, "k", lim); r.Allowed {
+				t.Fatal("a sixth event admitted")
+			}
+			for range 2 { // idempotent
+				if err := l.Refund(ctx, first.Handle()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n, _ := m.ZMembers("slidelog:k"); len(n) != 2 {
+				t.Errorf("%d events left, want 2", len(n))
+			}
+			// The deny cache forgot its denial: the freed room is usable now.
+			if r, err := l.AllowN(ctx, "k", lim, 3); err != nil || !r.Allowed || r.Remaining != 0 {
+				t.Errorf("after Refund: %+v %v", r, err)
+			}
+			// A denial's Handle and the zero Handle refund nothing.
+			denied, _ := l.Allow(ctx, "k", lim)
+			if err := l.Refund(ctx, denied.Handle()); err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := m.ZMembers("slidelog:k"); len(n) != 5 {
+				t.Errorf("%d events, want 5", len(n))
+			}
+			// AllowAll's handle covers every window.
+			all, err := l.AllowAll(ctx, "u", 2, PerSecond(5), PerMinute(50))
+			if err != nil || !all.Allowed {
+				t.Fatal(all, err)
+			}
+			if err := l.Refund(ctx, all.Handle()); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"slidelog:{u}:1000000", "slidelog:{u}:60000000"} {
+				if m.Exists(k) {
+					n, _ := m.ZMembers(k)
+					t.Errorf("%s still holds %d events", k, len(n))
+				}
+			}
+		})
+	}
+}
