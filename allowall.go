@@ -23,6 +23,15 @@ import (
 // RetryAfter, the instant at which every window fits; ResetAfter is the
 // largest. AllowAll never answers from the deny cache.
 func (l *Limiter) AllowAll(ctx context.Context, key string, n int, limits ...Limit) (Result, error) {
+	start := time.Now()
+	r, err := l.allowAll(ctx, key, n, limits)
+	if l.plain {
+		return r, err
+	}
+	return l.finish(ctx, opAllowAll, key, limits, n, start, r, false, err)
+}
+
+func (l *Limiter) allowAll(ctx context.Context, key string, n int, limits []Limit) (Result, error) {
 	if key == "" {
 		return Result{}, ErrEmptyKey
 	}

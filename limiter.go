@@ -105,8 +105,9 @@ type Result struct {
 	RetryAfter time.Duration // denied: wait this long and the same request fits; allowed: 0
 	ResetAfter time.Duration // until the window holds no event of this key
 
-	at     int64  // Redis TIME of the decision, µs
-	handle Handle // the events an admission recorded
+	at       int64  // Redis TIME of the decision, µs
+	handle   Handle // the events an admission recorded
+	degraded bool   // Redis failed and the policy answered
 }
 
 // Handle names the events one admission recorded, so that Refund can take
@@ -191,6 +192,11 @@ func WithDenyCache() Option {
 type Limiter struct {
 	rdb       redis.Scripter
 	prefix    string
+	name      string
+	policy    Policy
+	shadow    bool
+	hook      Hook
+	plain     bool // no deny cache, policy, shadow or hook: the short path
 	batchMax  int
 	maxEvents int
 	batch     *batcher
@@ -215,6 +221,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		}
 		l.batch = &batcher{rdb: p, max: l.batchMax, inFlight: 2}
 	}
+	l.plain = l.deny == nil && l.policy.kind == 0 && !l.shadow && l.hook == nil
 	return l
 }
 
@@ -231,31 +238,50 @@ func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Result, e
 // and a re-run of the same call finds its own events, records nothing twice
 // and stays admitted.
 func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
-	if err := l.check(key, limit, n); err != nil {
-		return Result{}, err
-	}
-	if l.deny == nil {
+	if l.plain {
+		if err := l.check(key, limit, n); err != nil {
+			return Result{}, err
+		}
 		return l.run(ctx, key, limit, n, true)
 	}
-	sent := time.Now()
-	if r, ok := l.deny.lookup(key, limit, n, sent); ok {
-		return r, nil
+	start := time.Now()
+	r, cached, err := l.allowN(ctx, key, limit, n, start)
+	return l.finish(ctx, opAllow, key, []Limit{limit}, n, start, r, cached, err)
+}
+
+// allowN is AllowN through the deny cache, if any.
+func (l *Limiter) allowN(ctx context.Context, key string, limit Limit, n int, now time.Time) (r Result, cached bool, err error) {
+	if err := l.check(key, limit, n); err != nil {
+		return Result{}, false, err
 	}
-	r, err := l.run(ctx, key, limit, n, true)
+	if l.deny == nil {
+		r, err = l.run(ctx, key, limit, n, true)
+		return r, false, err
+	}
+	if r, ok := l.deny.lookup(key, limit, n, now); ok {
+		return r, true, nil
+	}
+	r, err = l.run(ctx, key, limit, n, true)
 	if err == nil {
-		l.deny.record(key, limit, n, sent, r)
+		l.deny.record(key, limit, n, now, r)
 	}
-	return r, err
+	return r, false, err
 }
 
 // Peek reports what Allow would decide now, and records nothing. Its
 // Remaining is the number of events that could be admitted now (Allow's
 // would be one less, having admitted one).
 func (l *Limiter) Peek(ctx context.Context, key string, limit Limit) (Result, error) {
-	if err := l.check(key, limit, 1); err != nil {
-		return Result{}, err
+	start := time.Now()
+	err := l.check(key, limit, 1)
+	var r Result
+	if err == nil {
+		r, err = l.run(ctx, key, limit, 1, false)
 	}
-	return l.run(ctx, key, limit, 1, false)
+	if l.plain {
+		return r, err
+	}
+	return l.finish(ctx, opPeek, key, []Limit{limit}, 1, start, r, false, err)
 }
 
 // Reset forgets every event of key.

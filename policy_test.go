@@ -1,0 +1,142 @@
+package slidelog_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/local"
+)
+
+// downClient is a client of a Redis that is not there.
+func downClient(t *testing.T) *redis.Client {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	m.Close()
+	return rdb
+}
+
+// recorder is a Hook that keeps what it is told.
+type recorder struct {
+	mu  sync.Mutex
+	obs []slidelog.Observation
+}
+
+func (r *recorder) Decided(_ context.Context, o slidelog.Observation) {
+	r.mu.Lock()
+	r.obs = append(r.obs, o)
+	r.mu.Unlock()
+}
+
+func (r *recorder) last() slidelog.Observation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.obs[len(r.obs)-1]
+}
+
+func TestPolicies(t *testing.T) {
+	ctx := context.Background()
+	lim := slidelog.PerHour(8) // a dead Redis answers slowly: one window for the whole test
+
+	t.Run("closed", func(t *testing.T) {
+		h := &recorder{}
+		l := slidelog.New(downClient(t), slidelog.WithHook(h), slidelog.WithName("api"))
+		r, err := l.Allow(ctx, "k", lim)
+		if err == nil || r.Allowed || r.Degraded() {
+			t.Errorf("got %+v, %v; want the Redis error", r, err)
+		}
+		if o := h.last(); o.Err == nil || o.Degraded || o.Name != "api" || o.Op != "allow" || o.Limit != lim {
+			t.Errorf("observation %+v", o)
+		}
+	})
+
+	t.Run("open", func(t *testing.T) {
+		h := &recorder{}
+		l := slidelog.New(downClient(t), slidelog.WithPolicy(slidelog.FailOpen), slidelog.WithHook(h))
+		for range 3 {
+			r, err := l.Allow(ctx, "k", lim)
+			if err != nil || !r.Allowed || !r.Degraded() {
+				t.Fatalf("got %+v, %v; want a degraded admission", r, err)
+			}
+		}
+		if o := h.last(); o.Err == nil || !o.Degraded || !o.Allowed {
+			t.Errorf("observation %+v: the error must still be reported", o)
+		}
+	})
+
+	t.Run("local", func(t *testing.T) {
+		h := &recorder{}
+		l := slidelog.New(downClient(t), slidelog.WithPolicy(slidelog.FailLocal(local.New(), 4)), slidelog.WithHook(h))
+		admitted := 0
+		for range 4 {
+			r, err := l.Allow(ctx, "k", lim)
+			if err != nil || !r.Degraded() {
+				t.Fatalf("got %+v, %v", r, err)
+			}
+			if r.Allowed {
+				admitted++
+			}
+		}
+		if admitted != 2 { // 8 per hour over 4 instances
+			t.Errorf("admitted %d locally, want this instance's share, 2", admitted)
+		}
+		if o := h.last(); !o.Degraded || o.Allowed || o.Limit.Events != 2 {
+			t.Errorf("observation %+v", o)
+		}
+		// More events than the local share can ever hold: fail closed.
+		if _, err := l.AllowN(ctx, "k", lim, 3); err == nil {
+			t.Error("AllowN(3) over a local share of 2: no error")
+		}
+		// AllowAll and Peek fall back too.
+		if r, err := l.AllowAll(ctx, "u", 1, slidelog.PerMinute(8), slidelog.PerHour(40)); err != nil || !r.Allowed || !r.Degraded() {
+			t.Errorf("AllowAll: %+v %v", r, err)
+		}
+		if r, err := l.Peek(ctx, "k", lim); err != nil || r.Allowed || !r.Degraded() {
+			t.Errorf("Peek: %+v %v", r, err)
+		}
+	})
+
+	t.Run("caller gave up", func(t *testing.T) {
+		l := slidelog.New(downClient(t), slidelog.WithPolicy(slidelog.FailOpen))
+		canceled, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := l.Allow(canceled, "k", lim); !errors.Is(err, context.Canceled) {
+			t.Errorf("err %v, want context.Canceled under every policy", err)
+		}
+		if _, err := l.Allow(ctx, "", lim); !errors.Is(err, slidelog.ErrEmptyKey) {
+			t.Errorf("bad input under FailOpen: %v", err)
+		}
+	})
+}
+
+func TestShadowAndHook(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer func() { _ = rdb.Close() }()
+	h := &recorder{}
+	l := slidelog.New(rdb, slidelog.WithShadow(), slidelog.WithHook(h), slidelog.WithName("beta"), slidelog.WithDenyCache())
+	ctx := context.Background()
+	lim := slidelog.PerMinute(2)
+	for i := range 4 {
+		r, err := l.Allow(ctx, "k", lim)
+		if err != nil || !r.Allowed || r.RetryAfter != 0 {
+			t.Fatalf("call %d: %+v %v; shadow mode admits everything", i, r, err)
+		}
+		o := h.last()
+		if o.Allowed != (i < 2) || o.Shadow != (i >= 2) || o.Name != "beta" || o.Cached != (i == 3) {
+			t.Errorf("call %d: observation %+v", i, o)
+		}
+	}
+	// Denied requests were not recorded: the log holds only the 2 admitted.
+	if n := rdb.ZCard(ctx, "slidelog:k").Val(); n != 2 {
+		t.Errorf("log holds %d", n)
+	}
+}
