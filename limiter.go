@@ -137,6 +137,15 @@ func WithPrefix(prefix string) Option {
 	return func(l *Limiter) { l.prefix = prefix }
 }
 
+// WithTimeout bounds how long a decision may wait for Redis: past d, the
+// call is a Redis failure, and the Policy answers (FailClosed: the error,
+// which matches context.DeadlineExceeded). The caller's own context still
+// bounds the call too. It needs a client with ContextTimeoutEnabled, as
+// every deadline does with go-redis. Default: none (the caller's context).
+func WithTimeout(d time.Duration) Option {
+	return func(l *Limiter) { l.timeout = d }
+}
+
 // WithMaxEvents rejects, with ErrLimitTooLarge and before Redis is asked,
 // any Limit whose Events exceeds max: a log of Events events costs about
 // 104 bytes each once over zset-max-listpack-entries (128 by default), and
@@ -197,6 +206,7 @@ type Limiter struct {
 	shadow    bool
 	hook      Hook
 	plain     bool // no deny cache, policy, shadow or hook: the short path
+	timeout   time.Duration
 	batchMax  int
 	maxEvents int
 	batch     *batcher
@@ -361,6 +371,11 @@ func (l *Limiter) run(ctx context.Context, key string, limit Limit, n int, recor
 // eval runs a decision script (script or allowAllScript) and decodes its
 // reply; which is the index of the limit that decided.
 func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args []any) (r Result, which int, err error) {
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
 	var v []int64
 	if l.batch != nil {
 		v, err = l.batch.do(ctx, s, keys, args)

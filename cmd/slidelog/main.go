@@ -1,6 +1,8 @@
 // Command slidelog shows, serves and measures the slidelog rate limiter.
 //
 //	slidelog demo    several simulated instances share one limit (embedded Redis by default)
+//	slidelog serve   an HTTP service guarded by slidelog's middleware
+//	slidelog inspect a key's events with their ages, its TTL, the next decision
 //	slidelog bench   decisions/s, latency and cost, side by side with the alternatives
 //
 // Run "slidelog COMMAND --help" for a command's flags.
@@ -27,6 +29,8 @@ type command struct {
 
 var commands = []command{
 	{"demo", "several simulated service instances share one exact limit", runDemo},
+	{"serve", "an HTTP service guarded by the middleware", runServe},
+	{"inspect", "show a key's events, ages, TTL and the next decision", runInspect},
 	{"bench", "measure decisions/s, latency and cost against the alternatives", runBench},
 }
 
