@@ -6,7 +6,9 @@
 #  - the demo CLI on its embedded Redis,
 #  - the integration suite: Redis 6.0/7.0/8.0 and Valkey 8.1 in containers,
 #    single, Cluster and Sentinel (scripts/integration.sh; set
-#    SLIDELOG_SKIP_INTEGRATION=1 to leave it out, e.g. without Docker).
+#    SLIDELOG_SKIP_INTEGRATION=1 to leave it out, e.g. without Docker),
+#  - docker-compose.yml: two slidelog instances share one limit
+#    (scripts/compose-check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,4 +31,5 @@ if [ "${SLIDELOG_SKIP_INTEGRATION:-0}" = 1 ]; then
   echo "--- integration suite skipped on request (SLIDELOG_SKIP_INTEGRATION=1)"
 else
   bash scripts/integration.sh
+  bash scripts/compose-check.sh
 fi
