@@ -24,8 +24,8 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 fi
 
-echo "--- go test -race (the library, github.com/slidelog/slidelog, and the CLI, ./cmd/slidelog)"
-go test -race -count=1 ./... ./cmd/slidelog/...
+echo "--- go test -race (the library, the CLI ./cmd/slidelog, the adapter ./contrib/prometheus)"
+go test -race -count=1 ./... ./cmd/slidelog/... ./contrib/prometheus/...
 
 if [ "${SLIDELOG_SKIP_INTEGRATION:-0}" = 1 ]; then
   echo "--- integration suite skipped on request (SLIDELOG_SKIP_INTEGRATION=1)"
