@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unsafe"
 )
 
 // AllowAll decides n events for key against several limits at once, in one
@@ -53,8 +52,10 @@ func (l *Limiter) allowAll(ctx context.Context, key string, n int, limits []Limi
 	base := l.prefix + "{" + key + "}:"
 	keys := make([]string, len(limits))
 	id := ids.reserve(n)
+	arg := &idArg{}
+	arg.set(id)
 	args := make([]any, 2, 2+2*len(limits))
-	args[0], args[1] = n, unsafe.String(&id[0], idLen)
+	args[0], args[1] = n, arg
 	for i, lim := range limits {
 		w := int64(lim.Window / time.Microsecond)
 		keys[i] = base + strconv.FormatInt(w, 10)

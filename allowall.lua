@@ -8,8 +8,9 @@
 -- ARGV[1]       n: events this call asks for (1 <= n <= every limit's events).
 -- ARGV[2]       the id of the call's first event: 8 bytes, a 3-byte instance
 --               prefix then a 5-byte big-endian counter; event j (0-based)
---               is the prefix followed by counter+j (mod 2^40). Empty: Peek,
---               which decides exactly like an admission but writes nothing.
+--               is the prefix followed by counter+j (mod 2^40); a ninth byte
+--               when the call may have been sent before. Empty: Peek, which
+--               decides exactly like an admission but writes nothing.
 -- ARGV[2i+1]    events of limit i: the most admitted in any of its windows.
 -- ARGV[2i+2]    window of limit i, in microseconds.
 --
@@ -33,6 +34,11 @@
 local n = tonumber(ARGV[1])
 local first = ARGV[2]
 local m = #KEYS
+-- a ninth byte: this call may have been sent before (see script.lua)
+local resent = #first > 8
+if resent then
+  first = string.sub(first, 1, 8)
+end
 
 -- Redis' own clock is the only clock: instances whose clocks drift still
 -- share one timeline.
@@ -138,7 +144,7 @@ end
 
 -- 4. Deny: write nothing (expired events wait for the next admission or the
 --    key's expiry), leave the expiries alone.
-if first ~= '' and redis.call('ZSCORE', KEYS[1], first) then
+if resent and redis.call('ZSCORE', KEYS[1], first) then
   -- A retry of a call that was admitted already (its reply was lost and the
   -- client sent it again): it stays admitted.
   return admitted(false)

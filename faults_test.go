@@ -1,7 +1,9 @@
 package slidelog
 
 import (
+	"bytes"
 	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,4 +97,100 @@ func TestRetriedCallIsIdempotent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A real go-redis retry: a proxy between the client and Redis forwards the
+// first EVALSHA, lets Redis run it, and then cuts the connection instead of
+// passing the reply on. go-redis sees EOF and sends the call again on a new
+// connection. The retry must find the call's events, stay admitted, and
+// record nothing twice: with Events 1 the retry would otherwise be denied.
+func TestGoRedisRetryAfterLostReply(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	proxy := newReplyDropper(t, rdb.Options().Addr)
+	client := redis.NewClient(&redis.Options{Addr: proxy, MaxRetries: 3})
+	defer func() { _ = client.Close() }()
+	prefix := uniqueKey(t) + ":"
+	if err := script.Load(ctx, rdb).Err(); err != nil { // EVALSHA runs at once
+		t.Fatal(err)
+	}
+	r, err := New(client, WithPrefix(prefix)).Allow(ctx, "k", PerMinute(1))
+	if err != nil || !r.Allowed {
+		t.Fatalf("got %+v, %v; want the retried call admitted", r, err)
+	}
+	if n := rdb.ZCard(ctx, prefix+"k").Val(); n != 1 {
+		t.Errorf("the log holds %d events, want 1", n)
+	}
+	if proxy := proxyDrops.Load(); proxy != 1 {
+		t.Errorf("the proxy dropped %d replies, want 1: the test did not make go-redis retry", proxy)
+	}
+}
+
+var proxyDrops atomic.Int64
+
+// newReplyDropper listens on a loopback port and proxies to addr, dropping
+// the reply of the first EVALSHA it sees (and that connection with it).
+func newReplyDropper(t *testing.T, addr string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	proxyDrops.Store(0)
+	var dropped atomic.Bool
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", addr)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			var cut atomic.Bool
+			go func() { // server -> client, until this connection is cut
+				defer func() { _ = c.Close() }()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 && !cut.Load() {
+						if _, err := c.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			go func() { // client -> server
+				defer func() { _ = s.Close() }()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						drop := bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) && dropped.CompareAndSwap(false, true)
+						if drop {
+							cut.Store(true) // Redis runs it; its reply goes nowhere
+						}
+						if _, err := s.Write(buf[:n]); err != nil {
+							return
+						}
+						if drop {
+							time.Sleep(50 * time.Millisecond) // long enough for Redis to have run it
+							proxyDrops.Add(1)
+							_ = c.Close()
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }

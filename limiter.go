@@ -341,7 +341,7 @@ type call struct {
 	events int64
 	window int64
 	id     [idLen]byte
-	idStr  string
+	arg    idArg
 }
 
 func (l *Limiter) run(ctx context.Context, key string, limit Limit, n int, record bool) (Result, error) {
@@ -351,12 +351,12 @@ func (l *Limiter) run(ctx context.Context, key string, limit Limit, n int, recor
 		window: int64(limit.Window / time.Microsecond),
 	}
 	c.keys[0] = l.prefix + key
+	c.args = [4]any{&c.n, "", &c.events, &c.window} // Peek: no id
 	if record {
 		c.id = ids.reserve(n)
-		// c is never reused, so its id bytes are as immutable as a string's.
-		c.idStr = unsafe.String(&c.id[0], idLen)
+		c.arg.set(c.id)
+		c.args[1] = &c.arg
 	}
-	c.args = [4]any{&c.n, &c.idStr, &c.events, &c.window}
 	r, _, err := l.eval(ctx, script, c.keys[:], c.args[:])
 	if err != nil {
 		return Result{}, err

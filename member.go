@@ -47,3 +47,26 @@ func (s *idSource) reserve(n int) (id [idLen]byte) {
 	binary.BigEndian.PutUint32(id[4:], uint32(c))
 	return id
 }
+
+// idArg is a call's first event id as sent to Redis. go-redis writes a
+// command's arguments anew for every attempt (a retry after a timeout, a
+// Cluster redirect, the EVAL after NOSCRIPT), so the second write on marks
+// the id with a ninth byte: the script then knows the call may have run
+// before and looks for its own events; a first attempt never pays for it.
+type idArg struct {
+	b      [idLen + 1]byte // the id, then 'r'
+	writes atomic.Int32
+}
+
+func (a *idArg) set(id [idLen]byte) {
+	copy(a.b[:], id[:])
+	a.b[idLen] = 'r'
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler for go-redis.
+func (a *idArg) MarshalBinary() ([]byte, error) {
+	if a.writes.Add(1) == 1 {
+		return a.b[:idLen], nil
+	}
+	return a.b[:], nil
+}

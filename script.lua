@@ -5,7 +5,8 @@
 -- ARGV[1]  n: events this call asks for (1 <= n <= events).
 -- ARGV[2]  the id of the call's first event: 8 bytes, a 3-byte instance
 --          prefix then a 5-byte big-endian counter; event i (0-based) is the
---          prefix followed by counter+i (mod 2^40). Empty: Peek, which decides
+--          prefix followed by counter+i (mod 2^40); a ninth byte when this
+--          call may have been sent before. Empty: Peek, which decides
 --          exactly like an admission but writes nothing.
 -- ARGV[3]  events: the most events admitted in any window (integer >= 1).
 -- ARGV[4]  window, in microseconds (integer >= 1).
@@ -33,6 +34,14 @@
 local key = KEYS[1]
 local n = tonumber(ARGV[1])
 local first = ARGV[2]
+-- go-redis writes a command anew for every attempt, and the client marks
+-- the id of any write after the first with a ninth byte: only a call that
+-- may have been sent before (a retry, a redirect, a NOSCRIPT fallback)
+-- pays for looking up its own events.
+local resent = #first > 8
+if resent then
+  first = string.sub(first, 1, 8)
+end
 local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])
 
@@ -60,9 +69,18 @@ end
 --      So the first write is the ZADD: over maxmemory an admission fails
 --      whole with OOM, writing nothing, while denials (read only) stay exact.
 --      WRONGTYPE stops the script here too, before anything is written.
+--      When the log is full unless something expired (a denial is likely),
+--      its oldest event answers both questions at once: if it is live,
+--      nothing expired, and it is the event a one-event request waits for.
 local card = redis.call('ZCARD', key)
-local gone = 0
-if card > 0 then
+local gone, oldest = 0, nil
+if card + n > limit then
+  local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  oldest = tonumber(head[2])
+  if oldest <= expired then
+    gone = redis.call('ZCOUNT', key, '-inf', expired)
+  end
+elseif card > 0 then
   gone = redis.call('ZCOUNT', key, '-inf', expired)
 end
 local count = card - gone
@@ -119,7 +137,7 @@ local remaining = limit - count
 if remaining < 0 then
   remaining = 0
 end
-if first ~= '' and redis.call('ZSCORE', key, first) then
+if resent and redis.call('ZSCORE', key, first) then
   -- A retry of a call that was admitted already (its reply was lost and
   -- the client sent it again): it stays admitted.
   return {1, remaining, 0, reset_after(), now, 1}
@@ -127,5 +145,9 @@ end
 -- The same request fits once the k-th oldest live event has expired; the
 -- live events follow the expired ones in the set.
 local k = count + n - limit
-local kth = redis.call('ZRANGE', key, gone + k - 1, gone + k - 1, 'WITHSCORES')
-return {0, remaining, tonumber(kth[2]) + window - now, reset_after(), now, 1}
+local kth = oldest
+if gone > 0 or k > 1 then
+  local e = redis.call('ZRANGE', key, gone + k - 1, gone + k - 1, 'WITHSCORES')
+  kth = tonumber(e[2])
+end
+return {0, remaining, kth + window - now, reset_after(), now, 1}
