@@ -223,6 +223,9 @@ func TestCluster(t *testing.T) {
 					waitRole(t, replica, "master")
 					took = time.Since(start)
 				})
+				// The old master is the new one's replica, in sync, before
+				// the next test kills a master.
+				waitInfo(t, master, "replication", "master_link_status:up")
 				s := tr.verify(t)
 				kinds := tr.errorsWithin(t, 100*time.Millisecond)
 				report(t, "%s cluster CLUSTER FAILOVER, promoted in %v: %v; errors: %v", f.name, took.Round(time.Millisecond), s, kinds)
@@ -237,9 +240,15 @@ func TestCluster(t *testing.T) {
 				tr := newTraffic(t, instances, c.client(t), limit, keys...)
 				tr.pace = 2 * time.Millisecond
 				spread(t, tr)
-				m, _ := probe.MasterForKey(ctx, tr.prefix+keys[1])
+				// A new client reads the slot map as it is now (after the
+				// manual failover), not as the probe last saw it.
+				m, err := c.client(t).MasterForKey(ctx, tr.prefix+keys[1])
+				if err != nil {
+					t.Fatal(err)
+				}
 				master := c.nodeAt(t, m.Options().Addr)
 				replica := c.replicaOf(t, master)
+				tr.deadline = 200 * time.Millisecond
 				tr.lossy = true
 				var took time.Duration
 				tr.run(t, 11*time.Second, 1500*time.Millisecond, func() {

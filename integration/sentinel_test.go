@@ -78,6 +78,7 @@ func TestSentinel(t *testing.T) {
 			}
 			tr := newTraffic(t, instances, newClient(), limit, "a", "b", "c")
 			tr.pace = 2 * time.Millisecond
+			tr.deadline = 200 * time.Millisecond
 			tr.lossy = true
 			var promoted, demoted time.Duration
 			tr.run(t, 12*time.Second, 2*time.Second, func() {
