@@ -23,9 +23,23 @@ type denyCache struct {
 }
 
 type denyShard struct {
-	mu    sync.Mutex
-	m     map[string]denial
-	sweep int // the size at which the shard next drops its expired denials
+	mu      sync.Mutex
+	m       map[string]denial
+	flights map[string]*flight // the Redis call in flight for a key, if any
+	sweep   int                // the size at which the shard next drops its expired denials
+}
+
+// flight is one Redis call for a key that the cache could not answer.
+// Calls for the same key, under the same limit and for as many events or
+// more, that miss the cache meanwhile wait for it instead of asking Redis
+// too: if Redis denies the first, the denial covers them (the cache answers
+// them); if it admits, each asks Redis itself. When a remembered denial
+// expires under a flood, an instance thus sends one call, not one per
+// waiting goroutine.
+type flight struct {
+	limit Limit
+	n     int
+	done  chan struct{}
 }
 
 // denial is Redis' answer to the request sent at sent.
@@ -45,6 +59,7 @@ func newDenyCache() *denyCache {
 	d := &denyCache{seed: maphash.MakeSeed()}
 	for i := range d.shards {
 		d.shards[i].m = map[string]denial{}
+		d.shards[i].flights = map[string]*flight{}
 		d.shards[i].sweep = sweepAt
 	}
 	return d
@@ -104,4 +119,32 @@ func (d *denyCache) forget(key string) {
 	s.mu.Lock()
 	delete(s.m, key)
 	s.mu.Unlock()
+}
+
+// join returns the flight to wait for (leader false), or starts one that
+// the caller leads (leader true) and must land.
+func (d *denyCache) join(key string, limit Limit, n int) (f *flight, leader bool) {
+	s := d.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.flights[key]; f != nil {
+		if f.limit == limit && f.n <= n {
+			return f, false
+		}
+		return nil, false // in flight, but its answer would not cover this call
+	}
+	f = &flight{limit: limit, n: n, done: make(chan struct{})}
+	s.flights[key] = f
+	return f, true
+}
+
+// land ends a flight: its answer is recorded, its waiters go on.
+func (d *denyCache) land(key string, f *flight) {
+	s := d.shard(key)
+	s.mu.Lock()
+	if s.flights[key] == f {
+		delete(s.flights, key)
+	}
+	s.mu.Unlock()
+	close(f.done)
 }

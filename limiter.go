@@ -271,9 +271,24 @@ func (l *Limiter) allowN(ctx context.Context, key string, limit Limit, n int, no
 	if r, ok := l.deny.lookup(key, limit, n, now); ok {
 		return r, true, nil
 	}
+	f, leader := l.deny.join(key, limit, n)
+	if f != nil && !leader {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return Result{}, false, wrap(ctx, "wait for a call in flight", ctx.Err())
+		}
+		if r, ok := l.deny.lookup(key, limit, n, time.Now()); ok {
+			return r, true, nil // the call waited for was denied, and so is this one
+		}
+		now = time.Now() // this call is sent only now
+	}
 	r, err = l.run(ctx, key, limit, n, true)
 	if err == nil {
 		l.deny.record(key, limit, n, now, r)
+	}
+	if leader {
+		l.deny.land(key, f)
 	}
 	return r, false, err
 }

@@ -181,3 +181,49 @@ func TestDenyCacheSweeps(t *testing.T) {
 		t.Errorf("%d live denials kept, want %d", total, 64*sweepAt*2)
 	}
 }
+
+// gated holds every script call until open is closed, counting them.
+type gated struct {
+	*redis.Client
+	open  chan struct{}
+	calls atomic.Int64
+}
+
+func (g *gated) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	g.calls.Add(1)
+	<-g.open
+	return g.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+// Callers that miss the deny cache while a call for the same key is in
+// flight wait for it: when Redis denies that one, it answers them all.
+func TestDenyCacheCoalesces(t *testing.T) {
+	m := newMini(t)
+	ctx := context.Background()
+	lim := PerMinute(1)
+	if r, err := New(m.rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed { // fill the window
+		t.Fatal(r, err)
+	}
+	g := &gated{Client: m.rdb, open: make(chan struct{})}
+	if err := script.Load(ctx, m.rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := New(g, WithDenyCache())
+	var wg sync.WaitGroup
+	var denied atomic.Int64
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := l.Allow(ctx, "k", lim); err == nil && !r.Allowed {
+				denied.Add(1)
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // all 20 have missed the cache by now
+	close(g.open)
+	wg.Wait()
+	if denied.Load() != 20 || g.calls.Load() != 1 {
+		t.Errorf("%d denied with %d Redis calls; want 20 denied with 1", denied.Load(), g.calls.Load())
+	}
+}
