@@ -70,26 +70,27 @@ func (d *denyCache) shard(key string) *denyShard {
 }
 
 // lookup answers a request locally if a remembered denial still covers it.
-func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (Result, bool) {
+// stale reports a denial that covered it until now: the moment when every
+// waiting caller would ask Redis at once, so they share one call (join).
+func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (r Result, ok, stale bool) {
 	s := d.shard(key)
 	s.mu.Lock()
-	e, ok := s.m[key]
+	e, found := s.m[key]
+	s.mu.Unlock()
+	if !found || e.limit != limit || n < e.n {
+		return Result{}, false, false
+	}
 	// Whole microseconds since the request was sent, rounded up: the
 	// server's clock has moved at most this far since its denial.
 	elapsed := (now.Sub(e.sent) + time.Microsecond - 1).Truncate(time.Microsecond)
-	if ok && elapsed >= e.res.RetryAfter {
-		delete(s.m, key)
-		ok = false
+	if elapsed >= e.res.RetryAfter {
+		return Result{}, false, true
 	}
-	s.mu.Unlock()
-	if !ok || e.limit != limit || n < e.n {
-		return Result{}, false
-	}
-	r := e.res
+	r = e.res
 	r.RetryAfter -= elapsed
 	r.ResetAfter = max(r.ResetAfter-elapsed, r.RetryAfter)
 	r.at += elapsed.Microseconds() // the latest server time this instant can be
-	return r, true
+	return r, true, false
 }
 
 // record remembers a denial, and forgets the key's denial after an admission.

@@ -268,17 +268,22 @@ func (l *Limiter) allowN(ctx context.Context, key string, limit Limit, n int, no
 		r, err = l.run(ctx, key, limit, n, true)
 		return r, false, err
 	}
-	if r, ok := l.deny.lookup(key, limit, n, now); ok {
+	r, ok, stale := l.deny.lookup(key, limit, n, now)
+	if ok {
 		return r, true, nil
 	}
-	f, leader := l.deny.join(key, limit, n)
+	var f *flight
+	var leader bool
+	if stale {
+		f, leader = l.deny.join(key, limit, n)
+	}
 	if f != nil && !leader {
 		select {
 		case <-f.done:
 		case <-ctx.Done():
 			return Result{}, false, wrap(ctx, "wait for a call in flight", ctx.Err())
 		}
-		if r, ok := l.deny.lookup(key, limit, n, time.Now()); ok {
+		if r, ok, _ := l.deny.lookup(key, limit, n, time.Now()); ok {
 			return r, true, nil // the call waited for was denied, and so is this one
 		}
 		now = time.Now() // this call is sent only now

@@ -209,6 +209,11 @@ func TestDenyCacheCoalesces(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := New(g, WithDenyCache())
+	// A denial remembered until now: the moment a flood would stampede.
+	l.deny.record("k", lim, 1, time.Now().Add(-time.Hour), Result{RetryAfter: time.Second})
+	close(g.open)
+	g.open = make(chan struct{})
+	g.calls.Store(0)
 	var wg sync.WaitGroup
 	var denied atomic.Int64
 	for range 20 {

@@ -43,6 +43,7 @@ type variant struct {
 	name    string
 	cmdstat string // the INFO commandstats entry its Redis cost shows under
 	op      func(ctx context.Context, key string) error
+	prefix  string // of the keys it writes, removed after each run
 }
 
 type benchConfig struct {
@@ -156,15 +157,15 @@ func makeVariants(rdb *redis.Client, names []string, limit slidelog.Limit) ([]va
 	rate := redis_rate.NewLimiter(rdb)
 	rateLimit := redis_rate.Limit{Rate: limit.Events, Burst: limit.Events, Period: limit.Window}
 	all := map[string]variant{
-		"ping": {"ping", "ping", func(ctx context.Context, _ string) error { return rdb.Ping(ctx).Err() }},
+		"ping": {"ping", "ping", func(ctx context.Context, _ string) error { return rdb.Ping(ctx).Err() }, ""},
 		"reference": {"reference", "evalsha", func(ctx context.Context, key string) error {
 			now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 			return rdb.EvalSha(ctx, ref.Hash(), []string{"ref:" + key}, now, window, events, uuid.NewString()).Err()
-		}},
+		}, "ref:"},
 		"redis_rate": {"redis_rate", "evalsha", func(ctx context.Context, key string) error {
 			_, err := rate.Allow(ctx, key, rateLimit)
 			return err
-		}},
+		}, "rate:"},
 	}
 	for name, opts := range map[string][]slidelog.Option{
 		"slidelog":  nil,
@@ -175,7 +176,7 @@ func makeVariants(rdb *redis.Client, names []string, limit slidelog.Limit) ([]va
 		all[name] = variant{name, "evalsha", func(ctx context.Context, key string) error {
 			_, err := l.Allow(ctx, key, limit)
 			return err
-		}}
+		}, name + ":"}
 	}
 	var out []variant
 	for _, n := range names {
@@ -336,6 +337,10 @@ func benchMatrix(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io
 						return err
 					}
 					results[c][v.name] = append(results[c][v.name], s)
+					// The next variant must not pay for expiring these keys.
+					if err := removeKeys(ctx, rdb, v.prefix); err != nil {
+						return err
+					}
 				}
 				fmt.Fprintf(out, " %d", r+1)
 			}
@@ -435,7 +440,7 @@ func benchLarge(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io.
 			v := variant{"slidelog", "evalsha", func(ctx context.Context, _ string) error {
 				_, err := l.Allow(ctx, "k", path.limit)
 				return err
-			}}
+			}, ""}
 			var ss []sample
 			for range cfg.rounds {
 				s, err := measure(ctx, rdb, v, conc, 1, cfg.duration/4)
@@ -475,4 +480,28 @@ func benchLarge(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io.
 		}
 	}
 	return nil
+}
+
+// removeKeys unlinks every key that starts with prefix (none for "").
+func removeKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 1000 {
+			if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+			return err
+		}
+	}
+	return iter.Err()
 }
