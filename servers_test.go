@@ -1,18 +1,16 @@
 package slidelog
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/redisserver"
 )
 
 // epoch is the server time at which miniredis tests start (an arbitrary
@@ -43,7 +41,7 @@ func (m *mini) at(d time.Duration) {
 // free loopback port the first time a test asks for it.
 var real struct {
 	once sync.Once
-	cmd  *exec.Cmd
+	stop func()
 	addr string
 	err  error
 }
@@ -57,7 +55,7 @@ func realRedis(t testing.TB) *redis.Client {
 	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
 		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
 	}
-	real.once.Do(func() { real.addr, real.cmd, real.err = startRedisServer() })
+	real.once.Do(func() { real.addr, real.stop, real.err = redisserver.Start() })
 	if real.err != nil {
 		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", real.err)
 	}
@@ -70,41 +68,10 @@ func newClient(t testing.TB, addr string) *redis.Client {
 	return rdb
 }
 
-func startRedisServer() (string, *exec.Cmd, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no")
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer func() { _ = rdb.Close() }()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if rdb.Ping(context.Background()).Err() == nil {
-			return addr, cmd, nil
-		}
-	}
-	_ = cmd.Process.Kill()
-	return "", nil, fmt.Errorf("redis-server on %s did not answer PING: %s", addr, out.String())
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if real.cmd != nil {
-		_ = real.cmd.Process.Kill()
-		_ = real.cmd.Wait()
+	if real.stop != nil {
+		real.stop()
 	}
 	os.Exit(code)
 }
