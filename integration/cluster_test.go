@@ -227,7 +227,7 @@ func TestCluster(t *testing.T) {
 				// the next test kills a master.
 				waitInfo(t, master, "replication", "master_link_status:up")
 				s := tr.verify(t)
-				kinds := tr.errorsWithin(t, 100*time.Millisecond)
+				kinds := tr.errorsWithin(t, 150*time.Millisecond)
 				report(t, "%s cluster CLUSTER FAILOVER, promoted in %v: %v; errors: %v", f.name, took.Round(time.Millisecond), s, kinds)
 			})
 
@@ -261,7 +261,7 @@ func TestCluster(t *testing.T) {
 					tr.settled = time.Now().Add(time.Second + limit.Window).UnixMicro()
 				})
 				s := tr.verify(t)
-				kinds := tr.errorsWithin(t, 100*time.Millisecond)
+				kinds := tr.errorsWithin(t, 150*time.Millisecond)
 				if s.errors == 0 {
 					t.Error("no call failed while a master was down")
 				}

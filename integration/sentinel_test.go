@@ -94,7 +94,7 @@ func TestSentinel(t *testing.T) {
 				demoted = time.Since(start)
 			})
 			sum := tr.verify(t)
-			kinds := tr.errorsWithin(t, 100*time.Millisecond)
+			kinds := tr.errorsWithin(t, 150*time.Millisecond)
 			// Decisions resumed on the new master.
 			l := slidelog.New(newClient(), slidelog.WithPrefix(prefix(t)))
 			if r, err := l.Allow(ctx, "after", limit); err != nil || !r.Allowed {

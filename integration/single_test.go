@@ -284,7 +284,7 @@ func checkRestart(t *testing.T, n *node, kill bool) {
 		down = time.Since(start)
 	})
 	s := tr.verify(t)
-	kinds := tr.errorsWithin(t, 100*time.Millisecond)
+	kinds := tr.errorsWithin(t, 150*time.Millisecond)
 	if s.errors == 0 {
 		t.Errorf("no call failed while the server was down for %v", down)
 	}
@@ -317,7 +317,7 @@ func checkPause(t *testing.T, n *node) {
 		n.docker(t, "unpause")
 	})
 	s := tr.verify(t)
-	kinds := tr.errorsWithin(t, 100*time.Millisecond)
+	kinds := tr.errorsWithin(t, 150*time.Millisecond)
 	for _, e := range tr.errs {
 		if !errors.Is(e.err, context.DeadlineExceeded) {
 			t.Errorf("a call failed with %v, want context.DeadlineExceeded", e.err)
