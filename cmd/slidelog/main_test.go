@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -178,5 +179,29 @@ func TestInspect(t *testing.T) {
 	}
 	if code := run(ctx, []string{"inspect"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("inspect without a key: exit %d", code)
+	}
+}
+
+// The bench on a redis-server it starts itself: a short run of two
+// variants prints the table and the verdict lines.
+func TestBench(t *testing.T) {
+	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
+		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1")
+	}
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--rounds", "2", "--duration", "100ms",
+		"--concurrency", "1,4", "--keys", "1,50", "--variants", "ping,reference,slidelog,denycache"}, &out, io.Discard)
+	got := out.String()
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, got)
+	}
+	for _, want := range []string{"| 4 | 50 | slidelog |", "| 1 | 1 | ping |", "| 4 | 1 | denycache |",
+		"1 caller, 1 keys: slidelog/PING throughput", "4 callers, 50 keys: slidelog/reference throughput"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
+		}
+	}
+	if code := run(context.Background(), []string{"bench", "--variants", "nope", "--rounds", "1", "--duration", "10ms"}, io.Discard, io.Discard); code != 1 {
+		t.Errorf("unknown variant: exit %d", code)
 	}
 }
