@@ -13,7 +13,7 @@
 --
 -- allowall.lua is the same decision over several limits at once (AllowAll);
 -- this one is kept apart so that the common single-limit call pays for no
--- loop, table or closure.
+-- loop over limits and no per-limit tables.
 --
 -- Steps: count the live events (ZCARD less the expired, ZCOUNT); admit (ZADD
 -- NX, ZREMRANGEBYSCORE of the expired, PEXPIREAT) or deny (no write at all).
