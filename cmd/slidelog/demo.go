@@ -177,8 +177,11 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			admitted, denied, failed = admitted+a, denied+d, failed+f
 			fmt.Fprintf(&line, "  i%d %3d/%-3d", i+1, a, a+d+f)
 		}
-		fmt.Fprintf(out, "window %2d (%5.1fs): admitted %4d  denied %4d  errors %d |%s\n",
-			n, time.Since(start).Seconds(), admitted, denied, failed, line.String())
+		// The run's end can follow the last tick by a hair: no empty line for it.
+		if runCtx.Err() == nil || admitted+denied+failed > 0 {
+			fmt.Fprintf(out, "window %2d (%5.1fs): admitted %4d  denied %4d  errors %d |%s\n",
+				n, time.Since(start).Seconds(), admitted, denied, failed, line.String())
+		}
 		if runCtx.Err() != nil {
 			break
 		}
