@@ -437,4 +437,8 @@ func wrap(ctx context.Context, op string, err error) error {
 // ErrInvalidLimit), or nil.
 func (l Limit) Validate() error { return l.validate(1) }
 
+// ValidateN reports why a request for n events can never be decided under
+// the limit (ErrInvalidLimit, ErrInvalidN or ErrExceedsLimit), or nil.
+func (l Limit) ValidateN(n int) error { return l.validate(n) }
+
 func init() { resulttime.Offset = unsafe.Offsetof(Result{}.at) }

@@ -151,16 +151,7 @@ func check(key string, limit slidelog.Limit, n int) error {
 	if key == "" {
 		return slidelog.ErrEmptyKey
 	}
-	if err := limit.Validate(); err != nil {
-		return err
-	}
-	switch {
-	case n < 1:
-		return fmt.Errorf("%w: n %d < 1", slidelog.ErrInvalidN, n)
-	case n > limit.Events:
-		return fmt.Errorf("%w: n %d > %d events per %v", slidelog.ErrExceedsLimit, n, limit.Events, limit.Window)
-	}
-	return nil
+	return limit.ValidateN(n)
 }
 
 func (l *Limiter) shard(key string) *shard {
