@@ -104,8 +104,8 @@ func TestScriptIDCarry(t *testing.T) {
 	members, _ := m.ZMembers("slidelog:k")
 	want := map[string]bool{}
 	for _, c := range []uint64{counterMask - 1, counterMask, 0, 1} {
-		id := string(ids.prefix[:]) + string([]byte{byte(c >> 32), byte(c >> 24), byte(c >> 16), byte(c >> 8), byte(c)})
-		want[id] = true
+		id := idAt(ids.prefix, c)
+		want[string(id[:])] = true
 	}
 	for _, mem := range members {
 		if !want[mem] {

@@ -40,12 +40,24 @@ func newIDSource() *idSource {
 
 // reserve returns the id of the first of n consecutive events; the script
 // derives the others (prefix, counter+i mod 2^40).
-func (s *idSource) reserve(n int) (id [idLen]byte) {
-	c := (s.next.Add(uint64(n)) - uint64(n)) & counterMask
-	copy(id[:], s.prefix[:])
+func (s *idSource) reserve(n int) [idLen]byte {
+	return idAt(s.prefix, s.next.Add(uint64(n))-uint64(n))
+}
+
+// idAt is the id with the prefix and the counter c (mod 2^40): the one
+// encoding the client, Refund and the script's derivation agree on.
+func idAt(prefix [idPrefixLen]byte, c uint64) (id [idLen]byte) {
+	c &= counterMask
+	copy(id[:], prefix[:])
 	id[3] = byte(c >> 32)
 	binary.BigEndian.PutUint32(id[4:], uint32(c))
 	return id
+}
+
+// split is idAt's inverse: an id's prefix and counter.
+func split(id [idLen]byte) (prefix [idPrefixLen]byte, c uint64) {
+	copy(prefix[:], id[:idPrefixLen])
+	return prefix, uint64(id[3])<<32 | uint64(binary.BigEndian.Uint32(id[4:]))
 }
 
 // idArg is a call's first event id as sent to Redis. go-redis writes a

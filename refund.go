@@ -2,7 +2,6 @@ package slidelog
 
 import (
 	"context"
-	"encoding/binary"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -33,13 +32,9 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 		keys = *h.keys
 	}
 	members := make([]any, h.n)
-	counter := uint64(h.id[3])<<32 | uint64(binary.BigEndian.Uint32(h.id[4:]))
+	prefix, counter := split(h.id)
 	for j := range members {
-		var id [idLen]byte
-		copy(id[:], h.id[:idPrefixLen])
-		c := (counter + uint64(j)) & counterMask
-		id[3] = byte(c >> 32)
-		binary.BigEndian.PutUint32(id[4:], uint32(c))
+		id := idAt(prefix, counter+uint64(j))
 		members[j] = string(id[:])
 	}
 	if l.deny != nil {
