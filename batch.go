@@ -2,7 +2,6 @@ package slidelog
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -122,7 +121,4 @@ func (b *batcher) send(batch []*pending) {
 	}
 }
 
-func isNoScript(err error) bool {
-	var rerr redis.Error
-	return err != nil && errors.As(err, &rerr) && redis.HasErrorPrefix(err, "NOSCRIPT")
-}
+func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
