@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
 	"github.com/redis/go-redis/v9"
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/slidelog/slidelog"
 )
@@ -25,17 +22,7 @@ func startSentinel(t *testing.T, f flavor, masterPort int) *node {
 		"sentinel failover-timeout mymaster 10000\n", port, masterPort)
 	// A sentinel rewrites its configuration file, so it is written at start.
 	script := fmt.Sprintf("printf '%s' > /tmp/sentinel.conf && exec %s /tmp/sentinel.conf --sentinel", conf, f.bin)
-	c, err := testcontainers.Run(context.Background(), f.image,
-		testcontainers.WithEntrypoint("/bin/sh", "-c"),
-		testcontainers.WithCmd(script),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.NetworkMode = "host" }),
-		testcontainers.WithWaitStrategy(wait.ForLog("+monitor master mymaster").WithStartupTimeout(30*time.Second)),
-	)
-	testcontainers.CleanupContainer(t, c)
-	if err != nil {
-		t.Fatalf("start sentinel (%s): %v", f.image, err)
-	}
-	return &node{flavor: f, port: port, addr: "127.0.0.1:" + strconv.Itoa(port), c: c}
+	return startContainer(t, f, port, "+monitor master mymaster", []string{"/bin/sh", "-c"}, []string{script})
 }
 
 // A master, a replica and three sentinels; the limiter on a failover client

@@ -110,17 +110,23 @@ func startNode(t *testing.T, f flavor, args ...string) *node {
 	cmd := append([]string{f.bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--protected-mode", "no", "--save", "", "--appendonly", "yes", "--appendfsync", "always",
 		"--dir", "/tmp"}, args...)
-	return startContainer(t, f, port, cmd)
+	return startContainer(t, f, port, "Ready to accept connections", nil, cmd)
 }
 
-func startContainer(t *testing.T, f flavor, port int, cmd []string) *node {
+// startContainer runs cmd (through entrypoint, if any) in f's image on the
+// host's network, and waits for the log line ready and for PING on port.
+func startContainer(t *testing.T, f flavor, port int, ready string, entrypoint, cmd []string) *node {
 	t.Helper()
 	ctx := context.Background()
-	c, err := testcontainers.Run(ctx, f.image,
+	opts := []testcontainers.ContainerCustomizer{
 		testcontainers.WithCmd(cmd...),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.NetworkMode = "host" }),
-		testcontainers.WithWaitStrategy(wait.ForLog("Ready to accept connections").WithStartupTimeout(30*time.Second)),
-	)
+		testcontainers.WithWaitStrategy(wait.ForLog(ready).WithStartupTimeout(30 * time.Second)),
+	}
+	if entrypoint != nil {
+		opts = append(opts, testcontainers.WithEntrypoint(entrypoint...))
+	}
+	c, err := testcontainers.Run(ctx, f.image, opts...)
 	testcontainers.CleanupContainer(t, c)
 	if err != nil {
 		t.Fatalf("start %s (%s): %v", f.name, f.image, err)
