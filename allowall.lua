@@ -26,8 +26,9 @@
 -- The window at server time t is (t - window, t]. Every value in the reply is
 -- an integer (Redis truncates Lua numbers on the way out), and no microsecond
 -- value is ever turned into a string with tostring or '..': Redis' Lua prints
--- only 14 significant digits there. Numbers handed to redis.call are exact
--- (Redis formats them with 17 digits). Redis replicates a script's effects
+-- only 14 significant digits there. Arguments to redis.call are strings, as
+-- in script.lua (Redis 7.0 formats a Lua number with %.17g, which costs as
+-- much as a ZCARD; string.format('%d') is exact below 2^53). Redis replicates a script's effects
 -- (not the script) by default since 5.0, so a write after TIME needs no
 -- redis.replicate_commands() on the servers slidelog supports (6.0 and later).
 
@@ -44,6 +45,7 @@ end
 -- share one timeline.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local fmt = string.format
 
 -- 1-2. Count each log's live events: all, less the expired ones at the head
 --      of the set (ZCOUNT from -inf walks only those: cheap). Nothing is
@@ -53,7 +55,7 @@ local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 --      maxmemory. So the first write is a ZADD: over maxmemory an admission
 --      fails whole with OOM, writing nothing, while denials (read only) stay
 --      exact. WRONGTYPE stops the script here too, before any write.
-local limit, window, gone, count = {}, {}, {}, {}
+local limit, window, gone, count, exps = {}, {}, {}, {}, {}
 local fits = true
 for i = 1, m do
   limit[i] = tonumber(ARGV[2 * i + 1])
@@ -61,7 +63,8 @@ for i = 1, m do
   local card = redis.call('ZCARD', KEYS[i])
   local g = 0
   if card > 0 then
-    g = redis.call('ZCOUNT', KEYS[i], '-inf', now - window[i])
+    exps[i] = fmt('%d', now - window[i])
+    g = redis.call('ZCOUNT', KEYS[i], '-inf', exps[i])
   end
   gone[i], count[i] = g, card - g
   if count[i] + n > limit[i] then
@@ -71,7 +74,7 @@ end
 
 -- until log i holds no live event: its newest + window - now, or 0
 local function reset_after(i)
-  local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
+  local last = redis.call('ZRANGE', KEYS[i], '-1', '-1', 'WITHSCORES')
   local newest = tonumber(last[2])
   if newest and newest > now - window[i] then
     return newest + window[i] - now
@@ -104,16 +107,21 @@ if fits then
   -- 3. Admit: record n events at now in every log. NX keeps an event that
   --    is already there untouched, so a retried call (same ids) records
   --    nothing twice.
+  local us = time[2] -- now as a string: seconds, zero-padded microseconds
+  if #us < 6 then
+    us = string.rep('0', 6 - #us) .. us
+  end
+  local nows = time[1] .. us
   local args = {'NX'}
   if n == 1 then
-    args[2], args[3] = now, first
+    args[2], args[3] = nows, first
   else
     local prefix = string.sub(first, 1, 3)
     local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
     local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
     for j = 0, n - 1 do
       local c = (counter + j) % 1099511627776 -- 2^40
-      args[#args + 1] = now
+      args[#args + 1] = nows
       args[#args + 1] = prefix .. string.char(
         math.floor(c / 4294967296), math.floor(c / 16777216) % 256,
         math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
@@ -131,13 +139,13 @@ if fits then
     count[i] = count[i] + added
     -- Forget the expired events: a log never holds more than its window's.
     if gone[i] > 0 then
-      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - window[i])
+      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', exps[i])
     end
     -- The key lives as long as its newest event (now) stays in the window,
     -- rounded up to a whole millisecond. An absolute time, because a
     -- relative PEXPIRE counts from Redis' millisecond clock, which lags TIME
     -- by up to 1ms: the key would vanish while its newest event still counts.
-    redis.call('PEXPIREAT', KEYS[i], math.ceil((now + window[i]) / 1000))
+    redis.call('PEXPIREAT', KEYS[i], fmt('%d', math.ceil((now + window[i]) / 1000)))
   end
   return admitted(fresh)
 end
@@ -156,7 +164,8 @@ for i = 1, m do
   if k > 0 then
     -- Limit i fits once its k-th oldest live event has expired; the live
     -- events follow the expired ones in the set.
-    local kth = redis.call('ZRANGE', KEYS[i], gone[i] + k - 1, gone[i] + k - 1, 'WITHSCORES')
+    local j = fmt('%d', gone[i] + k - 1)
+    local kth = redis.call('ZRANGE', KEYS[i], j, j, 'WITHSCORES')
     local r = tonumber(kth[2]) + window[i] - now
     if r > retry then
       which, retry = i, r
