@@ -229,7 +229,11 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		if !ok {
 			panic("slidelog: WithBatching needs a client with Pipeline()")
 		}
-		l.batch = &batcher{rdb: p, max: l.batchMax, inFlight: 2}
+		// A *redis.Client (or a type that embeds one) talks to one server,
+		// where any keys may share a script call; a Cluster or Ring client
+		// spreads keys over servers.
+		_, single := rdb.(interface{ Options() *redis.Options })
+		l.batch = &batcher{rdb: p, max: l.batchMax, inFlight: 2, merge: single}
 	}
 	l.plain = l.deny == nil && l.policy.kind == 0 && !l.shadow && l.hook == nil
 	return l

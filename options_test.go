@@ -3,6 +3,7 @@ package slidelog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,12 +24,60 @@ func (p *pipeCounter) Pipeline() redis.Pipeliner {
 	return p.Client.Pipeline()
 }
 
+// scriptCalls counts, through a go-redis hook, the script calls a client
+// sends, the decisions (keys) they carry, and the failed ones carrying more
+// than one.
+type scriptCalls struct {
+	calls, keys, mostKeys, failedMerged atomic.Int64
+}
+
+func (s *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		s.count(cmd)
+		return err
+	}
+}
+
+func (s *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			s.count(cmd)
+		}
+		return err
+	}
+}
+
+func (s *scriptCalls) count(cmd redis.Cmder) {
+	if cmd.Name() != "evalsha" && cmd.Name() != "eval" {
+		return
+	}
+	k, _ := strconv.Atoi(fmt.Sprint(cmd.Args()[2]))
+	s.calls.Add(1)
+	s.keys.Add(int64(k))
+	for {
+		m := s.mostKeys.Load()
+		if int64(k) <= m || s.mostKeys.CompareAndSwap(m, int64(k)) {
+			break
+		}
+	}
+	if k > 1 && cmd.Err() != nil && !isNoScript(cmd.Err()) {
+		s.failedMerged.Add(1)
+	}
+}
+
 // On a real server, 64 concurrent callers of one batched limiter: exactly
-// Events admitted, in far fewer pipelines than calls, and NOSCRIPT after
-// SCRIPT FLUSH is recovered inside a pipeline.
+// Events admitted, in far fewer pipelines than calls and far fewer script
+// calls than decisions (one call takes many), and NOSCRIPT after SCRIPT
+// FLUSH is recovered inside a pipeline.
 func TestBatchingRealRedis(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
+	sc := &scriptCalls{}
+	rdb.AddHook(sc)
 	pc := &pipeCounter{Client: rdb}
 	l := New(pc, WithPrefix(uniqueKey(t)+":"), WithBatching(0))
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
@@ -64,7 +113,73 @@ func TestBatchingRealRedis(t *testing.T) {
 	if p := pc.pipelines.Load(); p >= calls.Load()/2 {
 		t.Errorf("%d pipelines for %d calls: batching did not batch", p, calls.Load())
 	}
-	t.Logf("%d calls in %d pipelines", calls.Load(), pc.pipelines.Load())
+	if c := sc.calls.Load(); c >= calls.Load()/2 || sc.mostKeys.Load() < 2 {
+		t.Errorf("%d script calls for %d decisions (most in one: %d): decisions did not share calls",
+			c, calls.Load(), sc.mostKeys.Load())
+	}
+	t.Logf("%d calls in %d pipelines, %d script calls (most decisions in one: %d)",
+		calls.Load(), pc.pipelines.Load(), sc.calls.Load(), sc.mostKeys.Load())
+}
+
+// A shared script call that Redis refuses part way (a key holding another
+// type) is sent again decision by decision: the admitted decisions before
+// the failing one stay admitted exactly once (their events are found, not
+// recorded twice), the others are decided on their own, and only the
+// decisions on the wrong key fail, with ErrWrongType.
+func TestBatchingMergedCallFails(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	sc := &scriptCalls{}
+	rdb.AddHook(sc)
+	prefix := uniqueKey(t) + ":"
+	l := New(rdb, WithPrefix(prefix), WithBatching(0))
+	if err := rdb.Set(ctx, prefix+"bad", "a string", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lim := Limit{Events: 50, Window: time.Minute}
+	const keys, rounds = 8, 10
+	var admitted [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				if (g+i)%4 == 0 {
+					_, err := l.Allow(ctx, "bad", lim)
+					if !errors.Is(err, ErrWrongType) {
+						t.Errorf("bad key: err %v, want ErrWrongType", err)
+					}
+					continue
+				}
+				k := (g + i) % keys
+				r, err := l.Allow(ctx, strconv.Itoa(k), lim)
+				if err != nil {
+					t.Errorf("key %d: %v", k, err)
+					return
+				}
+				if r.Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range keys {
+		n := rdb.ZCard(ctx, prefix+strconv.Itoa(k)).Val()
+		if n != admitted[k].Load() {
+			t.Errorf("key %d: %d admitted, log holds %d", k, admitted[k].Load(), n)
+		}
+	}
+	if v := rdb.Get(ctx, prefix+"bad").Val(); v != "a string" {
+		t.Errorf("the other type's value became %q", v)
+	}
+	if sc.failedMerged.Load() == 0 {
+		t.Errorf("no shared call failed (%d calls, most decisions in one: %d): the fallback was not exercised",
+			sc.calls.Load(), sc.mostKeys.Load())
+	}
+	t.Logf("%d script calls, %d shared calls failed and were sent again one by one",
+		sc.calls.Load(), sc.failedMerged.Load())
 }
 
 // A caller whose context ends while its batch waits gets ctx.Err().
