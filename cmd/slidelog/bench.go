@@ -6,11 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +59,9 @@ type benchConfig struct {
 	limit       slidelog.Limit
 	variants    []string
 	large       bool
+
+	instructions bool
+	calls        int
 }
 
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
@@ -67,8 +74,9 @@ loopback port unless --redis names one), side by side in one run: every
 variant runs once per round, in an order that rotates from round to round,
 so that a noisy machine slows them all alike. Prints, per concurrency and
 key count, the medians over rounds of decisions/s, p50 and p99 latency, the
-client's allocations and CPU per call, and Redis' CPU and usec_per_call per
-call (INFO cpu, INFO commandstats).
+client's allocations and CPU per call, and Redis' CPU and command time per
+decision (INFO cpu; INFO commandstats usec over decisions, as with batching
+one script call takes many decisions).
 
 variants: ping (the floor: one round trip), reference (the seed design's
 script through EvalSha: client clock, UUID member), slidelog (Allow),
@@ -76,6 +84,12 @@ redis_rate (github.com/go-redis/redis_rate/v10, GCRA), batched (slidelog
 WithBatching), denycache (slidelog WithDenyCache).
 
 --large instead measures slidelog at 10, 1 000 and 100 000 events per key.
+
+--instructions instead counts the instructions redis-server executes per
+decision, under valgrind's callgrind (apt-get install valgrind): a count,
+not a time, so it is the same on a busy machine and an idle one. It starts
+its own server (--redis is not used), runs --calls decisions of each variant
+from the largest --concurrency after a warm-up, and reads the total.
 
 flags:`)
 		fs.PrintDefaults()
@@ -90,6 +104,8 @@ flags:`)
 	fs.IntVar(&cfg.limit.Events, "events", 100, "events per window for every limiter")
 	fs.DurationVar(&cfg.limit.Window, "window", time.Second, "window for every limiter")
 	fs.BoolVar(&cfg.large, "large", false, "measure large limits instead (10, 1 000, 100 000 events per key)")
+	fs.BoolVar(&cfg.instructions, "instructions", false, "count redis-server's instructions per decision under callgrind instead")
+	fs.IntVar(&cfg.calls, "calls", 5000, "decisions per variant with --instructions")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -106,6 +122,9 @@ flags:`)
 	}
 	if err := cfg.limit.Validate(); err != nil {
 		return err
+	}
+	if cfg.instructions {
+		return benchInstructions(ctx, cfg, stdout)
 	}
 
 	var opts *redis.Options
@@ -197,7 +216,7 @@ type sample struct {
 	allocs        float64 // client, per call
 	clientCPU     float64 // µs per call
 	redisCPU      float64 // µs per call
-	usecPerCall   float64 // INFO commandstats
+	usecPerCall   float64 // INFO commandstats: the command's usec over decisions
 	errors        int
 	calls         int
 	redisCallsPer float64 // script or PING calls Redis saw per decision
@@ -265,7 +284,9 @@ func measure(ctx context.Context, rdb *redis.Client, v variant, conc, keys int, 
 	s.clientCPU = float64(ru1-ru0) / float64(time.Microsecond) / n
 	s.redisCPU = (cpu1 - cpu0) * 1e6 / n
 	line := infoField(stats, "cmdstat_"+v.cmdstat)
-	s.usecPerCall = fieldFloat(line, "usec_per_call")
+	// usec over decisions, not usec_per_call: with batching one script
+	// call takes many decisions.
+	s.usecPerCall = fieldFloat(line, "usec") / n
 	s.redisCallsPer = fieldFloat(line, "calls") / n
 	return s, nil
 }
@@ -349,7 +370,7 @@ func benchMatrix(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io
 		}
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| callers | keys | variant | decisions/s | vs slidelog | p50 | p99 | allocs/call | client CPU µs/call | Redis CPU µs/call | Redis usec_per_call | errors |")
+	fmt.Fprintln(out, "| callers | keys | variant | decisions/s | vs slidelog | p50 | p99 | allocs/call | client CPU µs/call | Redis CPU µs/call | Redis command µs/call | errors |")
 	fmt.Fprintln(out, "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	var verdicts []string
 	for _, keys := range cfg.keys {
@@ -391,7 +412,7 @@ func benchMatrix(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io
 				continue
 			}
 			if ref, ok := med["reference"]; ok {
-				verdicts = append(verdicts, fmt.Sprintf("%d callers, %d keys: slidelog/reference throughput %.2f× (target ≥ 0.95), Redis usec_per_call %.2f vs %.2f",
+				verdicts = append(verdicts, fmt.Sprintf("%d callers, %d keys: slidelog/reference throughput %.2f× (target ≥ 0.95), Redis command µs per decision %.2f vs %.2f",
 					conc, keys, sl/ref, med["slidelog.usec"], med["reference.usec"]))
 			}
 			if rr, ok := med["redis_rate"]; ok {
@@ -419,7 +440,7 @@ func benchMatrix(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io
 // admissions, and is put back before the next round).
 func benchLarge(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io.Writer) error {
 	const conc = 16
-	fmt.Fprintln(out, "| events per key | path | decisions/s | p50 | p99 | Redis CPU µs/call | Redis usec_per_call |")
+	fmt.Fprintln(out, "| events per key | path | decisions/s | p50 | p99 | Redis CPU µs/call | Redis command µs/call |")
 	fmt.Fprintln(out, "| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 	for _, events := range []int{10, 1000, 100000} {
 		l := slidelog.New(rdb, slidelog.WithPrefix(fmt.Sprintf("large%d:", events)))
@@ -501,4 +522,136 @@ func removeKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
 		}
 	}
 	return iter.Err()
+}
+
+// benchInstructions counts redis-server's instructions per decision under
+// callgrind: for each key count and variant, a warm-up, then the counters
+// zeroed, cfg.calls decisions, and the counters dumped and read.
+func benchInstructions(ctx context.Context, cfg benchConfig, out io.Writer) error {
+	for _, tool := range []string{"valgrind", "callgrind_control"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("--instructions needs %s (apt-get install valgrind): %w", tool, err)
+		}
+	}
+	if cfg.calls < 1 {
+		return errors.New("--calls must be positive")
+	}
+	dir, err := os.MkdirTemp("", "slidelog-callgrind")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	addr, pid, stop, err := redisserver.StartUnder("valgrind", "--tool=callgrind",
+		"--callgrind-out-file="+filepath.Join(dir, "cg.%p"))
+	if err != nil {
+		return fmt.Errorf("redis-server under callgrind: %w", err)
+	}
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128, ReadTimeout: 10 * time.Second})
+	defer func() { _ = rdb.Close() }()
+	info, _ := rdb.Info(ctx, "server").Result()
+	conc := slices.Max(cfg.concurrency)
+	fmt.Fprintf(out, "redis-server %s under callgrind, %d callers, %d decisions per variant after %d of warm-up, limit %v\n\n",
+		infoField(info, "redis_version"), conc, cfg.calls, cfg.calls/2, cfg.limit)
+	vs, err := makeVariants(rdb, cfg.variants, cfg.limit)
+	if err != nil {
+		return err
+	}
+	control := func(arg string) error {
+		b, err := exec.CommandContext(ctx, "callgrind_control", arg, strconv.Itoa(pid)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("callgrind_control %s: %w: %s", arg, err, b)
+		}
+		return nil
+	}
+	fmt.Fprintln(out, "| keys | variant | instructions per decision | vs reference |")
+	fmt.Fprintln(out, "| ---: | --- | ---: | ---: |")
+	for _, keys := range cfg.keys {
+		per := map[string]float64{}
+		for _, v := range vs {
+			if err := runCalls(ctx, v, conc, keys, cfg.calls/2); err != nil {
+				return err
+			}
+			if err := control("--zero"); err != nil {
+				return err
+			}
+			if err := runCalls(ctx, v, conc, keys, cfg.calls); err != nil {
+				return err
+			}
+			if err := control("--dump"); err != nil {
+				return err
+			}
+			total, err := newestTotal(dir)
+			if err != nil {
+				return err
+			}
+			per[v.name] = float64(total) / float64(cfg.calls)
+			if err := removeKeys(ctx, rdb, v.prefix); err != nil {
+				return err
+			}
+		}
+		for _, v := range vs {
+			ratio := "—"
+			if ref, ok := per["reference"]; ok && v.name != "reference" {
+				ratio = fmt.Sprintf("%.2f×", per[v.name]/ref)
+			}
+			fmt.Fprintf(out, "| %d | %s | %.0f | %s |\n", keys, v.name, per[v.name], ratio)
+		}
+	}
+	return nil
+}
+
+// runCalls takes calls decisions of v from conc callers over keys keys.
+func runCalls(ctx context.Context, v variant, conc, keys, calls int) error {
+	var next atomic.Int64
+	errs := make(chan error, conc)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(calls) {
+					return
+				}
+				if err := v.op(ctx, strconv.FormatInt(i%int64(keys), 10)); err != nil {
+					errs <- fmt.Errorf("%s: %w", v.name, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// newestTotal reads the instruction total of the newest callgrind dump in dir.
+func newestTotal(dir string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var newest string
+	var at time.Time
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err == nil && fi.ModTime().After(at) {
+			newest, at = e.Name(), fi.ModTime()
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, newest))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "totals: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "summary: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no totals line", newest)
 }
