@@ -2,7 +2,8 @@
 # The project's test command: every test, with the race detector.
 #  - unit tests on miniredis (clock set to the microsecond),
 #  - tests against a real redis-server that they start on a free loopback port
-#    (installed here from Debian's packages when missing),
+#    (installed here from Debian's packages when missing, with valgrind for
+#    the bench's instruction counts),
 #  - the demo CLI on its embedded Redis,
 #  - the integration suite: Redis 6.0/7.0/8.0 and Valkey 8.1 in containers,
 #    single, Cluster and Sentinel (scripts/integration.sh; set
@@ -12,14 +13,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "--- installing redis-server from Debian's packages"
+    echo "--- installing redis-server and valgrind from Debian's packages"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq redis-server >/dev/null
+    apt-get install -y -qq redis-server valgrind >/dev/null
   else
-    echo "redis-server is missing: install it (apt-get install redis-server) and run again" >&2
+    echo "redis-server or valgrind is missing: install them (apt-get install redis-server valgrind) and run again" >&2
     exit 1
   fi
 fi
