@@ -159,10 +159,13 @@ func WithMaxEvents(max int) Option {
 // WithBatching sends the decisions that concurrent callers of this Limiter
 // ask for while a round trip is in flight together, in one pipeline of at
 // most max decisions (auto-pipelining): under concurrency, far more
-// decisions per second for the same Redis, at no cost to a lone caller,
-// which never waits for company. Every decision is still one atomic script,
-// exactly as without batching. The client must have Pipeline() (every
-// go-redis client has). Default: off; max < 1 means 256.
+// decisions per second for the same Redis; a lone caller never waits for
+// company. On a single server (a *redis.Client, or a type that embeds one)
+// up to 64 single-limit decisions also share one script call, taken one
+// after the other at one server time, each exactly as if it were alone; on
+// a Cluster or Ring each decision is its own call. Decisions are as exact as
+// without batching. The client must have Pipeline() (every go-redis client
+// has). Default: off; max < 1 means 256.
 func WithBatching(max int) Option {
 	return func(l *Limiter) {
 		if max < 1 {
