@@ -101,37 +101,17 @@ func (b *batcher) send(batch []*pending) {
 	// context, bounded by the client's read and write timeouts, while each
 	// caller waits only as long as its own context allows.
 	ctx := context.WithoutCancel(live[0].ctx)
-	if b.merge {
-		live = b.sendMerged(ctx, live)
-	}
-	if len(live) == 0 {
-		return
-	}
-	cmds := make([]*redis.Cmd, len(live))
-	pipe := b.rdb.Pipeline()
-	for i, p := range live {
-		cmds[i] = p.script.EvalSha(ctx, pipe, p.keys, p.args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-
-	// NOSCRIPT (a restarted or flushed server): send those again with EVAL,
-	// which also loads the script for the next pipelines.
-	var again []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			again = append(again, i)
-		}
-	}
+	again := b.deliver(b.run(ctx, b.plan(live)))
+	// A shared call Redis refused part way (WRONGTYPE, OOM): decisions
+	// before the failing one may have recorded events. Each goes again on
+	// its own; its id is then marked as re-sent, so an admitted one finds
+	// its events and stays admitted, and the failing one gets its own error.
 	if len(again) > 0 {
-		pipe := b.rdb.Pipeline()
-		for _, i := range again {
-			cmds[i] = live[i].script.Eval(ctx, pipe, live[i].keys, live[i].args...)
+		calls := make([]shared, len(again))
+		for i, p := range again {
+			calls[i] = shared{p.script, p.keys, p.args, again[i : i+1]}
 		}
-		_, _ = pipe.Exec(ctx)
-	}
-	for i, p := range live {
-		p.vals, p.err = cmds[i].Int64Slice()
-		close(p.done)
+		b.deliver(b.run(ctx, calls))
 	}
 }
 
@@ -140,40 +120,50 @@ func (b *batcher) send(batch []*pending) {
 // Redis up for other clients.
 const mergeMax = 64
 
-// sendMerged takes the single-limit decisions of batch in shared script
-// calls, one pipeline for all, and returns the rest (other scripts, and the
-// decisions of a call that failed, to be sent on their own).
-func (b *batcher) sendMerged(ctx context.Context, batch []*pending) []*pending {
-	var single, rest []*pending
+// shared is one script call of a pipeline and the decisions it carries:
+// one, or (merge) up to mergeMax single-limit decisions.
+type shared struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	of     []*pending
+}
+
+// plan turns a batch into script calls: with merge, the single-limit
+// decisions share calls; every other decision is a call of its own.
+func (b *batcher) plan(batch []*pending) []shared {
+	var calls []shared
+	var single []*pending
 	for _, p := range batch {
-		if p.script == script && len(p.keys) == 1 && len(p.args) == 4 {
+		if b.merge && p.script == script && len(p.keys) == 1 && len(p.args) == 4 {
 			single = append(single, p)
 		} else {
-			rest = append(rest, p)
+			calls = append(calls, shared{p.script, p.keys, p.args, []*pending{p}})
 		}
 	}
-	if len(single) < 2 {
-		return batch
-	}
-	var groups [][]*pending
 	for len(single) > 0 {
-		n := min(len(single), mergeMax)
-		groups, single = append(groups, single[:n]), single[n:]
-	}
-	cmds := make([]*redis.Cmd, len(groups))
-	keys := make([][]string, len(groups))
-	args := make([][]any, len(groups))
-	pipe := b.rdb.Pipeline()
-	for i, g := range groups {
-		keys[i] = make([]string, 0, len(g))
-		args[i] = make([]any, 0, 4*len(g))
+		g := single[:min(len(single), mergeMax)]
+		single = single[len(g):]
+		c := shared{script: script, keys: make([]string, 0, len(g)), args: make([]any, 0, 4*len(g)), of: g}
 		for _, p := range g {
-			keys[i] = append(keys[i], p.keys...)
-			args[i] = append(args[i], p.args...)
+			c.keys = append(c.keys, p.keys...)
+			c.args = append(c.args, p.args...)
 		}
-		cmds[i] = script.EvalSha(ctx, pipe, keys[i], args[i]...)
+		calls = append(calls, c)
 	}
-	_, _ = pipe.Exec(ctx)
+	return calls
+}
+
+// run sends calls in one pipeline (EVALSHA), and those Redis does not know
+// the script for (a restarted or flushed server) again with EVAL, which
+// also loads it for the next pipelines.
+func (b *batcher) run(ctx context.Context, calls []shared) ([]shared, []*redis.Cmd) {
+	cmds := make([]*redis.Cmd, len(calls))
+	pipe := b.rdb.Pipeline()
+	for i, c := range calls {
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var again []int
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
@@ -183,26 +173,32 @@ func (b *batcher) sendMerged(ctx context.Context, batch []*pending) []*pending {
 	if len(again) > 0 {
 		pipe := b.rdb.Pipeline()
 		for _, i := range again {
-			cmds[i] = script.Eval(ctx, pipe, keys[i], args[i]...)
+			cmds[i] = calls[i].script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}
-	for i, g := range groups {
+	return calls, cmds
+}
+
+// deliver hands each decision its reply, and returns the decisions of
+// shared calls that Redis refused, to be sent again one by one.
+func (b *batcher) deliver(calls []shared, cmds []*redis.Cmd) (again []*pending) {
+	for i, c := range calls {
 		vals, err := cmds[i].Int64Slice()
-		var rerr redis.Error
-		switch {
-		case err == nil && len(vals) != 6*len(g):
-			err = fmt.Errorf("script replied %d values for %d decisions", len(vals), len(g))
-		case errors.As(err, &rerr):
-			// Redis refused the call (WRONGTYPE, OOM): decisions before the
-			// failing one may have recorded events. Each goes again on its
-			// own; its id is then marked as re-sent, so an admitted one
-			// finds its events and stays admitted, and the failing one gets
-			// its own error.
-			rest = append(rest, g...)
+		if len(c.of) == 1 {
+			c.of[0].vals, c.of[0].err = vals, err
+			close(c.of[0].done)
 			continue
 		}
-		for j, p := range g {
+		var rerr redis.Error
+		switch {
+		case err == nil && len(vals) != 6*len(c.of):
+			err = fmt.Errorf("script replied %d values for %d decisions", len(vals), len(c.of))
+		case errors.As(err, &rerr):
+			again = append(again, c.of...)
+			continue
+		}
+		for j, p := range c.of {
 			if err == nil {
 				p.vals = vals[6*j : 6*j+6 : 6*j+6]
 			} else {
@@ -211,7 +207,7 @@ func (b *batcher) sendMerged(ctx context.Context, batch []*pending) []*pending {
 			close(p.done)
 		}
 	}
-	return rest
+	return again
 }
 
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }

@@ -113,16 +113,8 @@ for j = 1, m do
     -- The newest event is the log's last; ResetAfter is newest + window - now,
     -- or 0 once it has expired (or there is none).
     local newest
-    if count + n <= limit then
-      if first == '' then -- Peek
-        newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
-        if not newest or newest <= expired then
-          r = {1, limit - count, 0, 0, now, 1}
-          break
-        end
-        r = {1, limit - count, 0, newest + window - now, now, 1}
-        break
-      end
+    local fits = count + n <= limit
+    if fits and first ~= '' then
       -- 3. Admit: record n events at now. NX keeps an event that is already
       --    there untouched, so a retried call (same ids) records nothing twice.
       --    now as a string: TIME's seconds and zero-padded microseconds.
@@ -171,10 +163,14 @@ for j = 1, m do
         r = {1, limit - count, 0, window, now, 1}
         break
       end
-      -- A retry of a call that was admitted already: its events are in the log
-      -- (from the first attempt, so possibly expired by now).
+      -- A retry of a call that was admitted already: its events are in the
+      -- log (from the first attempt, so possibly expired by now); answered
+      -- like a Peek, below.
+    end
+    if fits then
+      -- Peek, or the retry of an admitted call.
       newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
-      if newest <= expired then
+      if not newest or newest <= expired then
         r = {1, limit - count, 0, 0, now, 1}
         break
       end
