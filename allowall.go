@@ -61,7 +61,7 @@ func (l *Limiter) allowAll(ctx context.Context, key string, n int, limits []Limi
 		keys[i] = base + strconv.FormatInt(w, 10)
 		args = append(args, lim.Events, w)
 	}
-	r, which, err := l.eval(ctx, allowAllScript, keys, args)
+	r, which, err := l.eval(ctx, allowAllScript, keys, args, Limit{})
 	if err != nil {
 		return Result{}, err
 	}

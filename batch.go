@@ -43,11 +43,11 @@ type pending struct {
 	keys   []string
 	args   []any
 	done   chan struct{}
-	vals   []int64
+	val    any // the script's reply
 	err    error
 }
 
-func (b *batcher) do(ctx context.Context, s *redis.Script, keys []string, args []any) ([]int64, error) {
+func (b *batcher) do(ctx context.Context, s *redis.Script, keys []string, args []any) (any, error) {
 	p := &pending{ctx: ctx, script: s, keys: keys, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
@@ -58,7 +58,7 @@ func (b *batcher) do(ctx context.Context, s *redis.Script, keys []string, args [
 	b.mu.Unlock()
 	select {
 	case <-p.done:
-		return p.vals, p.err
+		return p.val, p.err
 	case <-ctx.Done():
 		// The call may still run in Redis if its pipeline was already sent:
 		// like any call cut short by its context, its outcome is unknown.
@@ -184,23 +184,25 @@ func (b *batcher) run(ctx context.Context, calls []shared) ([]shared, []*redis.C
 // shared calls that Redis refused, to be sent again one by one.
 func (b *batcher) deliver(calls []shared, cmds []*redis.Cmd) (again []*pending) {
 	for i, c := range calls {
-		vals, err := cmds[i].Int64Slice()
+		val, err := cmds[i].Result()
 		if len(c.of) == 1 {
-			c.of[0].vals, c.of[0].err = vals, err
+			c.of[0].val, c.of[0].err = val, err
 			close(c.of[0].done)
 			continue
 		}
+		// a shared call replies with one reply per decision
+		vals, ok := val.([]any)
 		var rerr redis.Error
 		switch {
-		case err == nil && len(vals) != 6*len(c.of):
-			err = fmt.Errorf("script replied %d values for %d decisions", len(vals), len(c.of))
 		case errors.As(err, &rerr):
 			again = append(again, c.of...)
 			continue
+		case err == nil && (!ok || len(vals) != len(c.of)):
+			err = fmt.Errorf("script replied %v for %d decisions", val, len(c.of))
 		}
 		for j, p := range c.of {
 			if err == nil {
-				p.vals = vals[6*j : 6*j+6 : 6*j+6]
+				p.val = vals[j]
 			} else {
 				p.err = err
 			}

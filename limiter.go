@@ -23,6 +23,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -384,7 +386,7 @@ func (l *Limiter) run(ctx context.Context, key string, limit Limit, n int, recor
 		c.arg.set(c.id)
 		c.args[1] = &c.arg
 	}
-	r, _, err := l.eval(ctx, script, c.keys[:], c.args[:])
+	r, _, err := l.eval(ctx, script, c.keys[:], c.args[:], limit)
 	if err != nil {
 		return Result{}, err
 	}
@@ -395,33 +397,92 @@ func (l *Limiter) run(ctx context.Context, key string, limit Limit, n int, recor
 	return r, nil
 }
 
-// eval runs a decision script (script or allowAllScript) and decodes its
-// reply; which is the index of the limit that decided.
-func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args []any) (r Result, which int, err error) {
+// eval runs a decision script and decodes its reply: script (one key, under
+// limit) or allowAllScript (a key per limit); which is the index of the
+// limit that decided.
+func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args []any, limit Limit) (r Result, which int, err error) {
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	var v []int64
+	var v any
 	if l.batch != nil {
 		v, err = l.batch.do(ctx, s, keys, args)
 	} else {
-		v, err = s.Run(ctx, l.rdb, keys, args...).Int64Slice()
+		v, err = s.Run(ctx, l.rdb, keys, args...).Result()
 	}
 	if err != nil {
 		return Result{}, 0, wrap(ctx, "run script", err)
 	}
-	if len(v) != 6 || v[5] < 1 || int(v[5]) > len(keys) {
-		return Result{}, 0, fmt.Errorf("slidelog: script replied %v, want 6 values", v)
+	if s == script {
+		r, err = decision(v, limit)
+		return r, 0, err
+	}
+	return decisionAll(v, len(keys))
+}
+
+// decision decodes script.lua's reply for one decision under limit: the
+// string "allowed count kth newest now" (see script.lua); the arithmetic on
+// Redis' timestamps is done here, exactly, in integers.
+func decision(v any, limit Limit) (Result, error) {
+	s, ok := v.(string)
+	var f [5]int64
+	for i := 0; ok && i < len(f); i++ {
+		field, rest, _ := strings.Cut(s, " ")
+		f[i], ok = integer(field)
+		ok = ok && (rest != "") == (i < len(f)-1)
+		s = rest
+	}
+	if !ok || f[0] > 1 || f[0] < 0 {
+		return Result{}, fmt.Errorf("slidelog: script replied %v, want \"allowed count kth newest now\"", v)
+	}
+	window := int64(limit.Window / time.Microsecond)
+	allowed, count, kth, newest, now := f[0] == 1, f[1], f[2], f[3], f[4]
+	r := Result{Allowed: allowed, Remaining: int(max(int64(limit.Events)-count, 0)), at: now}
+	if !allowed {
+		r.RetryAfter = time.Duration(kth+window-now) * time.Microsecond
+	}
+	if reset := newest + window - now; reset > 0 {
+		r.ResetAfter = time.Duration(reset) * time.Microsecond
+	}
+	return r, nil
+}
+
+// integer reads a decimal integer, or a score as a server printed it: Redis
+// 7.0 prints every digit (%.17g), others may print the shortest form that
+// reads back to the same double ("1.7672688e+15"); a score is an integer
+// below 2^53, so the double is exact.
+func integer(s string) (int64, bool) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, true
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// decisionAll decodes allowall.lua's reply: {allowed, remaining,
+// retry_after_us, reset_after_us, now_us, which}.
+func decisionAll(v any, limits int) (Result, int, error) {
+	a, ok := v.([]any)
+	ok = ok && len(a) == 6
+	var f [6]int64
+	for i := 0; ok && i < len(f); i++ {
+		f[i], ok = a[i].(int64)
+	}
+	if !ok || f[5] < 1 || int(f[5]) > limits {
+		return Result{}, 0, fmt.Errorf("slidelog: script replied %v, want 6 integers", v)
 	}
 	return Result{
-		Allowed:    v[0] == 1,
-		Remaining:  int(v[1]),
-		RetryAfter: time.Duration(v[2]) * time.Microsecond,
-		ResetAfter: time.Duration(v[3]) * time.Microsecond,
-		at:         v[4],
-	}, int(v[5]) - 1, nil
+		Allowed:    f[0] == 1,
+		Remaining:  int(f[1]),
+		RetryAfter: time.Duration(f[2]) * time.Microsecond,
+		ResetAfter: time.Duration(f[3]) * time.Microsecond,
+		at:         f[4],
+	}, int(f[5]) - 1, nil
 }
 
 // wrap adds context to a Redis failure. When the caller's context is done,

@@ -309,3 +309,29 @@ func TestContextDone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// script.lua's reply is decoded exactly, whichever way the server printed
+// the scores, and anything else is an error, not a guess.
+func TestDecision(t *testing.T) {
+	lim := Limit{Events: 10, Window: time.Second}
+	for _, c := range []struct {
+		reply any
+		want  Result
+	}{
+		{"1 3 0 1767268800250000 1767268800250000", Result{Allowed: true, Remaining: 7, ResetAfter: time.Second, at: 1767268800250000}},
+		{"0 12 1.7672688e+15 1767268800500000 1767268800750000", Result{Remaining: 0, RetryAfter: 250 * time.Millisecond,
+			ResetAfter: 750 * time.Millisecond, at: 1767268800750000}},
+		{"1 0 0 0 1767268800750000", Result{Allowed: true, Remaining: 10, at: 1767268800750000}},
+		{"1 2 0 1767268799000000 1767268800750000", Result{Allowed: true, Remaining: 8, at: 1767268800750000}}, // newest expired
+	} {
+		got, err := decision(c.reply, lim)
+		if err != nil || got != c.want {
+			t.Errorf("%q: %+v, %v; want %+v", c.reply, got, err, c.want)
+		}
+	}
+	for _, bad := range []any{"", "1 2 3 4", "1 2 3 4 5 6", "2 0 0 0 5", "1 x 0 0 5", "1 0 0 1.5 5", "1  0 0 5 5", int64(1), []any{int64(1)}} {
+		if r, err := decision(bad, lim); err == nil {
+			t.Errorf("%#v: %+v, want an error", bad, r)
+		}
+	}
+}

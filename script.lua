@@ -24,18 +24,31 @@
 -- Steps: count the live events (ZCARD less the expired, ZCOUNT); admit (ZADD
 -- NX, ZREMRANGEBYSCORE of the expired, PEXPIREAT) or deny (no write at all).
 --
--- Reply    {allowed (1 or 0), remaining, retry_after_us, reset_after_us, now_us, 1}
---          per decision, one after the other (the last: the limit that
---          decided, as in allowall.lua).
+-- Reply    per decision, one string of five decimal integers:
+--          "allowed count kth newest now"
+--          allowed  1 or 0;
+--          count    the live events after the decision (Remaining is
+--                   events - count, never below 0);
+--          kth      denied: the score of the k-th oldest live event (the
+--                   request fits at kth + window, so RetryAfter is
+--                   kth + window - now); allowed: 0;
+--          newest   the score of the newest event, or 0 for an empty log
+--                   (ResetAfter is newest + window - now, or 0 if that is
+--                   not positive);
+--          now      this call's Redis TIME in microseconds.
+--          A single decision's reply is that string; a batch's, a table of
+--          them. The scores go back as Redis printed them (exact integers:
+--          below 2^53 it prints every digit), and the client does the
+--          arithmetic: no number is parsed or printed here that need not be,
+--          and a string costs Redis less to send than a table of integers.
 --
 -- An error (WRONGTYPE, OOM) ends the whole call. Decisions before it in the
 -- same call may have recorded their events; the client then sends each
 -- decision again on its own, marked as re-sent, and those find their events.
 --
--- The window at server time t is (t - window, t]. Every value in the reply is
--- an integer (Redis truncates Lua numbers on the way out), and no microsecond
--- value is ever turned into a string with tostring or '..': Redis' Lua prints
--- only 14 significant digits there.
+-- The window at server time t is (t - window, t]. No microsecond value is
+-- ever turned into a string with tostring or '..': Redis' Lua prints only 14
+-- significant digits there (count, a small integer, is).
 --
 -- Cost: every argument handed to redis.call is a string built here, never a
 -- Lua number: Redis 7.0 turns a number into a string with printf's %.17g,
@@ -52,6 +65,12 @@
 -- share one timeline.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+-- now as a string: TIME's seconds and zero-padded microseconds
+local us = time[2]
+if #us < 6 then
+  us = string.rep('0', 6 - #us) .. us
+end
+local nows = time[1] .. us
 
 local m = #KEYS
 local out -- the replies of a batch
@@ -92,10 +111,11 @@ for j = 1, m do
     --      When the request fits even if nothing expired, an admission learns
     --      how many had from their removal (ZREMRANGEBYSCORE's reply) instead.
     local card = redis.call('ZCARD', key)
-    local gone, oldest, exps = 0, nil, nil
+    local gone, oldest, olds, exps = 0, nil, nil, nil
     local later = false -- gone is counted when the expired events are removed
     if card + n > limit then
-      oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2])
+      olds = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
+      oldest = tonumber(olds)
       if oldest <= expired then
         exps = string.format('%d', expired)
         gone = redis.call('ZCOUNT', key, '-inf', exps)
@@ -110,19 +130,12 @@ for j = 1, m do
     end
     local count = card - gone
 
-    -- The newest event is the log's last; ResetAfter is newest + window - now,
-    -- or 0 once it has expired (or there is none).
+    -- The newest event is the log's last.
     local newest
     local fits = count + n <= limit
     if fits and first ~= '' then
       -- 3. Admit: record n events at now. NX keeps an event that is already
       --    there untouched, so a retried call (same ids) records nothing twice.
-      --    now as a string: TIME's seconds and zero-padded microseconds.
-      local us = time[2]
-      if #us < 6 then
-        us = string.rep('0', 6 - #us) .. us
-      end
-      local nows = time[1] .. us
       local added
       if n == 1 then
         added = redis.call('ZADD', key, 'NX', nows, first)
@@ -160,7 +173,7 @@ for j = 1, m do
       redis.call('PEXPIREAT', key, string.format('%d', math.ceil((now + window) / 1000)))
       count = count + added
       if added == n then
-        r = {1, limit - count, 0, window, now, 1}
+        r = '1 ' .. count .. ' 0 ' .. nows .. ' ' .. nows
         break
       end
       -- A retry of a call that was admitted already: its events are in the
@@ -169,47 +182,35 @@ for j = 1, m do
     end
     if fits then
       -- Peek, or the retry of an admitted call.
-      newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
-      if not newest or newest <= expired then
-        r = {1, limit - count, 0, 0, now, 1}
-        break
-      end
-      r = {1, limit - count, 0, newest + window - now, now, 1}
+      newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
+      r = '1 ' .. count .. ' 0 ' .. newest .. ' ' .. nows
       break
     end
 
     -- 4. Deny: write nothing (expired events wait for the next admission or the
-    --    key's expiry), leave the expiry alone. The log is not empty here, and
-    --    its newest event is live (it is at or after the k-th oldest live one).
-    local remaining = limit - count
-    if remaining < 0 then
-      remaining = 0
-    end
-    newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
+    --    key's expiry), leave the expiry alone. The log is not empty here.
+    newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2]
     if resent and redis.call('ZSCORE', key, first) then
       -- A retry of a call that was admitted already (its reply was lost and
       -- the client sent it again): it stays admitted.
-      r = {1, remaining, 0, newest + window - now, now, 1}
+      r = '1 ' .. count .. ' 0 ' .. newest .. ' ' .. nows
       break
     end
     -- The same request fits once the k-th oldest live event has expired; the
     -- live events follow the expired ones in the set.
     local k = count + n - limit
-    local kth = oldest
+    local kth = olds
     if gone > 0 or k > 1 then
       local i = string.format('%d', gone + k - 1)
-      kth = tonumber(redis.call('ZRANGE', key, i, i, 'WITHSCORES')[2])
+      kth = redis.call('ZRANGE', key, i, i, 'WITHSCORES')[2]
     end
-    r = {0, remaining, kth + window - now, newest + window - now, now, 1}
+    r = '0 ' .. count .. ' ' .. kth .. ' ' .. newest .. ' ' .. nows
     break
   until true
   if m == 1 then
     return r
   end
   out = out or {}
-  local o = 6 * (j - 1)
-  for i = 1, 6 do
-    out[o + i] = r[i]
-  end
+  out[j] = r
 end
 return out
