@@ -19,17 +19,19 @@ type pipeliner interface {
 // pipeline is in flight together, in the next pipeline: one round trip for
 // many decisions, and no timer, so a lone caller never waits for company.
 //
-// On a single server (merge), the single-limit decisions of a pipeline also
-// share script calls: one call takes up to mergeMax of them, one after the
-// other at one server time, each exactly as if it were alone (script.lua).
-// That saves Redis the per-call cost (the script's start, TIME, the reply)
-// for all but one. A Cluster or Ring spreads keys over servers, so there
-// each decision stays its own call.
+// The single-limit decisions of a pipeline also share script calls (merge):
+// one call takes up to mergeMax of them, one after the other at one server
+// time, each exactly as if it were alone (script.lua). That saves Redis the
+// per-call cost (the script's start, TIME, the reply) for all but one. On a
+// single server any decisions may share a call; on a Cluster, those whose
+// keys are in one hash slot (a call's keys must be); a Ring spreads keys
+// over servers by a hash of its own, so there each decision stays its own
+// call.
 type batcher struct {
 	rdb      pipeliner
-	max      int  // most decisions in one pipeline
-	inFlight int  // most pipelines in flight at once
-	merge    bool // single-limit decisions share script calls
+	max      int   // most decisions in one pipeline
+	inFlight int   // most pipelines in flight at once
+	merge    merge // which single-limit decisions share script calls
 
 	mu       sync.Mutex
 	queue    []*pending
@@ -115,6 +117,15 @@ func (b *batcher) send(batch []*pending) {
 	}
 }
 
+// merge says which single-limit decisions of a batch may share a call.
+type merge int
+
+const (
+	mergeNone merge = iota // every decision is its own call (a Ring)
+	mergeAll               // any decisions (one server holds every key)
+	mergeSlot              // decisions whose keys share a hash slot (Cluster)
+)
+
 // mergeMax is the most decisions one script call takes: enough to spread
 // the call's own cost thin, few enough (tens of microseconds) not to hold
 // Redis up for other clients.
@@ -133,23 +144,39 @@ type shared struct {
 // decisions share calls; every other decision is a call of its own.
 func (b *batcher) plan(batch []*pending) []shared {
 	var calls []shared
-	var single []*pending
+	var groups [][]*pending // single-limit decisions that may share calls
+	bySlot := map[int]int{} // mergeSlot: slot -> index in groups
 	for _, p := range batch {
-		if b.merge && p.script == script && len(p.keys) == 1 && len(p.args) == 4 {
-			single = append(single, p)
-		} else {
+		if b.merge == mergeNone || p.script != script || len(p.keys) != 1 || len(p.args) != 4 {
 			calls = append(calls, shared{p.script, p.keys, p.args, []*pending{p}})
+			continue
 		}
+		g := 0
+		if b.merge == mergeSlot {
+			s := slot(p.keys[0])
+			i, ok := bySlot[s]
+			if !ok {
+				i = len(groups)
+				bySlot[s] = i
+			}
+			g = i
+		}
+		if g == len(groups) {
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], p)
 	}
-	for len(single) > 0 {
-		g := single[:min(len(single), mergeMax)]
-		single = single[len(g):]
-		c := shared{script: script, keys: make([]string, 0, len(g)), args: make([]any, 0, 4*len(g)), of: g}
-		for _, p := range g {
-			c.keys = append(c.keys, p.keys...)
-			c.args = append(c.args, p.args...)
+	for _, group := range groups {
+		for len(group) > 0 {
+			g := group[:min(len(group), mergeMax)]
+			group = group[len(g):]
+			c := shared{script: script, keys: make([]string, 0, len(g)), args: make([]any, 0, 4*len(g)), of: g}
+			for _, p := range g {
+				c.keys = append(c.keys, p.keys...)
+				c.args = append(c.args, p.args...)
+			}
+			calls = append(calls, c)
 		}
-		calls = append(calls, c)
 	}
 	return calls
 }

@@ -162,10 +162,11 @@ func WithMaxEvents(max int) Option {
 // ask for while a round trip is in flight together, in one pipeline of at
 // most max decisions (auto-pipelining): under concurrency, far more
 // decisions per second for the same Redis; a lone caller never waits for
-// company. On a single server (a *redis.Client, or a type that embeds one)
-// up to 64 single-limit decisions also share one script call, taken one
-// after the other at one server time, each exactly as if it were alone; on
-// a Cluster or Ring each decision is its own call. Decisions are as exact as
+// company. Up to 64 single-limit decisions also share one script call,
+// taken one after the other at one server time, each exactly as if it were
+// alone: any decisions on a single server (a *redis.Client, or a type that
+// embeds one), decisions on one hash slot on a Cluster (a ClusterClient);
+// on a Ring each decision is its own call. Decisions are as exact as
 // without batching. The client must have Pipeline() (every go-redis client
 // has). Default: off; max < 1 means 256.
 func WithBatching(max int) Option {
@@ -234,11 +235,16 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		if !ok {
 			panic("slidelog: WithBatching needs a client with Pipeline()")
 		}
+		l.batch = &batcher{rdb: p, max: l.batchMax, inFlight: 2}
 		// A *redis.Client (or a type that embeds one) talks to one server,
-		// where any keys may share a script call; a Cluster or Ring client
-		// spreads keys over servers.
-		_, single := rdb.(interface{ Options() *redis.Options })
-		l.batch = &batcher{rdb: p, max: l.batchMax, inFlight: 2, merge: single}
+		// where any keys may share a script call; a ClusterClient, to the
+		// server of each hash slot.
+		switch rdb.(type) {
+		case interface{ Options() *redis.Options }:
+			l.batch.merge = mergeAll
+		case interface{ Options() *redis.ClusterOptions }:
+			l.batch.merge = mergeSlot
+		}
 	}
 	l.plain = l.deny == nil && l.policy.kind == 0 && !l.shadow && l.hook == nil
 	return l

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -345,5 +346,45 @@ func TestDenyCacheCoalesces(t *testing.T) {
 	wg.Wait()
 	if denied.Load() != 20 || g.calls.Load() != 1 {
 		t.Errorf("%d denied with %d Redis calls; want 20 denied with 1", denied.Load(), g.calls.Load())
+	}
+}
+
+// On a Cluster, only decisions whose keys share a hash slot share a call;
+// other scripts never share; at most mergeMax decisions go in one call.
+func TestBatchPlan(t *testing.T) {
+	dec := func(key string) *pending {
+		return &pending{script: script, keys: []string{key}, args: []any{1, "", 1, 1}}
+	}
+	all := &pending{script: allowAllScript, keys: []string{"{x}:1", "{x}:2"}, args: []any{1, "", 1, 1, 1, 2}}
+	batch := []*pending{dec("a{x}"), dec("c{y}"), all, dec("b{x}")}
+	for range mergeMax + 1 {
+		batch = append(batch, dec("hot"))
+	}
+	for _, c := range []struct {
+		merge merge
+		want  []int // keys per call, in order
+	}{
+		{mergeNone, append([]int{1, 1, 2, 1}, slices.Repeat([]int{1}, mergeMax+1)...)},
+		{mergeSlot, []int{2, 2, 1, mergeMax, 1}},
+		{mergeAll, []int{2, mergeMax, 4}},
+	} {
+		calls := (&batcher{merge: c.merge}).plan(batch)
+		var got []int
+		for _, call := range calls {
+			got = append(got, len(call.keys))
+			if len(call.of) > 1 && 4*len(call.of) != len(call.args) {
+				t.Errorf("merge %d: %d decisions with %d args", c.merge, len(call.of), len(call.args))
+			}
+			if c.merge == mergeSlot {
+				for _, k := range call.keys {
+					if call.script == script && slot(k) != slot(call.keys[0]) {
+						t.Errorf("keys %v of one call are on different slots", call.keys)
+					}
+				}
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("merge %d: keys per call %v, want %v", c.merge, got, c.want)
+		}
 	}
 }

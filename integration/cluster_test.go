@@ -165,6 +165,46 @@ func TestCluster(t *testing.T) {
 				report(t, "%s cluster, %d keys on 3 masters %v: %v", f.name, len(keys), masters, s)
 			})
 
+			// WithBatching on a ClusterClient: the decisions of a pipeline
+			// whose keys share a hash slot share script calls (on that
+			// slot's master); exact as ever.
+			t.Run("batching", func(t *testing.T) {
+				bkeys := keys[:6]
+				tr := newTrafficWith(t, []slidelog.Option{slidelog.WithBatching(0)}, instances, c.client(t), limit, bkeys...)
+				calls := func() int {
+					var mu sync.Mutex
+					total := 0
+					err := probe.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+						stats, err := node.Info(ctx, "commandstats").Result()
+						mu.Lock()
+						total += scriptCallsIn(stats)
+						mu.Unlock()
+						return err
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return total
+				}
+				before := calls()
+				const d = 4 * time.Second
+				tr.run(t, d, 0, nil)
+				n := calls() - before
+				s := tr.verify(t)
+				if s.errors != 0 {
+					t.Errorf("%d calls failed: %v", s.errors, tr.errs[0].err)
+				}
+				if least := int(d/limit.Window-1) * limit.Events * len(bkeys); s.admitted < least {
+					t.Errorf("admitted %d, want at least %d", s.admitted, least)
+				}
+				decisions := s.admitted + s.denied
+				if 4*n >= 3*decisions {
+					t.Errorf("%d script calls for %d decisions: batched decisions on one slot did not share calls", n, decisions)
+				}
+				report(t, "%s cluster batching (WithBatching) on %d keys: %v; %d script calls, %.1f decisions each",
+					f.name, len(bkeys), s, n, float64(decisions)/float64(max(n, 1)))
+			})
+
 			// AllowAll over two windows: both logs of a key share a slot, so
 			// one script decides them; keys spread over the masters.
 			t.Run("allow-all", func(t *testing.T) {

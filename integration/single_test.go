@@ -152,6 +152,11 @@ func scriptCalls(t *testing.T, rdb *redis.Client) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return scriptCallsIn(stats)
+}
+
+// scriptCallsIn reads the script calls out of INFO commandstats.
+func scriptCallsIn(stats string) int {
 	total := 0
 	for _, line := range strings.Split(stats, "\r\n") {
 		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
