@@ -111,11 +111,14 @@ func (b *batcher) send(batch []*pending) {
 	if len(again) > 0 {
 		calls := make([]shared, len(again))
 		for i, p := range again {
-			calls[i] = shared{p.script, p.keys, p.args, again[i : i+1]}
+			calls[i] = p.alone()
 		}
 		b.deliver(b.run(ctx, calls))
 	}
 }
+
+// alone is the script call that carries p by itself.
+func (p *pending) alone() shared { return shared{p.script, p.keys, p.args, []*pending{p}} }
 
 // merge says which single-limit decisions of a batch may share a call.
 type merge int
@@ -145,23 +148,20 @@ type shared struct {
 func (b *batcher) plan(batch []*pending) []shared {
 	var calls []shared
 	var groups [][]*pending // single-limit decisions that may share calls
-	bySlot := map[int]int{} // mergeSlot: slot -> index in groups
+	index := map[int]int{}  // a group's slot (mergeSlot; else -1) -> its index
 	for _, p := range batch {
 		if b.merge == mergeNone || p.script != script || len(p.keys) != 1 || len(p.args) != 4 {
-			calls = append(calls, shared{p.script, p.keys, p.args, []*pending{p}})
+			calls = append(calls, p.alone())
 			continue
 		}
-		g := 0
+		k := -1
 		if b.merge == mergeSlot {
-			s := slot(p.keys[0])
-			i, ok := bySlot[s]
-			if !ok {
-				i = len(groups)
-				bySlot[s] = i
-			}
-			g = i
+			k = slot(p.keys[0])
 		}
-		if g == len(groups) {
+		g, ok := index[k]
+		if !ok {
+			g = len(groups)
+			index[k] = g
 			groups = append(groups, nil)
 		}
 		groups[g] = append(groups[g], p)

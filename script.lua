@@ -111,12 +111,11 @@ for j = 1, m do
     --      When the request fits even if nothing expired, an admission learns
     --      how many had from their removal (ZREMRANGEBYSCORE's reply) instead.
     local card = redis.call('ZCARD', key)
-    local gone, oldest, olds, exps = 0, nil, nil, nil
+    local gone, olds, exps = 0, nil, nil -- olds: the oldest event's score
     local later = false -- gone is counted when the expired events are removed
     if card + n > limit then
       olds = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
-      oldest = tonumber(olds)
-      if oldest <= expired then
+      if tonumber(olds) <= expired then
         exps = string.format('%d', expired)
         gone = redis.call('ZCOUNT', key, '-inf', exps)
       end
