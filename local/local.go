@@ -11,10 +11,34 @@
 // clock (time.Now by default, WithClock to inject one) truncated to whole
 // microseconds, like Redis' TIME.
 //
+// Exact by the times it reports. Result.Time() is the instant a decision was
+// taken at, and no window (t-Window, t] of those instants ever holds more
+// than Events admitted events, however many goroutines call at once:
+//   - the clock is read under the key's lock, so that decisions on a key are
+//     taken in the order of their times (a caller preempted between reading
+//     the clock and deciding would otherwise record an event in the past);
+//   - a key's time never goes back: a decision is taken at the later of the
+//     clock and the latest instant the key was decided at (a Peek included,
+//     since it drops expired events). A wall clock that steps back holds a
+//     key's time still until it catches up, so that its log stays in order
+//     and a denial always waits 0 < RetryAfter <= Window; nor is a key
+//     decided before the events that the idle sweep dropped from its shard
+//     had all expired.
+//
+// Memory follows the events recorded, never the limit. A log keeps runs of
+// events admitted at one instant (an instant and a running count), in a ring
+// that doubles when full and halves when it is at most a quarter full: one
+// event costs 16 bytes, AllowN of any n costs one run and O(1) time, a limit
+// of 2^62 events a day costs nothing until events come, and a log that
+// empties gives its memory back. RetryAfter finds the k-th oldest event by a
+// binary search over the running counts.
+//
 // A Limiter is safe for concurrent use by multiple goroutines. Its keys are
-// spread over shards with a mutex each; a key's log is a ring of at most
-// Events timestamps, allocated once, so that a decision on a known key
-// allocates nothing. Keys whose every event has expired are evicted.
+// spread over shards with a mutex each; a decision on a known key allocates
+// nothing once its ring has grown to its size. Keys may hold any bytes: each
+// key has one entry, its single-limit log (Allow, AllowN, Peek) and one log
+// per window for AllowAll, like the Redis limiter's keys, and Reset drops the
+// entry. Keys whose every event has expired are evicted when a shard grows.
 package local
 
 import (
@@ -33,7 +57,9 @@ import (
 // Option configures a Limiter.
 type Option func(*Limiter)
 
-// WithClock sets the clock the limiter reads. Default: time.Now.
+// WithClock sets the clock the limiter reads. Default: time.Now. It is read
+// under a shard's lock (so that decisions follow its times), and may step
+// back: a key's time then holds still until the clock catches up.
 func WithClock(now func() time.Time) Option {
 	return func(l *Limiter) { l.now = now }
 }
@@ -48,19 +74,42 @@ type Limiter struct {
 
 type shard struct {
 	mu    sync.Mutex
-	logs  map[string]*eventLog
-	sweep int // the size at which the shard next evicts idle keys
+	keys  map[string]*entry
+	sweep int   // the size at which the shard next evicts idle keys
+	floor int64 // µs: every event the sweep dropped has expired by then
 }
 
-// eventLog is one key's admitted events, oldest first, in a ring.
+// entry is one key's logs. A key is a map key of its own, whatever its
+// bytes, so that no key can be taken for another or for one of its logs.
+type entry struct {
+	last int64      // µs: the latest instant the key was decided at
+	one  eventLog   // Allow, AllowN and Peek: window of the last limit
+	all  []eventLog // AllowAll: one log per window, as in Redis
+}
+
+// run is the events admitted at one instant.
+type run struct {
+	at  int64  // µs
+	end uint64 // the log's events recorded up to this run's, included (wraps)
+}
+
+// eventLog is one log's live events, oldest first: a ring of runs whose
+// length is 0 or a power of two. The counts are running totals since the
+// log began, modulo 2^64: a difference of two of them is exact because no
+// log holds more than MaxInt events at once.
 type eventLog struct {
-	times  []int64 // ring storage, µs
-	head   int     // index of the oldest event
-	size   int
-	window int64 // µs, of the last limit it was decided with: when it empties
+	runs   []run
+	head   int    // index of the oldest run
+	n      int    // runs held
+	total  uint64 // end of the newest run: events ever recorded
+	gone   uint64 // end of the last run dropped: events expired
+	window int64  // µs: the log's window (AllowAll), or the last limit's
 }
 
-const sweepAt = 1024
+const (
+	sweepAt = 1024
+	minRuns = 4 // the smallest ring: 64 bytes
+)
 
 // New returns an empty Limiter.
 func New(opts ...Option) *Limiter {
@@ -69,11 +118,14 @@ func New(opts ...Option) *Limiter {
 		o(l)
 	}
 	for i := range l.shards {
-		l.shards[i].logs = map[string]*eventLog{}
+		l.shards[i].keys = map[string]*entry{}
 		l.shards[i].sweep = sweepAt
+		l.shards[i].floor = minTime
 	}
 	return l
 }
+
+const minTime = -1 << 63
 
 // Allow is shorthand for AllowN(ctx, key, limit, 1).
 func (l *Limiter) Allow(ctx context.Context, key string, limit slidelog.Limit) (slidelog.Result, error) {
@@ -81,68 +133,91 @@ func (l *Limiter) Allow(ctx context.Context, key string, limit slidelog.Limit) (
 }
 
 // AllowN decides whether n events for key fit limit now, and records them if
-// they do: all n, or none.
+// they do: all n, or none. Any n up to limit.Events takes one step and one
+// run of the log.
 func (l *Limiter) AllowN(_ context.Context, key string, limit slidelog.Limit, n int) (slidelog.Result, error) {
 	if err := check(key, limit, n); err != nil {
 		return slidelog.Result{}, err
 	}
-	return l.decide(key, []slidelog.Limit{limit}, n, true)
+	return l.decide(key, []slidelog.Limit{limit}, n, true, false)
 }
 
 // Peek reports what Allow would decide now, and records nothing; its
-// Remaining is the events that could be admitted now.
+// Remaining is the events that could be admitted now. Its instant counts as
+// the key's latest: it drops the events expired by then.
 func (l *Limiter) Peek(_ context.Context, key string, limit slidelog.Limit) (slidelog.Result, error) {
 	if err := check(key, limit, 1); err != nil {
 		return slidelog.Result{}, err
 	}
-	return l.decide(key, []slidelog.Limit{limit}, 1, false)
+	return l.decide(key, []slidelog.Limit{limit}, 1, false, false)
 }
 
 // AllowAll decides n events against several limits at once: every limit
 // admits them, or none records anything. Result as slidelog's AllowAll.
+// Each window has its own log, apart from the key's single-limit log even
+// when there is one limit, as in Redis.
 func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slidelog.Limit) (slidelog.Result, error) {
 	if len(limits) == 0 {
 		return slidelog.Result{}, fmt.Errorf("%w: AllowAll needs at least one limit", slidelog.ErrInvalidLimit)
 	}
-	seen := make(map[time.Duration]bool, len(limits))
 	for _, lim := range limits {
 		if err := check(key, lim, n); err != nil {
 			return slidelog.Result{}, err
 		}
-		w := lim.Window.Truncate(time.Microsecond)
-		if seen[w] {
-			return slidelog.Result{}, fmt.Errorf("%w: two limits with the window %v", slidelog.ErrInvalidLimit, w)
-		}
-		seen[w] = true
 	}
-	return l.decide(key, limits, n, true)
+	if w, ok := sharedWindow(limits); ok {
+		return slidelog.Result{}, fmt.Errorf("%w: two limits with the window %v", slidelog.ErrInvalidLimit, w)
+	}
+	return l.decide(key, limits, n, true, true)
 }
 
-// Keys is how many logs the limiter holds now (idle ones are evicted as
-// the shards grow).
+// sharedWindow is a window two limits share (to the microsecond): without
+// allocating for the few limits of a usual call.
+func sharedWindow(limits []slidelog.Limit) (time.Duration, bool) {
+	if len(limits) > 8 {
+		seen := make(map[time.Duration]bool, len(limits))
+		for _, lim := range limits {
+			w := lim.Window.Truncate(time.Microsecond)
+			if seen[w] {
+				return w, true
+			}
+			seen[w] = true
+		}
+		return 0, false
+	}
+	for i, lim := range limits {
+		w := lim.Window.Truncate(time.Microsecond)
+		for _, prev := range limits[:i] {
+			if prev.Window.Truncate(time.Microsecond) == w {
+				return w, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Keys is how many keys the limiter holds logs of now (idle ones are
+// evicted as the shards grow).
 func (l *Limiter) Keys() int {
 	n := 0
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		n += len(s.logs)
+		n += len(s.keys)
 		s.mu.Unlock()
 	}
 	return n
 }
 
-// Reset forgets every event of key.
+// Reset forgets every event of key, of its single-limit log and of every
+// AllowAll log, at once.
 func (l *Limiter) Reset(_ context.Context, key string) error {
 	if key == "" {
 		return slidelog.ErrEmptyKey
 	}
 	s := l.shard(key)
 	s.mu.Lock()
-	for w := range s.logs {
-		if logKey(w) == key {
-			delete(s.logs, w)
-		}
-	}
+	delete(s.keys, key)
 	s.mu.Unlock()
 	return nil
 }
@@ -158,55 +233,46 @@ func (l *Limiter) shard(key string) *shard {
 	return &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
 }
 
-// A key with one limit keeps its log under the key itself; with several
-// (AllowAll), each window's log is under key + "\x00" + the window, like the
-// Redis limiter's one key per window.
-func windowKey(key string, w int64) string {
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(w >> (56 - 8*i))
-	}
-	return key + "\x00" + string(b[:])
-}
-
-// logKey is the caller's key of a log's map key.
-func logKey(k string) string {
-	if len(k) > 9 && k[len(k)-9] == 0 {
-		return k[:len(k)-9]
-	}
-	return k
-}
-
 // errInternal never happens: a log with fewer live events than k.
 var errInternal = errors.New("local: log shorter than its count")
 
-func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record bool) (slidelog.Result, error) {
-	t := l.now().UnixMicro()
+// decide is AllowN (one limit, the single-limit log), Peek (!record) and
+// AllowAll (all: a log per window).
+func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all bool) (slidelog.Result, error) {
 	s := l.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	// 1-2. Each limit's log, its expired events dropped, and whether n fit.
+	// The clock under the lock, and never before the key's latest instant
+	// nor before the events the sweep dropped had expired.
+	en := s.keys[key]
+	t := max(l.now().UnixMicro(), s.floor)
+	if en != nil {
+		t = max(t, en.last)
+		en.last = t
+	}
+
+	// 1-2. Each limit's log (nil: none yet), its expired events dropped,
+	// and whether n fit.
 	var logs [4]*eventLog
-	var names [4]string
-	lg, newKeys := logs[:0], names[:0]
+	lg := logs[:0]
 	fits := true
 	for _, lim := range limits {
 		w := int64(lim.Window / time.Microsecond)
-		k := key
-		if len(limits) > 1 {
-			k = windowKey(key, w)
+		var e *eventLog
+		if en != nil {
+			if all {
+				e = en.find(w)
+			} else {
+				e = &en.one
+				e.window = w
+			}
 		}
-		e := s.logs[k]
-		if e == nil {
-			e = &eventLog{}
-			newKeys = append(newKeys, k)
-		} else {
-			newKeys = append(newKeys, "")
+		if e != nil {
+			e.expire(t - w)
 		}
-		e.window = w
-		e.expire(t - w)
-		if e.size+n > lim.Events {
+		// count + n <= Events, without overflow
+		if e.count() > lim.Events-n {
 			fits = false
 		}
 		lg = append(lg, e)
@@ -214,32 +280,54 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record bool
 
 	var r slidelog.Result
 	which := 0
-	if fits {
+	r.Remaining = -1
+	switch {
+	case fits && record:
 		r.Allowed = true
-		r.Remaining = -1
+		if en == nil {
+			if len(s.keys) >= s.sweep {
+				s.evictIdle(t)
+			}
+			en = &entry{last: t}
+			s.keys[key] = en
+		}
 		for i, lim := range limits {
-			e := lg[i]
-			if record {
-				e.push(t, n, lim.Events)
-				if newKeys[i] != "" {
-					s.add(newKeys[i], e, t)
+			// A new AllowAll log may move the others: each is found again.
+			w := int64(lim.Window / time.Microsecond)
+			e := &en.one
+			if all {
+				if e = en.find(w); e == nil {
+					en.all = append(en.all, eventLog{})
+					e = &en.all[len(en.all)-1]
 				}
 			}
-			if rem := lim.Events - e.size; r.Remaining < 0 || rem < r.Remaining {
+			e.window = w
+			e.push(t, n)
+			if rem := lim.Events - e.count(); r.Remaining < 0 || rem < r.Remaining {
 				which, r.Remaining = i, rem
 			}
 			r.ResetAfter = max(r.ResetAfter, e.resetAfter(t))
 		}
-	} else {
-		r.Remaining = -1
+	case fits:
+		r.Allowed = true
+		for i, lim := range limits {
+			if rem := lim.Events - lg[i].count(); r.Remaining < 0 || rem < r.Remaining {
+				which, r.Remaining = i, rem
+			}
+			r.ResetAfter = max(r.ResetAfter, lg[i].resetAfter(t))
+		}
+	default:
 		for i, lim := range limits {
 			e := lg[i]
-			r.Remaining = minNonNeg(r.Remaining, max(lim.Events-e.size, 0))
-			if k := e.size + n - lim.Events; k > 0 {
-				if k > e.size {
+			rem := lim.Events - e.count() // below 0 after a smaller limit
+			r.Remaining = minNonNeg(r.Remaining, max(rem, 0))
+			if n > rem {
+				// the k-th oldest must leave: k = count + n - Events
+				k := n - rem
+				if k > e.count() {
 					return slidelog.Result{}, errInternal
 				}
-				if ra := time.Duration(e.at(k-1)+e.window-t) * time.Microsecond; ra > r.RetryAfter {
+				if ra := time.Duration(e.kth(k)+e.window-t) * time.Microsecond; ra > r.RetryAfter {
 					which, r.RetryAfter = i, ra
 				}
 			}
@@ -258,49 +346,126 @@ func minNonNeg(a, b int) int {
 	return a
 }
 
-// add stores a new log, evicting idle ones when the shard has grown.
-func (s *shard) add(k string, e *eventLog, t int64) {
-	if len(s.logs) >= s.sweep {
-		for k, old := range s.logs {
-			if old.size == 0 || old.at(old.size-1) <= t-old.window {
-				delete(s.logs, k)
+// evictIdle drops, at t, the expired events of every log of the shard, and
+// the keys left with none. The floor then keeps every later decision of
+// the shard at or after the instant all the dropped events had expired: a
+// key decided again after a clock step back would not count them.
+func (s *shard) evictIdle(t int64) {
+	drop := func(e *eventLog) {
+		if at, ok := e.expire(t - e.window); ok {
+			s.floor = max(s.floor, at+e.window)
+		}
+	}
+	for k, en := range s.keys {
+		drop(&en.one)
+		live := en.all[:0]
+		for i := range en.all {
+			if drop(&en.all[i]); en.all[i].n > 0 {
+				live = append(live, en.all[i])
 			}
 		}
-		s.sweep = max(sweepAt, 2*len(s.logs))
-	}
-	s.logs[k] = e
-}
-
-// expire drops the events at or before cutoff.
-func (e *eventLog) expire(cutoff int64) {
-	for e.size > 0 && e.times[e.head] <= cutoff {
-		e.head = (e.head + 1) % len(e.times)
-		e.size--
-	}
-}
-
-// at is the i-th oldest event (0-based).
-func (e *eventLog) at(i int) int64 { return e.times[(e.head+i)%len(e.times)] }
-
-// push records n events at t, growing the ring to hold events if needed.
-func (e *eventLog) push(t int64, n, events int) {
-	if need := max(events, e.size+n); len(e.times) < need {
-		grown := make([]int64, need)
-		for i := range e.size {
-			grown[i] = e.at(i)
+		clear(en.all[len(live):])
+		en.all = live
+		if en.one.n == 0 {
+			en.one = eventLog{}
+			if len(en.all) == 0 {
+				delete(s.keys, k)
+			}
 		}
-		e.times, e.head = grown, 0
 	}
-	for range n {
-		e.times[(e.head+e.size)%len(e.times)] = t
-		e.size++
-	}
+	s.sweep = max(sweepAt, 2*len(s.keys))
 }
 
-// resetAfter is until the log holds no live event.
-func (e *eventLog) resetAfter(t int64) time.Duration {
-	if e.size == 0 {
+// find is the AllowAll log of window w, or nil.
+func (en *entry) find(w int64) *eventLog {
+	for i := range en.all {
+		if en.all[i].window == w {
+			return &en.all[i]
+		}
+	}
+	return nil
+}
+
+// count is the live events (0 for a nil log).
+func (e *eventLog) count() int {
+	if e == nil {
 		return 0
 	}
-	return time.Duration(e.at(e.size-1)+e.window-t) * time.Microsecond
+	return int(e.total - e.gone)
+}
+
+func (e *eventLog) slot(i int) *run { return &e.runs[(e.head+i)&(len(e.runs)-1)] }
+
+// expire drops the events at or before cutoff, and reports the instant of
+// the newest it dropped. A ring left at most a quarter full shrinks.
+func (e *eventLog) expire(cutoff int64) (newest int64, dropped bool) {
+	for e.n > 0 {
+		r := e.slot(0)
+		if r.at > cutoff {
+			break
+		}
+		newest, dropped, e.gone = r.at, true, r.end
+		e.head = (e.head + 1) & (len(e.runs) - 1)
+		e.n--
+	}
+	if dropped && len(e.runs) > minRuns && e.n <= len(e.runs)/4 {
+		e.resize(max(minRuns, ceilPow2(2*e.n)))
+	}
+	return newest, dropped
+}
+
+// push records n events at t, the log's newest instant or a later one.
+func (e *eventLog) push(t int64, n int) {
+	e.total += uint64(n)
+	if e.n > 0 {
+		if r := e.slot(e.n - 1); r.at == t {
+			r.end = e.total
+			return
+		}
+	}
+	if e.n == len(e.runs) {
+		e.resize(max(minRuns, 2*len(e.runs)))
+	}
+	*e.slot(e.n) = run{at: t, end: e.total}
+	e.n++
+}
+
+// resize moves the runs to a ring of size c (a power of two, >= e.n).
+func (e *eventLog) resize(c int) {
+	runs := make([]run, c)
+	for i := range e.n {
+		runs[i] = *e.slot(i)
+	}
+	e.runs, e.head = runs, 0
+}
+
+// kth is the instant of the k-th oldest live event (1 <= k <= count): the
+// first run whose running count reaches k.
+func (e *eventLog) kth(k int) int64 {
+	lo, hi := 0, e.n-1
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if e.slot(mid).end-e.gone >= uint64(k) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return e.slot(lo).at
+}
+
+// resetAfter is until the log holds no live event (0 for a nil log).
+func (e *eventLog) resetAfter(t int64) time.Duration {
+	if e == nil || e.n == 0 {
+		return 0
+	}
+	return time.Duration(e.slot(e.n-1).at+e.window-t) * time.Microsecond
+}
+
+func ceilPow2(n int) int {
+	c := 1
+	for c < n {
+		c <<= 1
+	}
+	return c
 }

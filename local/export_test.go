@@ -1,0 +1,21 @@
+package local
+
+import "unsafe"
+
+// StorageBytes is the bytes of event storage that every log of l holds now:
+// what the memory tests hold against the events recorded.
+func (l *Limiter) StorageBytes() int {
+	b := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		for _, en := range s.keys {
+			b += len(en.one.runs) * int(unsafe.Sizeof(run{}))
+			for _, e := range en.all {
+				b += len(e.runs) * int(unsafe.Sizeof(run{}))
+			}
+		}
+		s.mu.Unlock()
+	}
+	return b
+}

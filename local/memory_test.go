@@ -1,0 +1,171 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/conformance"
+	"github.com/slidelog/slidelog/local"
+)
+
+// allocated is the bytes that f allocates on the heap.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// Memory follows the events recorded, never the limit: a few events under
+// a huge limit cost a few hundred bytes, and n = Events admits in one step
+// (issue 10, item 7: 1e8 a day took 763 MB, 2^31 killed the process, 2^60
+// panicked).
+func TestMemoryFollowsEvents(t *testing.T) {
+	for _, lim := range []slidelog.Limit{
+		{Events: 100_000_000, Window: 24 * time.Hour},
+		{Events: 1 << 31, Window: 24 * time.Hour},
+		{Events: 1 << 60, Window: time.Hour},
+		{Events: 1 << 62, Window: (1 << 53) * time.Microsecond}, // 285 years
+		{Events: math.MaxInt, Window: time.Microsecond},
+	} {
+		t.Run(fmt.Sprintf("events=%d", lim.Events), func(t *testing.T) {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("panic: %v", p)
+				}
+			}()
+			c := &clock{now: conformance.Epoch}
+			l := local.New(local.WithClock(c.Now))
+			ctx := context.Background()
+			other := slidelog.Limit{Events: 3, Window: 2 * lim.Window}
+			if lim.Window > (1<<52)*time.Microsecond {
+				other.Window = lim.Window / 2
+			}
+			// ten events at ten instants on a single-limit log and on AllowAll's
+			got := allocated(func() {
+				for i := range 10 {
+					c.Set(time.Duration(i) * time.Microsecond)
+					if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+						t.Fatalf("allow %d: %+v %v", i, r, err)
+					}
+					if _, err := l.AllowAll(ctx, "k", 1, lim, other); err != nil {
+						t.Fatalf("allow all %d: %v", i, err)
+					}
+				}
+			})
+			if got > 8<<10 || l.StorageBytes() > 1<<10 {
+				t.Fatalf("20 events under %v: %d bytes allocated, %d bytes of storage", lim, got, l.StorageBytes())
+			}
+			// every event there is room for, at one instant: one step
+			c.Set(lim.Window / 2)
+			rest := lim.Events
+			got = allocated(func() {
+				r, err := l.Peek(ctx, "k", lim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rest = r.Remaining
+				if r, err := l.AllowN(ctx, "k", lim, rest); err != nil || !r.Allowed || r.Remaining != 0 {
+					t.Fatalf("AllowN(%d): %+v %v", rest, r, err)
+				}
+				if r, err := l.AllowN(ctx, "k", lim, lim.Events); err != nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > lim.Window {
+					t.Fatalf("AllowN(Events) on a full log: %+v %v", r, err)
+				}
+			})
+			if got > 8<<10 || l.StorageBytes() > 1<<10 {
+				t.Errorf("AllowN(%d) under %v: %d bytes allocated, %d bytes of storage", rest, lim, got, l.StorageBytes())
+			}
+		})
+	}
+}
+
+// The storage shrinks when the log (mostly) empties, and grows back.
+func TestMemoryShrinks(t *testing.T) {
+	c := &clock{now: conformance.Epoch}
+	l := local.New(local.WithClock(c.Now))
+	ctx := context.Background()
+	lim := slidelog.Limit{Events: 100_000, Window: time.Second}
+	for i := range 10_000 { // 10 000 events at 10 000 instants
+		c.Set(time.Duration(i) * time.Microsecond)
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+			t.Fatalf("allow %d: %+v %v", i, r, err)
+		}
+	}
+	full := l.StorageBytes()
+	if full < 10_000*8 || full > 10_000*64 {
+		t.Errorf("10 000 events in %d bytes", full)
+	}
+	// all but the last 100 leave: a quarter of the storage at most (the
+	// storage may stay twice as large as it needs, so that a log
+	// that hovers around a size does not allocate at every decision)
+	c.Set(time.Second + 9_900*time.Microsecond - time.Microsecond)
+	if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != lim.Events-100 {
+		t.Fatalf("peek: %+v %v", r, err)
+	}
+	if b := l.StorageBytes(); b > full/4 {
+		t.Errorf("100 events left of 10 000: %d bytes of storage, was %d", b, full)
+	}
+	c.Set(2 * time.Second)
+	if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != lim.Events {
+		t.Fatalf("peek: %+v %v", r, err)
+	}
+	if b := l.StorageBytes(); b > 256 {
+		t.Errorf("no event left: %d bytes of storage", b)
+	}
+	// it grows again, and still decides exactly
+	for i := range 1000 {
+		c.Set(2*time.Second + time.Duration(i)*time.Microsecond)
+		if r, err := l.AllowN(ctx, "k", lim, 100); err != nil || !r.Allowed {
+			t.Fatalf("allow %d: %+v %v", i, r, err)
+		}
+	}
+	c.Set(2*time.Second + 999*time.Microsecond)
+	if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed || r.RetryAfter != time.Second-999*time.Microsecond {
+		t.Errorf("full log: %+v %v", r, err)
+	}
+}
+
+// Once a log has grown to its size, no decision on its key allocates: not
+// an admission, a denial, a Peek, an expiry nor an AllowAll of known logs.
+func TestDecisionsAllocNothing(t *testing.T) {
+	c := &clock{now: conformance.Epoch}
+	l := local.New(local.WithClock(c.Now))
+	ctx := context.Background()
+	lim := slidelog.Limit{Events: 100, Window: time.Second}
+	all := []slidelog.Limit{{Events: 3, Window: 10 * time.Millisecond}, lim}
+	step := time.Duration(0)
+	decide := func() {
+		step += 3 * time.Millisecond
+		c.Set(step)
+		if _, err := l.Allow(ctx, "k", lim); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.AllowN(ctx, "k", lim, 2); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Peek(ctx, "k", lim); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.AllowAll(ctx, "k", 1, all...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 1000 { // three windows: the rings reach their sizes
+		decide()
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 1000 {
+		decide()
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n != 0 {
+		t.Errorf("%d allocations in 4000 decisions on known logs", n)
+	}
+}
