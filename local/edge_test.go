@@ -84,31 +84,31 @@ func maxWindow(limits []slidelog.Limit) time.Duration {
 	return w
 }
 
-// A wall clock that steps back never moves a key's time back: a decision
-// is taken at the latest instant the key has been decided at, so that the
+// A wall clock that steps back never puts a decision before the key's newest
+// event: the key's time holds there until the clock catches up, so that the
 // log stays in order, a denial waits 0 < RetryAfter <= W, and no window by
 // the reported times holds more than Events (issue 10, items 6 and 8).
 func TestClockStepsBack(t *testing.T) {
 	two := []slidelog.Limit{{Events: 2, Window: 10 * ms}}
+	both := []slidelog.Limit{{Events: 1, Window: 10 * ms}, {Events: 5, Window: 50 * ms}}
 	replay(t, []call{
 		{clock: 100 * ms, op: "allow", key: "k", limits: two, n: 1, allowed: true, remaining: 1, reset: 10 * ms, at: 100 * ms},
 		// the clock went back 5 ms: the event is recorded at 100 ms
 		{clock: 95 * ms, op: "allow", key: "k", limits: two, n: 1, allowed: true, remaining: 0, reset: 10 * ms, at: 100 * ms},
 		// both events leave at 110 ms (RetryAfter was 0 here)
 		{clock: 105 * ms, op: "allow", key: "k", limits: two, n: 2, retry: 5 * ms, reset: 5 * ms, at: 105 * ms},
-		// back 55 ms: still decided at 105 ms (RetryAfter was 60 ms > W)
-		{clock: 50 * ms, op: "allow", key: "k", limits: two, n: 1, retry: 5 * ms, reset: 5 * ms, at: 105 * ms},
-		// a Peek at 110 ms drops both events...
+		// back 55 ms: decided at the newest event (RetryAfter was 60 ms > W)
+		{clock: 50 * ms, op: "allow", key: "k", limits: two, n: 1, retry: 10 * ms, reset: 10 * ms, at: 100 * ms},
+		// a Peek at 110 ms finds both events gone...
 		{clock: 110 * ms, op: "peek", key: "k", limits: two, allowed: true, remaining: 2, at: 110 * ms},
-		// ...so a caller whose clock reads 101 ms is decided at 110 ms:
-		// admitting 2 events at 101 ms would put 4 in (91 ms, 101 ms]
-		{clock: 101 * ms, op: "allow", key: "k", limits: two, n: 2, allowed: true, remaining: 0, reset: 10 * ms, at: 110 * ms},
-		{clock: 115 * ms, op: "allow", key: "k", limits: two, n: 1, retry: 5 * ms, reset: 5 * ms, at: 115 * ms},
+		// ...and drops nothing: at 101 ms they still count (they were
+		// dropped, and 2 more admitted at 101 ms: 4 in (91 ms, 101 ms])
+		{clock: 101 * ms, op: "allow", key: "k", limits: two, n: 2, retry: 9 * ms, reset: 9 * ms, at: 101 * ms},
+		{clock: 110 * ms, op: "allow", key: "k", limits: two, n: 2, allowed: true, remaining: 0, reset: 10 * ms, at: 110 * ms},
+		{clock: 104 * ms, op: "allow", key: "k", limits: two, n: 1, retry: 10 * ms, reset: 10 * ms, at: 110 * ms},
 		// AllowAll logs keep the same rule
-		{clock: 200 * ms, op: "all", key: "k", limits: []slidelog.Limit{{Events: 1, Window: 10 * ms}, {Events: 5, Window: 50 * ms}}, n: 1,
-			allowed: true, remaining: 0, reset: 50 * ms, at: 200 * ms},
-		{clock: 150 * ms, op: "all", key: "k", limits: []slidelog.Limit{{Events: 1, Window: 10 * ms}, {Events: 5, Window: 50 * ms}}, n: 1,
-			retry: 10 * ms, reset: 50 * ms, at: 200 * ms},
+		{clock: 200 * ms, op: "all", key: "k", limits: both, n: 1, allowed: true, remaining: 0, reset: 50 * ms, at: 200 * ms},
+		{clock: 150 * ms, op: "all", key: "k", limits: both, n: 1, retry: 10 * ms, reset: 50 * ms, at: 200 * ms},
 	})
 }
 
@@ -323,5 +323,30 @@ func TestHugeCounts(t *testing.T) {
 		{clock: time.Hour, op: "allow", key: "k", limits: huge, n: half, allowed: true, remaining: 0, reset: time.Hour, at: time.Hour},
 		{clock: time.Hour + ms, op: "allow", key: "k", limits: huge, n: math.MaxInt, remaining: math.MaxInt - half, retry: time.Hour - ms, reset: time.Hour - ms, at: time.Hour + ms},
 		{clock: 2 * time.Hour, op: "allow", key: "k", limits: huge, n: math.MaxInt, allowed: true, remaining: 0, reset: time.Hour, at: 2 * time.Hour},
+	})
+}
+
+// Only an admission drops expired events, by its own window, as in Redis
+// (ZREMRANGEBYSCORE runs only when the script admits): a Peek or a denial
+// under a shorter window writes nothing, so that it cannot free the events
+// that a longer window of the same key still counts.
+func TestPeekAndDenialWriteNothing(t *testing.T) {
+	hour := []slidelog.Limit{{Events: 1, Window: time.Hour}}
+	twoPerHour := []slidelog.Limit{{Events: 2, Window: time.Hour}}
+	second := []slidelog.Limit{{Events: 1, Window: time.Second}}
+	const s = time.Second
+	replay(t, []call{
+		// a Peek under 1 per second
+		{op: "allow", key: "p", limits: hour, n: 1, allowed: true, reset: time.Hour},
+		{clock: 2 * s, op: "peek", key: "p", limits: second, allowed: true, remaining: 1, at: 2 * s},
+		{clock: 3 * s, op: "allow", key: "p", limits: hour, n: 1, retry: time.Hour - 3*s, reset: time.Hour - 3*s, at: 3 * s},
+		// a denial under 1 per second
+		{op: "allow", key: "d", limits: twoPerHour, n: 1, allowed: true, remaining: 1, reset: time.Hour},
+		{clock: 2 * s, op: "allow", key: "d", limits: twoPerHour, n: 1, allowed: true, remaining: 0, reset: time.Hour, at: 2 * s},
+		{clock: 2*s + s/2, op: "allow", key: "d", limits: second, n: 1, retry: s / 2, reset: s / 2, at: 2*s + s/2},
+		{clock: 3 * s, op: "allow", key: "d", limits: twoPerHour, n: 1, retry: time.Hour - 3*s, reset: time.Hour - s, at: 3 * s},
+		// an admission under 1 per second drops the event of 0 s, as in Redis
+		{clock: 3 * s, op: "allow", key: "p", limits: second, n: 1, allowed: true, reset: s, at: 3 * s},
+		{clock: 3 * s, op: "allow", key: "p", limits: hour, n: 1, retry: time.Hour, reset: time.Hour, at: 3 * s},
 	})
 }

@@ -17,13 +17,18 @@
 //   - the clock is read under the key's lock, so that decisions on a key are
 //     taken in the order of their times (a caller preempted between reading
 //     the clock and deciding would otherwise record an event in the past);
-//   - a key's time never goes back: a decision is taken at the later of the
-//     clock and the latest instant the key was decided at (a Peek included,
-//     since it drops expired events). A wall clock that steps back holds a
-//     key's time still until it catches up, so that its log stays in order
-//     and a denial always waits 0 < RetryAfter <= Window; nor is a key
-//     decided before the events that the idle sweep dropped from its shard
-//     had all expired.
+//   - a decision is never taken before the key's newest event: at the later
+//     of the clock and the key's latest admission. A wall clock that steps
+//     back holds a key's time at its newest event until the clock catches
+//     up, so that its log stays in order, its admissions follow one another
+//     in time, and a denial always waits 0 < RetryAfter <= Window. Nor is a
+//     decision taken before every event the idle sweep dropped from its
+//     shard had expired;
+//   - only an admission writes: it drops the expired events of its window
+//     and records its own, as the Redis script does. A Peek or a denial
+//     changes nothing, so that it cannot change another caller's decision,
+//     nor free, under a shorter window, events that a longer window of the
+//     same key still counts.
 //
 // Memory follows the events recorded, never the limit. A log keeps runs of
 // events admitted at one instant (an instant and a running count), in a ring
@@ -59,7 +64,8 @@ type Option func(*Limiter)
 
 // WithClock sets the clock the limiter reads. Default: time.Now. It is read
 // under a shard's lock (so that decisions follow its times), and may step
-// back: a key's time then holds still until the clock catches up.
+// back: a key is then decided at its newest event until the clock catches
+// up.
 func WithClock(now func() time.Time) Option {
 	return func(l *Limiter) { l.now = now }
 }
@@ -82,7 +88,7 @@ type shard struct {
 // entry is one key's logs. A key is a map key of its own, whatever its
 // bytes, so that no key can be taken for another or for one of its logs.
 type entry struct {
-	last int64      // µs: the latest instant the key was decided at
+	last int64      // µs: the key's latest admission, its newest event
 	one  eventLog   // Allow, AllowN and Peek: window of the last limit
 	all  []eventLog // AllowAll: one log per window, as in Redis
 }
@@ -143,8 +149,8 @@ func (l *Limiter) AllowN(_ context.Context, key string, limit slidelog.Limit, n 
 }
 
 // Peek reports what Allow would decide now, and records nothing; its
-// Remaining is the events that could be admitted now. Its instant counts as
-// the key's latest: it drops the events expired by then.
+// Remaining is the events that could be admitted now. It writes nothing at
+// all, as in Redis: not even the drop of expired events.
 func (l *Limiter) Peek(_ context.Context, key string, limit slidelog.Limit) (slidelog.Result, error) {
 	if err := check(key, limit, 1); err != nil {
 		return slidelog.Result{}, err
@@ -243,19 +249,19 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	// The clock under the lock, and never before the key's latest instant
-	// nor before the events the sweep dropped had expired.
+	// The clock under the lock, and never before the key's newest event nor
+	// before every event the sweep dropped had expired.
 	en := s.keys[key]
 	t := max(l.now().UnixMicro(), s.floor)
 	if en != nil {
 		t = max(t, en.last)
-		en.last = t
 	}
 
-	// 1-2. Each limit's log (nil: none yet), its expired events dropped,
-	// and whether n fit.
-	var logs [4]*eventLog
-	lg := logs[:0]
+	// 1-2. Each limit's live events (of no log yet: none), and whether n
+	// fit. Nothing is written before the decision: only an admission drops
+	// the expired events, by its window, as in Redis.
+	var views [4]view
+	vs := views[:0]
 	fits := true
 	for _, lim := range limits {
 		w := int64(lim.Window / time.Microsecond)
@@ -265,17 +271,14 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 				e = en.find(w)
 			} else {
 				e = &en.one
-				e.window = w
 			}
 		}
-		if e != nil {
-			e.expire(t - w)
-		}
+		v := e.live(t - w)
 		// count + n <= Events, without overflow
-		if e.count() > lim.Events-n {
+		if v.count > lim.Events-n {
 			fits = false
 		}
-		lg = append(lg, e)
+		vs = append(vs, v)
 	}
 
 	var r slidelog.Result
@@ -283,14 +286,16 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 	r.Remaining = -1
 	switch {
 	case fits && record:
+		// 3. Admit: drop the expired events, record n at t.
 		r.Allowed = true
 		if en == nil {
 			if len(s.keys) >= s.sweep {
 				s.evictIdle(t)
 			}
-			en = &entry{last: t}
+			en = &entry{}
 			s.keys[key] = en
 		}
+		en.last = t
 		for i, lim := range limits {
 			// A new AllowAll log may move the others: each is found again.
 			w := int64(lim.Window / time.Microsecond)
@@ -301,37 +306,39 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 					e = &en.all[len(en.all)-1]
 				}
 			}
+			e.expire(t - w)
 			e.window = w
 			e.push(t, n)
 			if rem := lim.Events - e.count(); r.Remaining < 0 || rem < r.Remaining {
 				which, r.Remaining = i, rem
 			}
-			r.ResetAfter = max(r.ResetAfter, e.resetAfter(t))
+			r.ResetAfter = max(r.ResetAfter, time.Duration(w)*time.Microsecond)
 		}
-	case fits:
+	case fits: // Peek
 		r.Allowed = true
 		for i, lim := range limits {
-			if rem := lim.Events - lg[i].count(); r.Remaining < 0 || rem < r.Remaining {
+			if rem := lim.Events - vs[i].count; r.Remaining < 0 || rem < r.Remaining {
 				which, r.Remaining = i, rem
 			}
-			r.ResetAfter = max(r.ResetAfter, lg[i].resetAfter(t))
+			r.ResetAfter = max(r.ResetAfter, vs[i].resetAfter(t, lim.Window))
 		}
 	default:
+		// 4. Deny: the same request fits once the k-th oldest live event
+		// has left, k = count + n - Events.
 		for i, lim := range limits {
-			e := lg[i]
-			rem := lim.Events - e.count() // below 0 after a smaller limit
+			v := vs[i]
+			rem := lim.Events - v.count // below 0 after a smaller limit
 			r.Remaining = minNonNeg(r.Remaining, max(rem, 0))
 			if n > rem {
-				// the k-th oldest must leave: k = count + n - Events
 				k := n - rem
-				if k > e.count() {
+				if k > v.count {
 					return slidelog.Result{}, errInternal
 				}
-				if ra := time.Duration(e.kth(k)+e.window-t) * time.Microsecond; ra > r.RetryAfter {
+				if ra := time.Duration(v.kth(k)+int64(lim.Window/time.Microsecond)-t) * time.Microsecond; ra > r.RetryAfter {
 					which, r.RetryAfter = i, ra
 				}
 			}
-			r.ResetAfter = max(r.ResetAfter, e.resetAfter(t))
+			r.ResetAfter = max(r.ResetAfter, v.resetAfter(t, lim.Window))
 		}
 	}
 	r.Limit = limits[which]
@@ -386,13 +393,8 @@ func (en *entry) find(w int64) *eventLog {
 	return nil
 }
 
-// count is the live events (0 for a nil log).
-func (e *eventLog) count() int {
-	if e == nil {
-		return 0
-	}
-	return int(e.total - e.gone)
-}
+// count is the events the log holds, once expired ones are dropped.
+func (e *eventLog) count() int { return int(e.total - e.gone) }
 
 func (e *eventLog) slot(i int) *run { return &e.runs[(e.head+i)&(len(e.runs)-1)] }
 
@@ -439,27 +441,59 @@ func (e *eventLog) resize(c int) {
 	e.runs, e.head = runs, 0
 }
 
-// kth is the instant of the k-th oldest live event (1 <= k <= count): the
-// first run whose running count reaches k.
-func (e *eventLog) kth(k int) int64 {
-	lo, hi := 0, e.n-1
+// view is a log's live events at a decision, read without a write: the
+// runs from first on, base the running count before them.
+type view struct {
+	e     *eventLog
+	first int
+	base  uint64
+	count int
+}
+
+// live is the view of the events after cutoff (of a nil log: none). The
+// runs are in order of their instants: a key's time never goes back.
+func (e *eventLog) live(cutoff int64) view {
+	if e == nil {
+		return view{}
+	}
+	lo, hi := 0, e.n
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if e.slot(mid).end-e.gone >= uint64(k) {
+		if e.slot(mid).at > cutoff {
 			hi = mid
 		} else {
 			lo = mid + 1
 		}
 	}
-	return e.slot(lo).at
+	v := view{e: e, first: lo, base: e.gone}
+	if lo > 0 {
+		v.base = e.slot(lo - 1).end
+	}
+	v.count = int(e.total - v.base)
+	return v
 }
 
-// resetAfter is until the log holds no live event (0 for a nil log).
-func (e *eventLog) resetAfter(t int64) time.Duration {
-	if e == nil || e.n == 0 {
+// kth is the instant of the k-th oldest live event (1 <= k <= count): the
+// first run whose running count reaches k.
+func (v view) kth(k int) int64 {
+	lo, hi := v.first, v.e.n-1
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if v.e.slot(mid).end-v.base >= uint64(k) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return v.e.slot(lo).at
+}
+
+// resetAfter is until the window holds no live event (0: none now).
+func (v view) resetAfter(t int64, window time.Duration) time.Duration {
+	if v.count == 0 {
 		return 0
 	}
-	return time.Duration(e.slot(e.n-1).at+e.window-t) * time.Microsecond
+	return time.Duration(v.e.slot(v.e.n-1).at-t)*time.Microsecond + window.Truncate(time.Microsecond)
 }
 
 func ceilPow2(n int) int {

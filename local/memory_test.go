@@ -85,7 +85,8 @@ func TestMemoryFollowsEvents(t *testing.T) {
 	}
 }
 
-// The storage shrinks when the log (mostly) empties, and grows back.
+// The storage shrinks when an admission finds the log (mostly) emptied,
+// and grows back.
 func TestMemoryShrinks(t *testing.T) {
 	c := &clock{now: conformance.Epoch}
 	l := local.New(local.WithClock(c.Now))
@@ -102,31 +103,30 @@ func TestMemoryShrinks(t *testing.T) {
 		t.Errorf("10 000 events in %d bytes", full)
 	}
 	// all but the last 100 leave: a quarter of the storage at most (the
-	// storage may stay twice as large as it needs, so that a log
-	// that hovers around a size does not allocate at every decision)
+	// storage may stay twice as large as it needs, so that a log that
+	// hovers around a size does not allocate at every decision)
 	c.Set(time.Second + 9_900*time.Microsecond - time.Microsecond)
-	if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != lim.Events-100 {
-		t.Fatalf("peek: %+v %v", r, err)
+	if r, err := l.Allow(ctx, "k", lim); err != nil || r.Remaining != lim.Events-101 {
+		t.Fatalf("allow: %+v %v", r, err)
 	}
 	if b := l.StorageBytes(); b > full/4 {
-		t.Errorf("100 events left of 10 000: %d bytes of storage, was %d", b, full)
+		t.Errorf("101 events left of 10 001: %d bytes of storage, was %d", b, full)
 	}
-	c.Set(2 * time.Second)
-	if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != lim.Events {
-		t.Fatalf("peek: %+v %v", r, err)
+	c.Set(3 * time.Second)
+	if r, err := l.Allow(ctx, "k", lim); err != nil || r.Remaining != lim.Events-1 {
+		t.Fatalf("allow: %+v %v", r, err)
 	}
 	if b := l.StorageBytes(); b > 256 {
-		t.Errorf("no event left: %d bytes of storage", b)
+		t.Errorf("one event left: %d bytes of storage", b)
 	}
 	// it grows again, and still decides exactly
-	for i := range 1000 {
-		c.Set(2*time.Second + time.Duration(i)*time.Microsecond)
+	for i := range 999 {
+		c.Set(3*time.Second + time.Duration(1+i)*time.Microsecond)
 		if r, err := l.AllowN(ctx, "k", lim, 100); err != nil || !r.Allowed {
 			t.Fatalf("allow %d: %+v %v", i, r, err)
 		}
 	}
-	c.Set(2*time.Second + 999*time.Microsecond)
-	if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed || r.RetryAfter != time.Second-999*time.Microsecond {
+	if r, err := l.AllowN(ctx, "k", lim, 100); err != nil || r.Allowed || r.RetryAfter != time.Second-999*time.Microsecond {
 		t.Errorf("full log: %+v %v", r, err)
 	}
 }

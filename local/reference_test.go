@@ -14,11 +14,12 @@ import (
 
 // reference is the package's decisions written as plainly as possible, for
 // the traces internal/model does not cover: clocks that step back, keys of
-// any bytes, AllowAll of 1 to 4 limits, huge counts. A log is a list of
-// (instant, events); a key's time never goes back while it has logs.
+// any bytes, AllowAll of 1 to 4 limits, windows that change, huge counts. A
+// log is a list of (instant, events); a key's time never goes back while it
+// has logs; only an admission drops expired events, by its window.
 type reference struct {
 	logs map[refLog][]refRun
-	last map[string]int64 // keys with logs: their latest instant
+	last map[string]int64 // keys with logs: their latest admission
 }
 
 type refLog struct {
@@ -35,7 +36,6 @@ func (m *reference) decide(key string, limits []slidelog.Limit, n int, record, a
 	t := clock
 	if last, ok := m.last[key]; ok {
 		t = max(t, last)
-		m.last[key] = t
 	}
 	d.at = t
 	counts := make([]int, len(limits))
@@ -46,15 +46,10 @@ func (m *reference) decide(key string, limits []slidelog.Limit, n int, record, a
 		if all {
 			name.window = w
 		}
-		log := m.logs[name]
-		for len(log) > 0 && log[0].at <= t-w {
-			log = log[1:]
-		}
-		if _, ok := m.logs[name]; ok {
-			m.logs[name] = log
-		}
-		for _, r := range log {
-			counts[i] += r.n
+		for _, r := range m.logs[name] {
+			if r.at > t-w {
+				counts[i] += r.n
+			}
 		}
 		if counts[i] > lim.Events-n {
 			fits = false
@@ -68,12 +63,21 @@ func (m *reference) decide(key string, limits []slidelog.Limit, n int, record, a
 		if all {
 			name.window = w
 		}
-		if fits && record {
-			m.logs[name] = append(m.logs[name], refRun{t, n})
+		if fits && record { // only an admission drops the expired events
+			log := m.logs[name]
+			for len(log) > 0 && log[0].at <= t-w {
+				log = log[1:]
+			}
+			m.logs[name] = append(log, refRun{t, n})
 			counts[i] += n
 			m.last[key] = t
 		}
-		log := m.logs[name]
+		var log []refRun // the live events
+		for _, r := range m.logs[name] {
+			if r.at > t-w {
+				log = append(log, r)
+			}
+		}
 		rem := lim.Events - counts[i]
 		if fits {
 			if d.remaining < 0 || rem < d.remaining {
