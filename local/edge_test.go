@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -124,7 +125,7 @@ func TestClockStepsBackAfterSweep(t *testing.T) {
 		t.Fatalf("first event: %+v %v", r, err)
 	}
 	c.Set(150 * ms) // "victim" is idle from here; enough new keys sweep every shard
-	for i := range 200_000 {
+	for i := range 100_000 {
 		if _, err := l.Allow(ctx, strconv.Itoa(i), lim); err != nil {
 			t.Fatal(err)
 		}
@@ -349,4 +350,97 @@ func TestPeekAndDenialWriteNothing(t *testing.T) {
 		{clock: 3 * s, op: "allow", key: "p", limits: second, n: 1, allowed: true, reset: s, at: 3 * s},
 		{clock: 3 * s, op: "allow", key: "p", limits: hour, n: 1, retry: time.Hour, reset: time.Hour, at: 3 * s},
 	})
+}
+
+// The idle sweep drops the expired AllowAll logs of a key that is still
+// live, and its later decisions stay exact.
+func TestSweepKeepsLiveLogs(t *testing.T) {
+	c := &clock{now: conformance.Epoch}
+	l := local.New(local.WithClock(c.Now))
+	ctx := context.Background()
+	limits := []slidelog.Limit{{Events: 1, Window: ms}, {Events: 2, Window: time.Hour}}
+	if r, err := l.AllowAll(ctx, "live", 1, limits...); err != nil || !r.Allowed {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if r, err := l.Allow(ctx, "live", slidelog.Limit{Events: 1, Window: ms}); err != nil || !r.Allowed {
+		t.Fatalf("%+v %v", r, err)
+	}
+	c.Set(2 * ms) // the 1 ms logs of "live" are idle, its hour log is not
+	for i := range 100_000 {
+		if _, err := l.Allow(ctx, strconv.Itoa(i), slidelog.Limit{Events: 1, Window: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := l.AllowAll(ctx, "live", 1, limits...)
+	if err != nil || !r.Allowed || r.Remaining != 0 || r.Limit != limits[0] || r.ResetAfter != time.Hour {
+		t.Errorf("after the sweep: %+v %v", r, err)
+	}
+	r, err = l.AllowAll(ctx, "live", 1, limits[1])
+	if err != nil || r.Allowed || r.RetryAfter != time.Hour-2*ms {
+		t.Errorf("the hour log after the sweep: %+v %v", r, err)
+	}
+}
+
+// AllowAll takes any number of limits; two that share a window to the
+// microsecond are refused, with few limits and with many.
+func TestAllowAllManyLimits(t *testing.T) {
+	l := local.New()
+	ctx := context.Background()
+	var limits []slidelog.Limit
+	for i := range 12 {
+		limits = append(limits, slidelog.Limit{Events: 1 + i, Window: time.Duration(1+i) * time.Second})
+	}
+	for _, n := range []int{5, 9, 12} {
+		r, err := l.AllowAll(ctx, fmt.Sprint("k", n), 1, limits[:n]...)
+		if err != nil || !r.Allowed || r.Limit != limits[0] {
+			t.Errorf("%d limits: %+v %v", n, r, err)
+		}
+		dup := append(slices.Clone(limits[:n]), slidelog.Limit{Events: 3, Window: limits[n-1].Window + 999*time.Nanosecond})
+		if _, err := l.AllowAll(ctx, "k", 1, dup...); !errors.Is(err, slidelog.ErrInvalidLimit) {
+			t.Errorf("%d limits and a window shared: %v", n+1, err)
+		}
+	}
+}
+
+// Reset, Peek, Allow, AllowAll and Keys at once on a few keys: no race, no
+// error, every denial waits 0 < RetryAfter <= W. Run with -race.
+func TestConcurrentReset(t *testing.T) {
+	l := local.New()
+	ctx := context.Background()
+	lim := slidelog.Limit{Events: 3, Window: ms}
+	all := []slidelog.Limit{lim, {Events: 5, Window: 3 * ms}}
+	keys := []string{"a", "a\x00", "\x00"}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				key := keys[(g+i)%len(keys)]
+				var r slidelog.Result
+				var err error
+				switch (g * i) % 7 {
+				case 0:
+					err = l.Reset(ctx, key)
+				case 1:
+					r, err = l.Peek(ctx, key, lim)
+				case 2:
+					r, err = l.AllowAll(ctx, key, 1+i%3, all...)
+				case 3:
+					_ = l.Keys()
+				default:
+					r, err = l.AllowN(ctx, key, lim, 1+i%3)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !r.Allowed && r.Limit.Events > 0 && (r.RetryAfter <= 0 || r.RetryAfter > r.Limit.Window) {
+					t.Errorf("denied with RetryAfter %v under %v", r.RetryAfter, r.Limit)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
