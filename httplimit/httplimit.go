@@ -1,15 +1,38 @@
 // Package httplimit is HTTP middleware for slidelog: standard library only.
 //
-// Every response carries the IETF rate-limit fields of
+// Every response to a decided request carries the IETF rate-limit fields of
 // draft-ietf-httpapi-ratelimit-headers-11:
 //
 //	RateLimit-Policy: "<name>";q=<events>;w=<window seconds>
 //	RateLimit: "<name>";r=<remaining>;t=<seconds>
 //
-// and a denied request gets 429 Too Many Requests (RFC 6585) with
-// Retry-After in whole seconds, rounded up (never 0 while denied), and a
-// small application/problem+json body. When the limiter fails (under
-// slidelog.FailClosed), the request gets 503 Service Unavailable.
+// where <name> is Options.Name as an RFC 8941 string (a quote and a
+// backslash escaped by a backslash; a name with any other byte than
+// printable ASCII is refused by New), and windows and waits are whole
+// seconds, rounded up. A request is answered:
+//
+//   - admitted: by the next handler, with both fields.
+//   - denied: 429 Too Many Requests (RFC 6585) with both fields and
+//     Retry-After in whole seconds, rounded up (never 0 while denied), and
+//     a small application/problem+json body (RFC 9457).
+//   - heavier than the limit (Cost over Limit.Events, which no window ever
+//     admits): 413 Content Too Large with RateLimit-Policy alone (and
+//     X-RateLimit-Limit with LegacyHeaders): no RateLimit, X-RateLimit-Remaining,
+//     X-RateLimit-Reset or Retry-After, because the key's log was not read
+//     and waiting never helps. Nothing is recorded.
+//   - without a key (the KeyFunc failed): 400 Bad Request, uncounted.
+//   - by a bug in the configuration's functions (Cost below 1, LimitFor
+//     returning an invalid limit, Key returning "" without an error) or a
+//     limiter that refuses what it is given as never decidable
+//     (slidelog.ErrLimitTooLarge, slidelog.ErrWrongType): 500 Internal
+//     Server Error, and OnError's error says what is wrong. It is never a
+//     503: a bug must not look like an outage.
+//   - when the limiter is unavailable (Redis down or slow under
+//     slidelog.FailClosed): 503 Service Unavailable.
+//
+// Mistakes a configuration shows on its own (no Limiter, neither Limit nor
+// LimitFor, an invalid Limit, a Name that is not a valid string) make New
+// panic; Options.Validate reports them as an error instead.
 package httplimit
 
 import (
@@ -20,6 +43,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slidelog/slidelog"
@@ -38,8 +62,11 @@ type Options struct {
 	Limit    slidelog.Limit                     // the limit of every request, unless LimitFor is set
 	LimitFor func(*http.Request) slidelog.Limit // a limit per request (e.g. by plan); overrides Limit
 	Key      KeyFunc                            // whom a request counts against; default: ClientIP(IPKey{})
-	Cost     func(*http.Request) int            // events a request weighs (AllowN); default 1
-	Name     string                             // the policy's name in the headers; default "default"
+	Cost     func(*http.Request) int            // events a request weighs (AllowN), at least 1; default 1
+
+	// Name is the policy's name in the RateLimit fields: printable ASCII
+	// (0x20 to 0x7E) only, as RFC 8941 strings allow. Default: "default".
+	Name string
 
 	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until the window empties) to every response.
@@ -48,16 +75,36 @@ type Options struct {
 	// OnDenied writes the response to a denied request, after the headers
 	// are set. Default: 429 with an application/problem+json body.
 	OnDenied func(w http.ResponseWriter, r *http.Request, res slidelog.Result)
-	// OnError writes the response when no decision could be had: the
-	// limiter failed (503) or the key could not be found (400). Default:
-	// those statuses with an application/problem+json body.
+	// OnError writes the response when no decision could be had, with the
+	// status the package documentation lists (400, 413, 500 or 503) and the
+	// error; it is the place to log. Default: that status with an
+	// application/problem+json body.
 	OnError func(w http.ResponseWriter, r *http.Request, status int, err error)
 }
 
-// New returns the middleware. It panics if Options.Limiter is nil.
+// Validate reports the configuration mistake New would panic on, or nil.
+func (o Options) Validate() error {
+	switch {
+	case o.Limiter == nil:
+		return errors.New("httplimit: Options.Limiter is nil")
+	case o.LimitFor == nil && o.Limit == (slidelog.Limit{}):
+		return errors.New("httplimit: Options.Limit or Options.LimitFor is required")
+	}
+	if o.Limit != (slidelog.Limit{}) {
+		if err := o.Limit.Validate(); err != nil {
+			return fmt.Errorf("httplimit: Options.Limit: %w", err)
+		}
+	}
+	if err := validName(o.Name); err != nil {
+		return fmt.Errorf("httplimit: Options.Name %q: %w", o.Name, err)
+	}
+	return nil
+}
+
+// New returns the middleware. It panics if o.Validate reports a mistake.
 func New(o Options) func(http.Handler) http.Handler {
-	if o.Limiter == nil {
-		panic("httplimit: Options.Limiter is nil")
+	if err := o.Validate(); err != nil {
+		panic(err.Error())
 	}
 	if o.Key == nil {
 		o.Key = ClientIP(IPKey{})
@@ -71,33 +118,52 @@ func New(o Options) func(http.Handler) http.Handler {
 	if o.OnError == nil {
 		o.OnError = errorProblem
 	}
+	name := sfString(o.Name)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			limit := o.Limit
 			if o.LimitFor != nil {
 				limit = o.LimitFor(r)
+				if err := limit.Validate(); err != nil {
+					o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.LimitFor returned %v: %w", limit, err))
+					return
+				}
 			}
 			cost := 1
 			if o.Cost != nil {
-				cost = o.Cost(r)
+				if cost = o.Cost(r); cost < 1 {
+					o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.Cost returned %d, not at least 1: %w", cost, slidelog.ErrInvalidN))
+					return
+				}
 			}
 			key, err := o.Key(r)
 			if err != nil {
 				o.OnError(w, r, http.StatusBadRequest, err)
 				return
 			}
-			res, err := o.Limiter.AllowN(r.Context(), key, limit, cost)
-			if errors.Is(err, slidelog.ErrExceedsLimit) {
-				// A request that weighs more than the limit never fits.
-				o.setHeaders(w, limit, slidelog.Result{Limit: limit, Remaining: limit.Events})
-				o.OnError(w, r, http.StatusRequestEntityTooLarge, err)
+			if key == "" {
+				o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.Key returned an empty key and no error: %w", slidelog.ErrEmptyKey))
 				return
 			}
-			if err != nil {
+			res, err := o.Limiter.AllowN(r.Context(), key, limit, cost)
+			switch {
+			case errors.Is(err, slidelog.ErrExceedsLimit):
+				// A request that weighs more than the limit never fits.
+				o.setPolicy(w, limit)
+				o.OnError(w, r, http.StatusRequestEntityTooLarge, err)
+				return
+			case isBug(err):
+				o.OnError(w, r, http.StatusInternalServerError, err)
+				return
+			case err != nil:
 				o.OnError(w, r, http.StatusServiceUnavailable, err)
 				return
 			}
-			o.setHeaders(w, limit, res)
+			if res.Limit.Events > 0 {
+				limit = res.Limit // a fallback may have applied its share
+			}
+			o.setPolicy(w, limit)
+			o.setState(w, res, name)
 			if !res.Allowed {
 				w.Header().Set("Retry-After", strconv.FormatInt(seconds(res.RetryAfter, 1), 10))
 				o.OnDenied(w, r, res)
@@ -108,20 +174,60 @@ func New(o Options) func(http.Handler) http.Handler {
 	}
 }
 
-// setHeaders writes the rate-limit fields of res.
-func (o *Options) setHeaders(w http.ResponseWriter, limit slidelog.Limit, res slidelog.Result) {
-	if res.Limit.Events > 0 {
-		limit = res.Limit // a fallback may have applied its share
+// isBug: the limiter refused its input as never decidable; the limit and
+// cost were checked before, so the configuration and the limiter disagree.
+func isBug(err error) bool {
+	for _, e := range []error{slidelog.ErrInvalidLimit, slidelog.ErrInvalidN, slidelog.ErrEmptyKey,
+		slidelog.ErrLimitTooLarge, slidelog.ErrWrongType} {
+		if errors.Is(err, e) {
+			return true
+		}
 	}
+	return false
+}
+
+// setPolicy writes RateLimit-Policy (and X-RateLimit-Limit).
+func (o *Options) setPolicy(w http.ResponseWriter, limit slidelog.Limit) {
 	h := w.Header()
-	name := strconv.Quote(o.Name)
-	h.Set("RateLimit-Policy", fmt.Sprintf("%s;q=%d;w=%d", name, limit.Events, seconds(limit.Window, 1)))
-	h.Set("RateLimit", fmt.Sprintf("%s;r=%d;t=%d", name, res.Remaining, untilSlot(res)))
+	h.Set("RateLimit-Policy", fmt.Sprintf("%s;q=%d;w=%d", sfString(o.Name), limit.Events, seconds(limit.Window, 1)))
 	if o.LegacyHeaders {
 		h.Set("X-RateLimit-Limit", strconv.Itoa(limit.Events))
+	}
+}
+
+// setState writes RateLimit (and X-RateLimit-Remaining and -Reset) of res.
+func (o *Options) setState(w http.ResponseWriter, res slidelog.Result, name string) {
+	h := w.Header()
+	h.Set("RateLimit", fmt.Sprintf("%s;r=%d;t=%d", name, res.Remaining, untilSlot(res)))
+	if o.LegacyHeaders {
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(res.ResetAfter, 0), 10))
 	}
+}
+
+// validName: printable ASCII, which an RFC 8941 string holds.
+func validName(name string) error {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("byte %#02x at %d is not printable ASCII (0x20 to 0x7E), which RFC 8941 strings are made of", c, i)
+		}
+	}
+	return nil
+}
+
+// sfString is s as an RFC 8941 string: quoted, with '"' and '\' escaped
+// (and nothing else: validName refused every other byte).
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // untilSlot is RateLimit's t: seconds until a request fits again. Denied:
@@ -166,6 +272,8 @@ func deniedProblem(w http.ResponseWriter, _ *http.Request, res slidelog.Result) 
 func errorProblem(w http.ResponseWriter, _ *http.Request, status int, err error) {
 	detail := "the rate limiter is unavailable"
 	switch status {
+	case http.StatusInternalServerError:
+		detail = "the rate limit could not be applied: the server's configuration has a mistake"
 	case http.StatusBadRequest:
 		detail = "the request does not say whom it counts against: " + err.Error()
 	case http.StatusRequestEntityTooLarge:
