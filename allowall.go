@@ -3,7 +3,6 @@ package slidelog
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -12,9 +11,10 @@ import (
 // request admitted by "10 per second" but denied by "1 000 per hour" spends
 // nothing of the first.
 //
-// Each limit keeps its own log, at prefix + "{" + key + "}:" + its window in
-// microseconds: the keys share one {hash tag}, so the call works on Redis
-// Cluster. Two limits may not share a window.
+// Each limit keeps its own log, one per window, on the Cluster slot of the
+// key's single-limit log (keys.go gives their names), so the call works on
+// Redis Cluster whatever the key's bytes, and Reset forgets them with the
+// rest. Two limits may not share a window.
 //
 // The Result: Limit is the limit that denied (the one whose RetryAfter is
 // latest) or, when allowed, the one with the fewest Remaining; Remaining is
@@ -49,25 +49,26 @@ func (l *Limiter) allowAll(ctx context.Context, key string, n int, limits []Limi
 		seen[w] = true
 	}
 
-	base := l.prefix + "{" + key + "}:"
-	keys := make([]string, len(limits))
+	base, index := l.allKeys(key)
+	keys := make([]string, len(limits), len(limits)+1)
 	id := ids.reserve(n)
 	arg := &idArg{}
 	arg.set(id)
 	args := make([]any, 2, 2+2*len(limits))
 	args[0], args[1] = n, arg
 	for i, lim := range limits {
-		w := int64(lim.Window / time.Microsecond)
-		keys[i] = base + strconv.FormatInt(w, 10)
-		args = append(args, lim.Events, w)
+		keys[i] = windowKey(base, lim.Window)
+		args = append(args, lim.Events, int64(lim.Window/time.Microsecond))
 	}
+	keys = append(keys, index)
 	r, which, err := l.eval(ctx, allowAllScript, keys, args, Limit{})
 	if err != nil {
 		return Result{}, err
 	}
 	r.Limit = limits[which]
 	if r.Allowed {
-		r.handle = Handle{keys: &keys, id: id, n: n, user: key}
+		logs := keys[:len(limits)]
+		r.handle = Handle{keys: &logs, id: id, n: n, user: key}
 	}
 	return r, nil
 }

@@ -2,9 +2,13 @@
 -- (AllowAll), taken atomically inside Redis. script.lua is the same decision
 -- for one limit, kept apart so that the common call pays for no loop.
 --
--- KEYS[i]       the log of limit i: a sorted set; score = an admitted event's
---               Redis TIME in microseconds, member = the event's id. With
---               several limits the keys share one {hash tag} (one slot).
+-- KEYS[i]       the log of limit i (i <= m = #KEYS - 1): a sorted set;
+--               score = an admitted event's Redis TIME in microseconds,
+--               member = the event's id.
+-- KEYS[m+1]     the index of the key's AllowAll logs: a sorted set whose
+--               members (and scores) are the windows in use, in
+--               microseconds, so that Reset finds every log. Every key is
+--               on one Cluster slot (see keys.go).
 -- ARGV[1]       n: events this call asks for (1 <= n <= every limit's events).
 -- ARGV[2]       the id of the call's first event: 8 bytes, a 3-byte instance
 --               prefix then a 5-byte big-endian counter; event j (0-based)
@@ -14,9 +18,12 @@
 -- ARGV[2i+1]    events of limit i: the most admitted in any of its windows.
 -- ARGV[2i+2]    window of limit i, in microseconds.
 --
--- Reply  {allowed (1 or 0), remaining, retry_after_us, reset_after_us, now_us,
+-- Reply  {allowed (1 or 0), remaining, retry_after_us, reset_after_us, at_us,
 --         which}: which is the limit that decided (denied: the one whose
---         retry is latest; allowed: the one with the fewest remaining).
+--         retry is latest; allowed: the one with the fewest remaining); at
+--         is the decision's time: this call's TIME, or for the retry of an
+--         admission, the time its events were recorded at (reset counts
+--         from it).
 --
 -- Steps, per limit: count the live events (ZCARD less the expired ones);
 -- if every limit fits, record the n events in every log (ZADD NX), drop the
@@ -34,7 +41,8 @@
 
 local n = tonumber(ARGV[1])
 local first = ARGV[2]
-local m = #KEYS
+local m = #KEYS - 1
+local index = KEYS[m + 1]
 -- a ninth byte: this call may have been sent before (see script.lua)
 local resent = #first > 8
 if resent then
@@ -72,19 +80,20 @@ for i = 1, m do
   end
 end
 
--- until log i holds no live event: its newest + window - now, or 0
-local function reset_after(i)
+-- until log i holds no live event, counted from at: its newest + window -
+-- at, or 0
+local function reset_after(i, at)
   local last = redis.call('ZRANGE', KEYS[i], '-1', '-1', 'WITHSCORES')
   local newest = tonumber(last[2])
-  if newest and newest > now - window[i] then
-    return newest + window[i] - now
+  if newest and newest > at - window[i] then
+    return newest + window[i] - at
   end
   return 0
 end
 
 -- the reply when every limit admits: which has the fewest remaining;
 -- reset is the latest over the logs (fresh: every newest event is now)
-local function admitted(fresh)
+local function admitted(fresh, at)
   local which, remaining, reset = 1, nil, 0
   for i = 1, m do
     local r = limit[i] - count[i]
@@ -94,15 +103,22 @@ local function admitted(fresh)
     if fresh then
       reset = math.max(reset, window[i])
     else
-      reset = math.max(reset, reset_after(i))
+      reset = math.max(reset, reset_after(i, at))
     end
   end
-  return {1, remaining, 0, reset, now, which}
+  return {1, remaining, 0, reset, at, which}
+end
+
+-- A retry of an admission (its reply was lost and the client sent it
+-- again) answers as of the time its events were recorded at.
+local function recorded()
+  local s = redis.call('ZSCORE', KEYS[1], first)
+  return s and tonumber(s) or now
 end
 
 if fits then
   if first == '' then -- Peek
-    return admitted(false)
+    return admitted(false, now)
   end
   -- 3. Admit: record n events at now in every log. NX keeps an event that
   --    is already there untouched, so a retried call (same ids) records
@@ -147,15 +163,30 @@ if fits then
     -- by up to 1ms: the key would vanish while its newest event still counts.
     redis.call('PEXPIREAT', KEYS[i], fmt('%d', math.ceil((now + window[i]) / 1000)))
   end
-  return admitted(fresh)
+  -- Name the windows in the index, which lives as long as the longest
+  -- window it names would from now: no log outlives it.
+  local named = {}
+  for i = 1, m do
+    named[2 * i - 1], named[2 * i] = ARGV[2 * i + 2], ARGV[2 * i + 2]
+  end
+  redis.call('ZADD', index, unpack(named))
+  local longest = redis.call('ZRANGE', index, '-1', '-1', 'WITHSCORES')[2]
+  redis.call('PEXPIREAT', index, fmt('%d', math.ceil((now + tonumber(longest)) / 1000)))
+  if fresh then
+    return admitted(true, now)
+  end
+  return admitted(false, recorded())
 end
 
 -- 4. Deny: write nothing (expired events wait for the next admission or the
 --    key's expiry), leave the expiries alone.
-if resent and redis.call('ZSCORE', KEYS[1], first) then
-  -- A retry of a call that was admitted already (its reply was lost and the
-  -- client sent it again): it stays admitted.
-  return admitted(false)
+if resent then
+  local at = redis.call('ZSCORE', KEYS[1], first)
+  if at then
+    -- A retry of a call that was admitted already (its reply was lost and
+    -- the client sent it again): it stays admitted, as of its events' time.
+    return admitted(false, tonumber(at))
+  end
 end
 local which, remaining, retry, reset = 1, nil, 0, 0
 for i = 1, m do
@@ -171,6 +202,6 @@ for i = 1, m do
       which, retry = i, r
     end
   end
-  reset = math.max(reset, reset_after(i))
+  reset = math.max(reset, reset_after(i, now))
 end
 return {0, remaining, retry, reset, now, which}

@@ -39,17 +39,34 @@ func TestAllowAllBadInput(t *testing.T) {
 	}
 }
 
-// The windows' keys share one hash tag, so the call is legal on Cluster.
+// The windows' logs and their index share the slot of the key's own log
+// ("0Yp" hashes to the slot of "slidelog:user42"), so the call is legal on
+// Cluster; the index names the windows and lives as long as the longest.
 func TestAllowAllKeys(t *testing.T) {
 	m := newMini(t)
 	l := New(m.rdb)
-	if _, err := l.AllowAll(context.Background(), "user42", 1, PerSecond(10), PerHour(1000)); err != nil {
+	ctx := context.Background()
+	if _, err := l.AllowAll(ctx, "user42", 1, PerSecond(10), PerHour(1000)); err != nil {
 		t.Fatal(err)
 	}
 	keys := m.Keys()
-	want := []string{"slidelog:{user42}:1000000", "slidelog:{user42}:3600000000"}
-	if len(keys) != 2 || keys[0] != want[0] || keys[1] != want[1] {
+	want := []string{"slidelog:{0Yp}user42:1000000", "slidelog:{0Yp}user42:3600000000", "slidelog:{0Yp}user42:windows"}
+	if len(keys) != 3 || keys[0] != want[0] || keys[1] != want[1] || keys[2] != want[2] {
 		t.Errorf("keys %q, want %q", keys, want)
+	}
+	if got, _ := m.rdb.ZRange(ctx, want[2], 0, -1).Result(); len(got) != 2 || got[0] != "1000000" || got[1] != "3600000000" {
+		t.Errorf("index %q", got)
+	}
+	if m.TTL(want[2]) != time.Hour || m.TTL(want[1]) != time.Hour || m.TTL(want[0]) != time.Second {
+		t.Errorf("TTLs: index %v, logs %v %v", m.TTL(want[2]), m.TTL(want[0]), m.TTL(want[1]))
+	}
+	// A later call with a shorter window only does not shorten the index's life.
+	m.at(time.Second)
+	if _, err := l.AllowAll(ctx, "user42", 1, PerSecond(10)); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := m.TTL(want[2]); ttl != time.Hour {
+		t.Errorf("index TTL %v after a shorter window, want 1h", ttl)
 	}
 }
 
@@ -85,8 +102,9 @@ func TestAllowAllRealRedis(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	minute := rdb.ZCard(ctx, prefix+"{k}:60000000").Val()
-	hour := rdb.ZCard(ctx, prefix+"{k}:3600000000").Val()
+	base, _ := New(rdb, WithPrefix(prefix)).allKeys("k")
+	minute := rdb.ZCard(ctx, windowKey(base, time.Minute)).Val()
+	hour := rdb.ZCard(ctx, windowKey(base, time.Hour)).Val()
 	if admitted.Load() != 20 || minute != 20 || hour != 20 {
 		t.Errorf("admitted %d; the minute log holds %d, the hour log %d; want 20 each", admitted.Load(), minute, hour)
 	}

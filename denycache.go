@@ -10,13 +10,19 @@ import (
 // it holds, so that a flood of requests for a full window is answered
 // without asking Redis again.
 //
-// It is exact, not a guess: Redis denied n events at its time t because the
-// window was full until t+RetryAfter, and nothing but a removal (Reset, or
-// a refund) frees a window early. The request was sent at local time sent,
-// no later than t, so until sent+RetryAfter the same request (or a larger
-// one, under the same limit) would be denied by Redis too. The local clock
-// only measures the elapsed time since sent (Go's monotonic clock): clocks of
-// different machines never meet.
+// It is exact, not a guess, and so it keeps only denials of one event: Redis
+// denied one event at its time t because the window was full until
+// t+RetryAfter; a full window admits nothing, of any size, from any
+// instance, before then, and nothing but a removal (Reset, or a refund)
+// frees it early. The request was sent at local time sent, no later than t,
+// so until sent+RetryAfter Redis would deny the same request too, with the
+// same Remaining (0) and the RetryAfter and ResetAfter shortened by the time
+// passed. A denial of n > 1 events proves less: a window with room for fewer
+// than n may admit smaller requests meanwhile, which moves the answer for n
+// later, and a larger request waits for a later event than the one Redis
+// named; those are always asked of Redis. The local clock only measures the
+// elapsed time since sent (Go's monotonic clock): clocks of different
+// machines never meet.
 type denyCache struct {
 	seed   maphash.Seed
 	shards [64]denyShard
@@ -30,22 +36,20 @@ type denyShard struct {
 }
 
 // flight is one Redis call for a key that the cache could not answer.
-// Calls for the same key, under the same limit and for as many events or
-// more, that miss the cache meanwhile wait for it instead of asking Redis
-// too: if Redis denies the first, the denial covers them (the cache answers
-// them); if it admits, each asks Redis itself. When a remembered denial
+// Calls of one event for the same key, under the same limit, that miss the
+// cache meanwhile wait for it instead of asking Redis too: if Redis denies
+// the first, the denial covers them (the cache answers them); if it admits,
+// each asks Redis itself. When a remembered denial
 // expires under a flood, an instance thus sends one call, not one per
 // waiting goroutine.
 type flight struct {
 	limit Limit
-	n     int
 	done  chan struct{}
 }
 
-// denial is Redis' answer to the request sent at sent.
+// denial is Redis' answer to a request for one event sent at sent.
 type denial struct {
 	limit Limit
-	n     int
 	sent  time.Time
 	res   Result
 }
@@ -77,7 +81,7 @@ func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (r Res
 	s.mu.Lock()
 	e, found := s.m[key]
 	s.mu.Unlock()
-	if !found || e.limit != limit || n < e.n {
+	if !found || e.limit != limit || n != 1 {
 		return Result{}, false, false
 	}
 	// Whole microseconds since the request was sent, rounded up: the
@@ -93,12 +97,13 @@ func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (r Res
 	return r, true, false
 }
 
-// record remembers a denial, and forgets the key's denial after an admission.
+// record remembers a denial of one event, and forgets the key's denial
+// after any other answer.
 func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, r Result) {
 	s := d.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r.Allowed || r.RetryAfter <= 0 {
+	if r.Allowed || r.RetryAfter <= 0 || n != 1 {
 		delete(s.m, key)
 		return
 	}
@@ -111,7 +116,7 @@ func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, r Res
 		}
 		s.sweep = max(sweepAt, 2*len(s.m))
 	}
-	s.m[key] = denial{limit: limit, n: n, sent: sent, res: r}
+	s.m[key] = denial{limit: limit, sent: sent, res: r}
 }
 
 // forget drops the key's denial (Reset).
@@ -123,18 +128,22 @@ func (d *denyCache) forget(key string) {
 }
 
 // join returns the flight to wait for (leader false), or starts one that
-// the caller leads (leader true) and must land.
+// the caller leads (leader true) and must land. Only calls of one event
+// share flights.
 func (d *denyCache) join(key string, limit Limit, n int) (f *flight, leader bool) {
+	if n != 1 {
+		return nil, false
+	}
 	s := d.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f := s.flights[key]; f != nil {
-		if f.limit == limit && f.n <= n {
+		if f.limit == limit {
 			return f, false
 		}
 		return nil, false // in flight, but its answer would not cover this call
 	}
-	f = &flight{limit: limit, n: n, done: make(chan struct{})}
+	f = &flight{limit: limit, done: make(chan struct{})}
 	s.flights[key] = f
 	return f, true
 }

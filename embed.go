@@ -21,3 +21,10 @@ var script = redis.NewScript(scriptSrc)
 var allowAllSrc string
 
 var allowAllScript = redis.NewScript(allowAllSrc)
+
+// resetSrc forgets every log of a key (Reset).
+//
+//go:embed reset.lua
+var resetSrc string
+
+var resetScript = redis.NewScript(resetSrc)

@@ -3,8 +3,13 @@ package slidelog
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
+	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,4 +198,102 @@ func newReplyDropper(t *testing.T, addr string) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// later runs every script, then moves the server's clock by d and runs it
+// again with the same arguments, answering with the second reply: a go-redis
+// retry that comes d after the first attempt was recorded.
+type later struct {
+	*redis.Client
+	m *mini
+	d time.Duration
+}
+
+func (w later) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if err := w.Client.EvalSha(ctx, sha, keys, args...).Err(); err != nil {
+		return w.Client.EvalSha(ctx, sha, keys, args...) // NOSCRIPT and the like
+	}
+	w.m.at(w.m.now().Add(w.d).Sub(epoch))
+	return w.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+func (w later) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	_ = w.Client.Eval(ctx, src, keys, args...)
+	w.m.at(w.m.now().Add(w.d).Sub(epoch))
+	return w.Client.Eval(ctx, src, keys, args...)
+}
+
+// A retried admission answers as of its events' recorded time: Time() is
+// their score, and ResetAfter counts from it, whether the retry meets a
+// window with room (first call) or a full one (second call).
+func TestRetriedAdmissionTime(t *testing.T) {
+	m := newMini(t)
+	ctx := context.Background()
+	l := New(later{Client: m.rdb, m: m, d: 128 * ms})
+	lim := Limit{Events: 2, Window: time.Second}
+	for i := range 2 {
+		start := m.now()
+		r, err := l.Allow(ctx, "k", lim)
+		if err != nil || !r.Allowed {
+			t.Fatalf("call %d: %+v, %v", i, r, err)
+		}
+		score, err := m.rdb.ZRangeWithScores(ctx, "slidelog:k", -1, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Time().Equal(start) || int64(score[0].Score) != r.at {
+			t.Errorf("call %d: Time %v (µs %d), want the recorded %v (µs %.0f)", i, r.Time(), r.at, start, score[0].Score)
+		}
+		if r.ResetAfter != time.Second || r.Remaining != 1-i {
+			t.Errorf("call %d: ResetAfter %v Remaining %d, want 1s and %d", i, r.ResetAfter, r.Remaining, 1-i)
+		}
+	}
+	for name, call := range map[string]func() (Result, error){
+		"AllowAll": func() (Result, error) { return l.AllowAll(ctx, "all", 1, lim, PerHour(5)) },
+	} {
+		start := m.now()
+		r, err := call()
+		if err != nil || !r.Allowed || !r.Time().Equal(start) || r.ResetAfter != time.Hour {
+			t.Errorf("%s: %+v, %v; want admitted at %v with ResetAfter 1h", name, r, err, start)
+		}
+	}
+}
+
+// redisError is an error reply as go-redis reports one.
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+func (redisError) RedisError()     {}
+
+// Which failures mean "Redis is unavailable" (a policy answers) and which
+// are mistakes (an error under every policy).
+func TestUnavailable(t *testing.T) {
+	for err, want := range map[error]bool{
+		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}: true,
+		fmt.Errorf("read: %w", os.ErrDeadlineExceeded):      true,
+		context.DeadlineExceeded:                            true,
+		io.EOF:                                              true,
+		io.ErrUnexpectedEOF:                                 true,
+		redis.ErrPoolTimeout:                                true,
+		redisError("LOADING Redis is loading the dataset in memory"):                                                                       true,
+		redisError("BUSY Redis is busy running a script. You can only call SCRIPT KILL"):                                                   true,
+		redisError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is no"):                                               true,
+		redisError("TRYAGAIN Multiple keys request during rehashing of slot"):                                                              true,
+		redisError("CLUSTERDOWN The cluster is down"):                                                                                      true,
+		redisError("READONLY You can't write against a read only replica."):                                                                true,
+		redisError("OOM command not allowed when used memory > 'maxmemory'. script: 1a2b"):                                                 true,
+		redisError("ERR Error running script (call to f_1a2b): @user_script:85: -OOM command not allowed when used memory > 'maxmemory'."): true,
+		redisError("NOREPLICAS Not enough good replicas to write."):                                                                        true,
+		redisError("WRONGTYPE Operation against a key holding the wrong kind of value"):                                                    false,
+		redisError("NOPERM User default has no permissions to run the 'evalsha' command"):                                                  false,
+		redisError("CROSSSLOT Keys in request don't hash to the same slot"):                                                                false,
+		redisError("ERR unknown command 'EVALSHA'"):                                                                                        false,
+		redisError("ERR Error running script (call to f_1a2b): @user_script:3: user_script:3: attempt to compare nil with number"):         false,
+		redis.ErrClosed:              false,
+		errors.New("something else"): false,
+	} {
+		if got := unavailable(fmt.Errorf("slidelog: run script: %w", err)); got != want {
+			t.Errorf("unavailable(%v) = %v, want %v", err, got, want)
+		}
+	}
 }

@@ -179,16 +179,19 @@ func WithBatching(max int) Option {
 }
 
 // WithDenyCache answers, locally and exactly, the requests that Redis is
-// known to deny: after Redis denies n events of a key with RetryAfter, this
-// Limiter denies the same or a larger request under the same Limit without
-// asking Redis, until RetryAfter has passed since the request was sent. A
-// flood against a full window then costs Redis about one call per instance
-// per freed slot instead of one per request.
+// known to deny: after Redis denies one event of a key with RetryAfter (the
+// window is full), this Limiter denies one-event requests for the key under
+// the same Limit without asking Redis, until RetryAfter has passed since the
+// request was sent, with the answer Redis would give. A flood against a full
+// window then costs Redis about one call per instance per freed slot
+// instead of one per request. Requests for several events always ask Redis:
+// their exact answer depends on events the cache does not know.
 //
-// Nothing but a removal frees a window early, so a local denial is always
-// one Redis would have given, unless another instance called Reset on the
-// key meanwhile: then this instance goes on denying until the remembered
-// RetryAfter has passed. Default: off.
+// Nothing but a removal frees a full window early, so a local denial is
+// always one Redis would have given, unless another instance called Reset
+// or Refund on the key meanwhile: then this instance goes on denying until
+// the remembered RetryAfter has passed. It assumes every caller of a key
+// uses one Limit for it. Default: off.
 func WithDenyCache() Option {
 	return func(l *Limiter) { l.deny = newDenyCache() }
 }
@@ -230,6 +233,9 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	for _, opt := range opts {
 		opt(l)
 	}
+	if err := checkPrefix(l.prefix); err != nil {
+		panic(err.Error())
+	}
 	if l.batchMax > 0 {
 		p, ok := rdb.(pipeliner)
 		if !ok {
@@ -246,7 +252,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 			l.batch.merge = mergeSlot
 		}
 	}
-	l.plain = l.deny == nil && l.policy.kind == 0 && !l.shadow && l.hook == nil
+	l.plain = l.deny == nil && l.policy.kind == failClosed && !l.shadow && l.hook == nil
 	return l
 }
 
@@ -329,26 +335,6 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit Limit) (Result, er
 	return l.finish(ctx, opPeek, key, []Limit{limit}, 1, start, r, false, err)
 }
 
-// Reset forgets every event of key.
-func (l *Limiter) Reset(ctx context.Context, key string) error {
-	if key == "" {
-		return ErrEmptyKey
-	}
-	if l.deny != nil {
-		l.deny.forget(key)
-	}
-	d, ok := l.rdb.(interface {
-		Del(ctx context.Context, keys ...string) *redis.IntCmd
-	})
-	if !ok {
-		// Every go-redis client has Del; a bare Scripter gets a script.
-		return wrap(ctx, "reset", resetScript.Run(ctx, l.rdb, []string{l.prefix + key}).Err())
-	}
-	return wrap(ctx, "reset", d.Del(ctx, l.prefix+key).Err())
-}
-
-var resetScript = redis.NewScript(`return redis.call('DEL', KEYS[1])`)
-
 func (l *Limiter) check(key string, limit Limit, n int) error {
 	if key == "" {
 		return ErrEmptyKey
@@ -425,7 +411,7 @@ func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args
 		r, err = decision(v, limit)
 		return r, 0, err
 	}
-	return decisionAll(v, len(keys))
+	return decisionAll(v, len(keys)-1) // the last key is the index
 }
 
 // decision decodes script.lua's reply for one decision under limit: the

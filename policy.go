@@ -3,7 +3,14 @@ package slidelog
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Fallback decides in process what Redis cannot: slidelog/local's Limiter
@@ -14,30 +21,52 @@ type Fallback interface {
 	AllowAll(ctx context.Context, key string, n int, limits ...Limit) (Result, error)
 }
 
-// Policy is what a decision is when Redis fails (is unreachable, times
-// out, refuses the script). It is explicit, never silent: a policy that
-// answers marks the Result Degraded and reports the error to the Hook.
-// Bad input and the caller's own canceled or expired context are returned
+// Policy is what a decision is while Redis is unavailable. It answers for
+// unavailability only: the connection failing or timing out (WithTimeout),
+// and the replies of a Redis that cannot serve now: LOADING, BUSY,
+// MASTERDOWN, TRYAGAIN, CLUSTERDOWN, READONLY (a failover under way), OOM
+// (maxmemory reached), NOREPLICAS and "max number of clients reached".
+// Anything else is a mistake that no policy hides: WRONGTYPE (ErrWrongType),
+// NOPERM, CROSSSLOT, an unknown command, a script error, a closed client,
+// bad input, and the caller's own canceled or expired context are returned
 // as errors under every policy.
+//
+// A policy that answers marks the Result Degraded and reports the Redis
+// error to the Hook: it is explicit, never silent.
 type Policy struct {
-	kind      int // 0 closed, 1 open, 2 local
+	kind      policyKind
 	fallback  Fallback
 	instances int
 }
 
+type policyKind int
+
+const (
+	failClosed policyKind = iota
+	failOpen
+	failLocal
+)
+
 // FailClosed returns the Redis error: the caller denies (an HTTP
 // middleware answers 503). The default.
-var FailClosed = Policy{}
+var FailClosed = Policy{kind: failClosed}
 
-// FailOpen admits while Redis fails.
-var FailOpen = Policy{kind: 1}
+// FailOpen admits while Redis is unavailable.
+var FailOpen = Policy{kind: failOpen}
 
-// FailLocal decides in process while Redis fails: fallback (a
+// FailLocal decides in process while Redis is unavailable: fallback (a
 // slidelog/local Limiter) applies each Limit with Events/instances events
 // (at least 1), so that instances instances together stay near the shared
-// limit. A request for more events than that share fails closed.
+// limit. A request for more events than that share fails closed. It panics
+// if fallback is nil or instances < 1: a policy is whole when it is built.
 func FailLocal(fallback Fallback, instances int) Policy {
-	return Policy{kind: 2, fallback: fallback, instances: max(instances, 1)}
+	if fallback == nil {
+		panic("slidelog: FailLocal with a nil Fallback")
+	}
+	if instances < 1 {
+		panic(fmt.Sprintf("slidelog: FailLocal with %d instances, want at least 1", instances))
+	}
+	return Policy{kind: failLocal, fallback: fallback, instances: instances}
 }
 
 // WithPolicy sets what a decision is when Redis fails. Default: FailClosed.
@@ -48,7 +77,10 @@ func WithPolicy(p Policy) Option {
 // WithShadow decides and reports every request as usual, but admits them
 // all: Result.Allowed is true and RetryAfter 0, while the Hook sees the real
 // decision. For trying a limit on live traffic before enforcing it. A
-// request the real decision denied records nothing. Default: off.
+// request the real decision denied records nothing. A Redis failure of any
+// kind never reaches the caller either: the Hook gets it (Observation.Err)
+// and the request is admitted, with Result.Degraded set; only bad input is
+// an error. Default: off.
 func WithShadow() Option {
 	return func(l *Limiter) { l.shadow = true }
 }
@@ -105,19 +137,26 @@ const (
 // outcome.
 func (l *Limiter) finish(ctx context.Context, op, key string, limits []Limit, n int, start time.Time, r Result, cached bool, err error) (Result, error) {
 	o := Observation{Op: op, Name: l.name, N: n, Cached: cached, Err: err}
-	if err != nil && l.policy.kind != 0 && isRedisFailure(ctx, err) {
-		if pr, ok := l.fallback(ctx, op, key, limits, n); ok {
-			r, err = pr, nil
-			o.Degraded = true
+	if err != nil && !badInput(err) {
+		if l.policy.kind != failClosed && ctx.Err() == nil && unavailable(err) {
+			if pr, ok := l.fallback(ctx, op, key, limits, n); ok {
+				r, err = pr, nil
+				o.Degraded = true
+			}
+		}
+		if err != nil && l.shadow {
+			r, err = admitted(limits, n), nil
+			o.Degraded, o.Shadow = true, true
+			o.Limit = r.Limit
 		}
 	}
-	if err == nil {
+	if err == nil && !o.Shadow {
 		o.Limit, o.Allowed = r.Limit, r.Allowed
 		if l.shadow && !r.Allowed {
 			r.Allowed, r.RetryAfter = true, 0
 			o.Shadow = true
 		}
-	} else if len(limits) == 1 {
+	} else if err != nil && len(limits) == 1 {
 		o.Limit = limits[0]
 	}
 	if l.hook != nil {
@@ -127,11 +166,17 @@ func (l *Limiter) finish(ctx context.Context, op, key string, limits []Limit, n 
 	return r, err
 }
 
+// admitted is the degraded admission of FailOpen and of shadow mode: no
+// decision was taken, the limit is named as if n events were spent.
+func admitted(limits []Limit, n int) Result {
+	lim := limits[0]
+	return Result{Allowed: true, Limit: lim, Remaining: max(lim.Events-n, 0), degraded: true, at: time.Now().UnixMicro()}
+}
+
 // fallback answers by the policy, or reports that it cannot.
 func (l *Limiter) fallback(ctx context.Context, op, key string, limits []Limit, n int) (Result, bool) {
-	if l.policy.kind == 1 { // open
-		lim := limits[0]
-		return Result{Allowed: true, Limit: lim, Remaining: max(lim.Events-n, 0), degraded: true, at: time.Now().UnixMicro()}, true
+	if l.policy.kind == failOpen {
+		return admitted(limits, n), true
 	}
 	shared := make([]Limit, len(limits))
 	for i, lim := range limits {
@@ -154,14 +199,37 @@ func (l *Limiter) fallback(ctx context.Context, op, key string, limits []Limit, 
 	return r, true
 }
 
-// isRedisFailure: an error of Redis (or of reaching it), not bad input and
-// not the caller giving up.
-func isRedisFailure(ctx context.Context, err error) bool {
-	switch {
-	case ctx.Err() != nil,
-		errors.Is(err, ErrEmptyKey), errors.Is(err, ErrInvalidLimit), errors.Is(err, ErrInvalidN),
-		errors.Is(err, ErrExceedsLimit), errors.Is(err, ErrLimitTooLarge):
-		return false
+// badInput: an error slidelog returns before asking Redis.
+func badInput(err error) bool {
+	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidLimit) || errors.Is(err, ErrInvalidN) ||
+		errors.Is(err, ErrExceedsLimit) || errors.Is(err, ErrLimitTooLarge)
+}
+
+// unavailableCodes are the error replies of a Redis that cannot serve now
+// but will: the policy answers for them.
+var unavailableCodes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "OOM", "NOREPLICAS"}
+
+// unavailable reports whether err means that Redis cannot be reached or
+// cannot serve now (see Policy), rather than a mistake.
+func unavailable(err error) bool {
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		msg := reply.Error()
+		for _, code := range unavailableCodes {
+			// A script's failing call: "OOM ..." (Redis 7 and later), or
+			// "ERR Error running script ...: -OOM ..." (Redis 6).
+			if strings.HasPrefix(msg, code+" ") || strings.Contains(msg, " -"+code+" ") {
+				return true
+			}
+		}
+		return strings.Contains(msg, "max number of clients reached")
 	}
-	return true
+	if errors.Is(err, redis.ErrClosed) {
+		return false // this process closed the client: a mistake, not an outage
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }

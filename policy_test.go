@@ -140,3 +140,67 @@ func TestShadowAndHook(t *testing.T) {
 		t.Errorf("log holds %d", n)
 	}
 }
+
+// In shadow mode a Redis failure never fails the caller: the hook hears of
+// it and the request is admitted. Only bad input is an error.
+func TestShadowAdmitsWhenRedisFails(t *testing.T) {
+	ctx := context.Background()
+	h := &recorder{}
+	l := slidelog.New(downClient(t), slidelog.WithShadow(), slidelog.WithHook(h))
+	lim := slidelog.PerHour(8)
+	for name, call := range map[string]func() (slidelog.Result, error){
+		"Allow":    func() (slidelog.Result, error) { return l.Allow(ctx, "k", lim) },
+		"Peek":     func() (slidelog.Result, error) { return l.Peek(ctx, "k", lim) },
+		"AllowAll": func() (slidelog.Result, error) { return l.AllowAll(ctx, "k", 1, lim, slidelog.PerMinute(2)) },
+	} {
+		r, err := call()
+		if err != nil || !r.Allowed || !r.Degraded() {
+			t.Errorf("%s: %+v, %v; want a degraded admission", name, r, err)
+		}
+		if o := h.last(); o.Err == nil || !o.Shadow || !o.Degraded {
+			t.Errorf("%s: observation %+v; want the Redis error reported", name, o)
+		}
+	}
+	if _, err := l.Allow(ctx, "", lim); !errors.Is(err, slidelog.ErrEmptyKey) {
+		t.Errorf("bad input in shadow mode: %v", err)
+	}
+}
+
+// A policy answers for an unavailable Redis only: a key of another type
+// is a mistake to see, not an outage to paper over.
+func TestPolicyKeepsMistakes(t *testing.T) {
+	ctx := context.Background()
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer func() { _ = rdb.Close() }()
+	if err := m.Set("slidelog:k", "a string"); err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]slidelog.Policy{
+		"open":  slidelog.FailOpen,
+		"local": slidelog.FailLocal(local.New(), 2),
+	} {
+		l := slidelog.New(rdb, slidelog.WithPolicy(p))
+		r, err := l.Allow(ctx, "k", slidelog.PerMinute(5))
+		if !errors.Is(err, slidelog.ErrWrongType) || r.Allowed || r.Degraded() {
+			t.Errorf("%s: %+v, %v; want ErrWrongType", name, r, err)
+		}
+	}
+}
+
+// A policy is built whole or not at all.
+func TestFailLocalNeedsAFallback(t *testing.T) {
+	for name, build := range map[string]func(){
+		"nil fallback": func() { slidelog.FailLocal(nil, 2) },
+		"0 instances":  func() { slidelog.FailLocal(local.New(), 0) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: FailLocal did not panic", name)
+				}
+			}()
+			build()
+		}()
+	}
+}

@@ -35,7 +35,10 @@
 --          newest   the score of the newest event, or 0 for an empty log
 --                   (ResetAfter is newest + window - now, or 0 if that is
 --                   not positive);
---          now      this call's Redis TIME in microseconds.
+--          now      the decision's time in microseconds: this call's Redis
+--                   TIME, or for the retry of an admission, the time its
+--                   events were recorded at (the score of its first event),
+--                   which ResetAfter then counts from.
 --          A single decision's reply is that string; a batch's, a table of
 --          them. The scores go back as Redis printed them (exact integers:
 --          below 2^53 it prints every digit), and the client does the
@@ -129,8 +132,9 @@ for j = 1, m do
     end
     local count = card - gone
 
-    -- The newest event is the log's last.
+    -- The newest event is the log's last; at is the decision's time.
     local newest
+    local at = nows
     local fits = count + n <= limit
     if fits and first ~= '' then
       -- 3. Admit: record n events at now. NX keeps an event that is already
@@ -176,24 +180,29 @@ for j = 1, m do
         break
       end
       -- A retry of a call that was admitted already: its events are in the
-      -- log (from the first attempt, so possibly expired by now); answered
-      -- like a Peek, below.
+      -- log from the first attempt, recorded at their own time, which the
+      -- answer is given as of.
+      at = redis.call('ZSCORE', key, first) or nows
     end
     if fits then
       -- Peek, or the retry of an admitted call.
       newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
-      r = '1 ' .. count .. ' 0 ' .. newest .. ' ' .. nows
+      r = '1 ' .. count .. ' 0 ' .. newest .. ' ' .. at
       break
     end
 
     -- 4. Deny: write nothing (expired events wait for the next admission or the
     --    key's expiry), leave the expiry alone. The log is not empty here.
     newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2]
-    if resent and redis.call('ZSCORE', key, first) then
-      -- A retry of a call that was admitted already (its reply was lost and
-      -- the client sent it again): it stays admitted.
-      r = '1 ' .. count .. ' 0 ' .. newest .. ' ' .. nows
-      break
+    if resent then
+      at = redis.call('ZSCORE', key, first)
+      if at then
+        -- A retry of a call that was admitted already (its reply was lost
+        -- and the client sent it again): it stays admitted, as of the time
+        -- its events were recorded at.
+        r = '1 ' .. count .. ' 0 ' .. newest .. ' ' .. at
+        break
+      end
     end
     -- The same request fits once the k-th oldest live event has expired; the
     -- live events follow the expired ones in the set.

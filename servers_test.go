@@ -20,7 +20,8 @@ var epoch = time.Date(2025, 11, 24, 16, 0, 0, 0, time.UTC)
 // mini is a miniredis whose clock the test sets to the microsecond.
 type mini struct {
 	*miniredis.Miniredis
-	rdb *redis.Client
+	rdb   *redis.Client
+	clock time.Time // what TIME returns
 }
 
 func newMini(t testing.TB) *mini {
@@ -29,13 +30,17 @@ func newMini(t testing.TB) *mini {
 	m.SetTime(epoch)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return &mini{Miniredis: m, rdb: rdb}
+	return &mini{Miniredis: m, rdb: rdb, clock: epoch}
 }
 
 // at sets the server clock to epoch + d (what TIME returns, and the TTL clock).
 func (m *mini) at(d time.Duration) {
-	m.SetTime(epoch.Add(d))
+	m.clock = epoch.Add(d)
+	m.SetTime(m.clock)
 }
+
+// now is the server clock (what TIME returns).
+func (m *mini) now() time.Time { return m.clock }
 
 // The real redis-server shared by the tests of this package, started on a
 // free loopback port the first time a test asks for it.

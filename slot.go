@@ -1,15 +1,29 @@
 package slidelog
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
+
+// hashTag is the part of key that Redis Cluster hashes when key has one: the
+// text between the first '{' and the next '}', when it is not empty.
+func hashTag(key string) (string, bool) {
+	s := strings.IndexByte(key, '{')
+	if s < 0 {
+		return "", false
+	}
+	e := strings.IndexByte(key[s+1:], '}')
+	if e <= 0 {
+		return "", false
+	}
+	return key[s+1 : s+1+e], true
+}
 
 // slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
-// tag, the part between the first '{' and the next '}' when that part is not
-// empty, or else of the whole key, modulo 16384.
+// tag, or of the whole key when it has none, modulo 16384.
 func slot(key string) int {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			key = key[s+1 : s+1+e]
-		}
+	if tag, ok := hashTag(key); ok {
+		key = tag
 	}
 	var crc uint16
 	for i := 0; i < len(key); i++ {
@@ -33,3 +47,38 @@ var crc16tab = func() (t [256]uint16) {
 	}
 	return t
 }()
+
+// slotTags holds, for every slot, the shortest string of letters and digits
+// (the first in order) that hashes to it: a hash tag that puts a key in a
+// chosen slot, whatever bytes the rest of the key holds. Filled on first
+// use (about a millisecond: every string of up to 3 characters).
+var slotTags struct {
+	once sync.Once
+	tag  [16384]string
+}
+
+// tagOf returns a hash tag (no braces) whose slot is s.
+func tagOf(s int) string {
+	slotTags.once.Do(func() {
+		const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		left := len(slotTags.tag)
+		var grow func(prefix []byte, depth int)
+		grow = func(prefix []byte, depth int) {
+			for i := 0; i < len(alphabet) && left > 0; i++ {
+				b := append(prefix, alphabet[i])
+				if len(b) == depth {
+					if k := slot(string(b)); slotTags.tag[k] == "" {
+						slotTags.tag[k] = string(b)
+						left--
+					}
+					continue
+				}
+				grow(b, depth)
+			}
+		}
+		for depth := 1; left > 0; depth++ {
+			grow(make([]byte, 0, depth), depth)
+		}
+	})
+	return slotTags.tag[s]
+}

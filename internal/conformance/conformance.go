@@ -136,6 +136,24 @@ var tables = []table{
 			all(1010*ms, 2, true, 0, 0, time.Second, 0),
 		},
 	},
+	{
+		// Reset forgets every log of the key: its single-limit log and the
+		// logs of AllowAll, whatever their windows.
+		name:   "reset forgets every log",
+		limits: []slidelog.Limit{{Events: 1, Window: time.Minute}, {Events: 5, Window: time.Hour}},
+		steps: []step{
+			all(0, 1, true, 0, 0, time.Hour, 0),
+			all(time.Second, 1, false, 0, 59*time.Second, time.Hour-time.Second, 0),
+			allow(time.Second, 1, true, 0, 0, time.Minute), // the single-limit log is its own
+			allow(2*time.Second, 1, false, 0, 59*time.Second, 59*time.Second),
+			{at: 2 * time.Second, op: "reset"},
+			peek(2*time.Second, true, 1, 0, 0),
+			all(2*time.Second, 1, true, 0, 0, time.Hour, 0),
+			allow(2*time.Second, 1, true, 0, 0, time.Minute),
+			{at: 3 * time.Second, op: "reset"},
+			all(3*time.Second, 1, true, 0, 0, time.Hour, 0),
+		},
+	},
 }
 
 // Run holds every table against a fresh subject each.

@@ -1,0 +1,22 @@
+package slidelog
+
+import "context"
+
+// Reset forgets every event of key: its single-limit log and every AllowAll
+// log, in one atomic script (on a Cluster too: they share a slot). A
+// decision that runs after Reset sees none of them; one that ran before is
+// not undone.
+//
+// With WithDenyCache, this instance forgets its remembered denial for the
+// key; other instances go on denying until theirs expire (at most the
+// RetryAfter they were given).
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if key == "" {
+		return ErrEmptyKey
+	}
+	if l.deny != nil {
+		l.deny.forget(key)
+	}
+	base, index := l.allKeys(key)
+	return wrap(ctx, "reset", resetScript.Run(ctx, l.rdb, []string{l.prefix + key, index}, base).Err())
+}

@@ -1,0 +1,17 @@
+-- slidelog: forget every event of a key, atomically.
+--
+-- KEYS[1]  the key's single-limit log (a sorted set).
+-- KEYS[2]  the index of its AllowAll logs: a sorted set whose members are
+--          the windows in use, in microseconds.
+-- ARGV[1]  the common start of the AllowAll logs' keys; a log's key is that
+--          followed by its window. They hash to the slot of KEYS[1] (see
+--          keys.go), so on a Cluster this script reaches them all.
+--
+-- Reply    the number of keys removed.
+
+local removed = redis.call('DEL', KEYS[1])
+local windows = redis.call('ZRANGE', KEYS[2], '0', '-1')
+for i = 1, #windows do
+  removed = removed + redis.call('DEL', ARGV[1] .. windows[i])
+end
+return removed + redis.call('DEL', KEYS[2])
