@@ -13,10 +13,12 @@
 //
 // Exact by the times it reports. Result.Time() is the instant a decision was
 // taken at, and no window (t-Window, t] of those instants ever holds more
-// than Events admitted events, however many goroutines call at once:
-//   - the clock is read under the key's lock, so that decisions on a key are
-//     taken in the order of their times (a caller preempted between reading
-//     the clock and deciding would otherwise record an event in the past);
+// than Events admitted events of a key under a limit, however many
+// goroutines call at once:
+//   - the clock is read under the key's shard lock, so that decisions on a
+//     key are taken in the order of their times (a caller preempted between
+//     reading the clock and deciding would otherwise record an event in the
+//     past);
 //   - a decision is never taken before the key's newest event: at the later
 //     of the clock and the key's latest admission. A wall clock that steps
 //     back holds a key's time at its newest event until the clock catches
@@ -31,19 +33,22 @@
 //     same key still counts.
 //
 // Memory follows the events recorded, never the limit. A log keeps runs of
-// events admitted at one instant (an instant and a running count), in a ring
-// that doubles when full and halves when it is at most a quarter full: one
-// event costs 16 bytes, AllowN of any n costs one run and O(1) time, a limit
-// of 2^62 events a day costs nothing until events come, and a log that
-// empties gives its memory back. RetryAfter finds the k-th oldest event by a
-// binary search over the running counts.
+// events admitted at one instant (the instant and a running count, 16
+// bytes), in a ring that doubles when full and that an admission finding it
+// at most a quarter full shrinks to twice what it holds: memory follows the
+// distinct instants of the live events, AllowN of any n costs one run and
+// O(1) time, a limit of 2^62 events a day costs nothing until events come,
+// and a log that empties gives its memory back at its next admission (or to
+// the idle sweep). RetryAfter finds the k-th oldest event by a binary search
+// over the running counts.
 //
 // A Limiter is safe for concurrent use by multiple goroutines. Its keys are
 // spread over shards with a mutex each; a decision on a known key allocates
 // nothing once its ring has grown to its size. Keys may hold any bytes: each
 // key has one entry, its single-limit log (Allow, AllowN, Peek) and one log
 // per window for AllowAll, like the Redis limiter's keys, and Reset drops the
-// entry. Keys whose every event has expired are evicted when a shard grows.
+// entry. Keys whose every event has expired are evicted when a shard grows
+// (a live key's expired logs with them).
 package local
 
 import (
@@ -89,7 +94,7 @@ type shard struct {
 // bytes, so that no key can be taken for another or for one of its logs.
 type entry struct {
 	last int64      // µs: the key's latest admission, its newest event
-	one  eventLog   // Allow, AllowN and Peek: window of the last limit
+	one  eventLog   // Allow, AllowN and Peek: window of its last admission
 	all  []eventLog // AllowAll: one log per window, as in Redis
 }
 
@@ -109,7 +114,7 @@ type eventLog struct {
 	n      int    // runs held
 	total  uint64 // end of the newest run: events ever recorded
 	gone   uint64 // end of the last run dropped: events expired
-	window int64  // µs: the log's window (AllowAll), or the last limit's
+	window int64  // µs: the log's window (AllowAll), or its last admission's
 }
 
 const (
@@ -216,7 +221,8 @@ func (l *Limiter) Keys() int {
 }
 
 // Reset forgets every event of key, of its single-limit log and of every
-// AllowAll log, at once.
+// AllowAll log, at once: one map delete. Any key bytes are one key (a NUL is
+// no separator).
 func (l *Limiter) Reset(_ context.Context, key string) error {
 	if key == "" {
 		return slidelog.ErrEmptyKey
@@ -393,7 +399,7 @@ func (en *entry) find(w int64) *eventLog {
 	return nil
 }
 
-// count is the events the log holds, once expired ones are dropped.
+// count is the events the log holds: after expire, its live ones.
 func (e *eventLog) count() int { return int(e.total - e.gone) }
 
 func (e *eventLog) slot(i int) *run { return &e.runs[(e.head+i)&(len(e.runs)-1)] }
@@ -451,7 +457,8 @@ type view struct {
 }
 
 // live is the view of the events after cutoff (of a nil log: none). The
-// runs are in order of their instants: a key's time never goes back.
+// runs are in order of their instants: a key's admissions follow one another
+// in time.
 func (e *eventLog) live(cutoff int64) view {
 	if e == nil {
 		return view{}
