@@ -237,13 +237,48 @@ func TestCluster(t *testing.T) {
 				}
 				wg.Wait()
 				for _, k := range keys {
-					minute := probe.ZCard(ctx, p+"{"+k+"}:60000000").Val()
-					hour := probe.ZCard(ctx, p+"{"+k+"}:3600000000").Val()
+					logs := logsOf(t, probe, p, k)
+					minute, hour := logs[":60000000"], logs[":3600000000"]
 					if admitted[k] != 10 || minute != 10 || hour != 10 {
 						t.Errorf("%s: admitted %d, minute log %d, hour log %d; want 10 each", k, admitted[k], minute, hour)
 					}
 				}
 				report(t, "%s cluster AllowAll (15/min and 10/h) on %d keys: every key admitted exactly 10, in both logs", f.name, len(keys))
+			})
+
+			// Keys and prefixes with braces: every log of a key shares the
+			// slot of its single-limit log, so AllowAll works whatever the
+			// key holds, and Reset forgets all its logs in one script.
+			t.Run("brace-keys-and-reset", func(t *testing.T) {
+				limits := []slidelog.Limit{{Events: 1, Window: time.Minute}, {Events: 5, Window: time.Hour}}
+				for _, pre := range []string{prefix(t), "a}b:" + prefix(t), "{rl}:" + prefix(t)} {
+					l := slidelog.New(instances[0], slidelog.WithPrefix(pre))
+					for _, k := range []string{"}", "}mallory", "{}", "a{b}c", "{x}", "x{", "plain"} {
+						for i, want := range []bool{true, false} {
+							r, err := l.AllowAll(ctx, k, 1, limits...)
+							if err != nil || r.Allowed != want {
+								t.Fatalf("prefix %q key %q: AllowAll %d: %+v, %v; want allowed=%v", pre, k, i, r, err, want)
+							}
+						}
+						if r, err := l.Allow(ctx, k, limits[0]); err != nil || !r.Allowed {
+							t.Fatalf("prefix %q key %q: Allow: %+v, %v", pre, k, r, err)
+						}
+						if n := len(logsOf(t, probe, pre, k)); n != 4 {
+							t.Errorf("prefix %q key %q: %d keys before Reset, want 4 (the log, 2 AllowAll logs, their index)", pre, k, n)
+						}
+						if err := l.Reset(ctx, k); err != nil {
+							t.Fatalf("prefix %q key %q: Reset: %v", pre, k, err)
+						}
+						if logs := logsOf(t, probe, pre, k); len(logs) != 0 {
+							t.Errorf("prefix %q key %q: Reset left %v", pre, k, logs)
+						}
+						r, err := l.AllowAll(ctx, k, 1, limits...)
+						if err != nil || !r.Allowed {
+							t.Errorf("prefix %q key %q: AllowAll after Reset: %+v, %v", pre, k, r, err)
+						}
+					}
+				}
+				report(t, "%s cluster: keys with braces under 3 prefixes: AllowAll, Allow and Reset (every log gone) on each", f.name)
 			})
 
 			// A manual failover (CLUSTER FAILOVER on a replica) is coordinated:
@@ -332,4 +367,60 @@ func waitInfo(t *testing.T, n *node, section string, wanted ...string) {
 		}
 	}
 	t.Fatalf("%s: INFO %s never showed any of %q", n.addr, section, wanted)
+}
+
+// logsOf finds, on every master, the keys that hold key's logs under
+// prefix: its single-limit log (named "") and the AllowAll logs and index
+// (named by what follows the key: ":<window µs>", ":windows"), each with its
+// number of members.
+func logsOf(t *testing.T, c *redis.ClusterClient, prefix, key string) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	var mu sync.Mutex
+	found := map[string]int64{}
+	err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		names, err := node.Keys(ctx, globEscape(prefix)+"*").Result()
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			var suffix string
+			switch {
+			case name == prefix+key:
+			case strings.HasPrefix(name, prefix+"{") && strings.Contains(name[len(prefix):], "}"+key+":"):
+				rest := name[len(prefix):]
+				tagEnd := strings.IndexByte(rest, '}')
+				if rest[tagEnd+1:tagEnd+1+len(key)+1] != key+":" {
+					continue
+				}
+				suffix = rest[tagEnd+1+len(key):]
+			default:
+				continue
+			}
+			n, err := node.ZCard(ctx, name).Result()
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			found[suffix] = n
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// globEscape quotes the characters KEYS patterns give a meaning to.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
