@@ -269,13 +269,13 @@ func (redisError) RedisError()     {}
 // are mistakes (an error under every policy).
 func TestUnavailable(t *testing.T) {
 	for err, want := range map[error]bool{
-		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}: true,
-		fmt.Errorf("read: %w", os.ErrDeadlineExceeded):      true,
-		context.DeadlineExceeded:                            true,
-		io.EOF:                                              true,
-		io.ErrUnexpectedEOF:                                 true,
-		redis.ErrPoolTimeout:                                true,
-		redisError("LOADING Redis is loading the dataset in memory"):                                                                       true,
+		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}:          true,
+		fmt.Errorf("read: %w", os.ErrDeadlineExceeded):               true,
+		context.DeadlineExceeded:                                     true,
+		io.EOF:                                                       true,
+		io.ErrUnexpectedEOF:                                          true,
+		errors.New("redis: connection pool timeout"):                 true,
+		redisError("LOADING Redis is loading the dataset in memory"): true,
 		redisError("BUSY Redis is busy running a script. You can only call SCRIPT KILL"):                                                   true,
 		redisError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is no"):                                               true,
 		redisError("TRYAGAIN Multiple keys request during rehashing of slot"):                                                              true,
