@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,8 +25,8 @@ import (
 	"github.com/slidelog/slidelog/internal/redisserver"
 )
 
-// referenceScript is the reference design's script (seed document, section
-// Redis 实现方案): the client's clock in ms, a UUID member, PEXPIRE W+1s.
+// referenceScript is a plain sorted-set script, the common way to write a
+// sliding-window log: the client's clock in ms, a UUID member, PEXPIRE W+1s.
 const referenceScript = `local now = tonumber(ARGV[1])
 local windowSize = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -64,10 +63,12 @@ type benchConfig struct {
 	calls        int
 }
 
-func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+func runBench(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: slidelog bench [--redis URL] [--concurrency 1,16,64] [--keys 1,10000] [--duration 1s] [--rounds 5]
+		fmt.Fprintln(fs.Output(), `usage: slidelog bench [--redis URL] [--variants LIST] [--concurrency LIST] [--keys LIST]
+                      [--duration D] [--rounds N] [--events N] [--window D]
+                      [--large | --instructions [--calls N]]
 
 Measures decisions against a real Redis (a redis-server it starts on a free
 loopback port unless --redis names one), side by side in one run: every
@@ -78,7 +79,7 @@ client's allocations and CPU per call, and Redis' CPU and command time per
 decision (INFO cpu; INFO commandstats usec over decisions, as with batching
 one script call takes many decisions).
 
-variants: ping (the floor: one round trip), reference (the seed design's
+variants: ping (the floor: one round trip), reference (a plain sorted-set
 script through EvalSha: client clock, UUID member), slidelog (Allow),
 redis_rate (github.com/go-redis/redis_rate/v10, GCRA), batched (slidelog
 WithBatching), denycache (slidelog WithDenyCache).
@@ -94,7 +95,7 @@ from the largest --concurrency after a warm-up, and reads the total.
 flags:`)
 		fs.PrintDefaults()
 	}
-	url := fs.String("redis", "", "Redis URL (default: start a redis-server; $REDIS_URL is not read, so a benchmark never hits a shared server by accident)")
+	url := fs.String("redis", "", "Redis `URL` (redis://host:6379/0) or host:port (default: start a redis-server; $REDIS_URL is not read, so a benchmark never hits a shared server by accident)")
 	conc := fs.String("concurrency", "1,16,64", "concurrent callers, comma separated")
 	keys := fs.String("keys", "1,10000", "keys the callers spread over, comma separated")
 	variants := fs.String("variants", "ping,reference,slidelog,redis_rate,batched", "variants, comma separated")
@@ -106,7 +107,7 @@ flags:`)
 	fs.BoolVar(&cfg.large, "large", false, "measure large limits instead (10, 1 000, 100 000 events per key)")
 	fs.BoolVar(&cfg.instructions, "instructions", false, "count redis-server's instructions per decision under callgrind instead")
 	fs.IntVar(&cfg.calls, "calls", 5000, "decisions per variant with --instructions")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, "", nil, stdout); err != nil {
 		return err
 	}
 	var err error
@@ -116,12 +117,23 @@ flags:`)
 	if cfg.keys, err = ints(*keys); err != nil {
 		return fmt.Errorf("--keys: %w", err)
 	}
-	cfg.variants = strings.Split(*variants, ",")
-	if cfg.rounds < 1 || cfg.duration <= 0 {
-		return errors.New("--rounds and --duration must be positive")
+	for _, v := range strings.Split(*variants, ",") {
+		v = strings.TrimSpace(v)
+		if !slices.Contains(variantNames, v) {
+			return usagef("--variants: unknown variant %q; the variants are %s", v, strings.Join(variantNames, ", "))
+		}
+		cfg.variants = append(cfg.variants, v)
+	}
+	switch {
+	case cfg.rounds < 1:
+		return fmt.Errorf("--rounds %d: want at least 1", cfg.rounds)
+	case cfg.duration <= 0:
+		return fmt.Errorf("--duration %v: want more than 0", cfg.duration)
+	case cfg.calls < 1:
+		return fmt.Errorf("--calls %d: want at least 1", cfg.calls)
 	}
 	if err := cfg.limit.Validate(); err != nil {
-		return err
+		return fmt.Errorf("--events %d --window %v: %w", cfg.limit.Events, cfg.limit.Window, err)
 	}
 	if cfg.instructions {
 		return benchInstructions(ctx, cfg, stdout)
@@ -135,8 +147,8 @@ flags:`)
 		}
 		defer stop()
 		opts = &redis.Options{Addr: addr}
-	} else if opts, err = redis.ParseURL(*url); err != nil {
-		return fmt.Errorf("--redis: %w", err)
+	} else if opts, err = parseRedis(*url); err != nil {
+		return err
 	}
 	opts.PoolSize = 128
 	opts.ContextTimeoutEnabled = true
@@ -165,6 +177,9 @@ func ints(s string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// variantNames are the variants makeVariants builds.
+var variantNames = []string{"ping", "reference", "slidelog", "redis_rate", "batched", "denycache"}
 
 // makeVariants builds the named variants on rdb, each on its own key prefix.
 func makeVariants(rdb *redis.Client, names []string, limit slidelog.Limit) ([]variant, error) {
@@ -350,7 +365,7 @@ func benchMatrix(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io
 		for _, conc := range cfg.concurrency {
 			c := cell{conc, keys}
 			results[c] = map[string][]sample{}
-			fmt.Fprintf(out, "running %d callers, %d keys:", conc, keys)
+			fmt.Fprintf(out, "measuring %d callers over %d keys, %d variants; rounds done:", conc, keys, len(vs))
 			for r := range cfg.rounds {
 				for i := range vs {
 					v := vs[(i+r)%len(vs)]
@@ -364,7 +379,7 @@ func benchMatrix(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io
 						return err
 					}
 				}
-				fmt.Fprintf(out, " %d", r+1)
+				fmt.Fprintf(out, " %d/%d", r+1, cfg.rounds)
 			}
 			fmt.Fprintln(out)
 		}
@@ -532,9 +547,6 @@ func benchInstructions(ctx context.Context, cfg benchConfig, out io.Writer) erro
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("--instructions needs %s (apt-get install valgrind): %w", tool, err)
 		}
-	}
-	if cfg.calls < 1 {
-		return errors.New("--calls must be positive")
 	}
 	dir, err := os.MkdirTemp("", "slidelog-callgrind")
 	if err != nil {

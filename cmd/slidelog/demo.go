@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,17 +27,20 @@ type demoConfig struct {
 	load      float64
 }
 
-func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
+func runDemo(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	var cfg demoConfig
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: slidelog demo [--redis URL] [--instances N] [--events N] [--window D] [--duration D]
+		fmt.Fprintln(fs.Output(), `usage: slidelog demo [--redis URL] [--instances N] [--workers N] [--events N] [--window D]
+                     [--duration D] [--load X]
 
-Simulates several service instances, each with its own Redis client, sending
-requests for one key. All share one limit through Redis. Prints, per window,
-what each instance had admitted and denied; at the end, the most admitted
-events found in any sliding window, read back from Redis' own log (never more
-than --events), and exits 1 if the limit was ever exceeded.
+Simulates several service instances, each with its own Redis client and
+--workers callers, sending requests for one key at --load times the limit.
+All share one limit through Redis. Prints a line per window of wall time:
+the decisions admitted, denied and failed, then per instance (i1, i2, ...)
+admitted/requests. At the end, the most admitted events found in any
+sliding window, read back from Redis' own log (never more than --events);
+exits 1 if the limit was ever exceeded.
 
 flags:`)
 		fs.PrintDefaults()
@@ -50,20 +52,22 @@ flags:`)
 	fs.DurationVar(&cfg.window, "window", time.Second, "length of the sliding window")
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long to run")
 	fs.Float64Var(&cfg.load, "load", 3, "offered load, as a multiple of the limit")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, "", nil, stdout); err != nil {
 		return err
 	}
 	cfg.redisURL = *url
-	switch {
-	case cfg.instances < 1, cfg.workers < 1:
-		return errors.New("--instances and --workers must be at least 1")
-	case cfg.duration < cfg.window:
-		return errors.New("--duration must be at least one --window")
-	case cfg.load <= 0:
-		return errors.New("--load must be positive")
-	}
 	if err := (slidelog.Limit{Events: cfg.events, Window: cfg.window}).Validate(); err != nil {
-		return err
+		return fmt.Errorf("--events %d --window %v: %w", cfg.events, cfg.window, err)
+	}
+	switch {
+	case cfg.instances < 1:
+		return fmt.Errorf("--instances %d: want at least 1", cfg.instances)
+	case cfg.workers < 1:
+		return fmt.Errorf("--workers %d: want at least 1", cfg.workers)
+	case cfg.duration < cfg.window:
+		return fmt.Errorf("--duration %v: want at least one --window (%v)", cfg.duration, cfg.window)
+	case !(cfg.load > 0):
+		return fmt.Errorf("--load %v: want more than 0", cfg.load)
 	}
 	return demo(ctx, cfg, stdout)
 }
@@ -86,6 +90,7 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	const key = "shared"
 	fmt.Fprintf(out, "redis %s, key %s%s, limit %v, %d instances x %d callers, offered load %.1fx, %v\n",
 		where, prefix, key, limit, cfg.instances, cfg.workers, cfg.load, cfg.duration)
+	fmt.Fprintln(out, "each window of wall time: decisions admitted, denied, failed; per instance iN: admitted/requests")
 
 	watchClient := redis.NewClient(opts)
 	defer func() { _ = watchClient.Close() }()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,10 +13,10 @@ import (
 	"github.com/slidelog/slidelog"
 )
 
-func runInspect(ctx context.Context, args []string, stdout io.Writer) error {
+func runInspect(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: slidelog inspect [--redis URL] [--prefix P] [--events N --window D] KEY
+		fmt.Fprintln(fs.Output(), `usage: slidelog inspect [--redis URL] [--prefix P] [--events N [--window D]] KEY
 
 Shows a key's log as Redis holds it: every event with its server timestamp
 and age, the key's TTL and, given the limit (--events and --window), what
@@ -27,29 +26,33 @@ through Peek). Read from $REDIS_URL when --redis is not given.
 flags:`)
 		fs.PrintDefaults()
 	}
-	url := fs.String("redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL)")
+	url := fs.String("redis", os.Getenv("REDIS_URL"), "Redis `URL` (redis://host:6379/0) or host:port (default $REDIS_URL)")
 	prefix := fs.String("prefix", "slidelog:", "the limiter's key prefix")
 	var limit slidelog.Limit
-	fs.IntVar(&limit.Events, "events", 0, "the key's limit: events per window (0: do not decide)")
+	fs.IntVar(&limit.Events, "events", 0, "the key's limit: events per window; without it, no decision is shown")
 	fs.DurationVar(&limit.Window, "window", time.Minute, "the key's limit: window")
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parse(fs, args, "KEY", nil, stdout); err != nil {
+		return err
 	}
-	if fs.NArg() != 1 || *url == "" {
-		fmt.Fprintln(os.Stderr, "inspect needs one KEY and --redis (or REDIS_URL)")
-		fs.Usage()
-		return errUsage
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	switch {
+	case *url == "":
+		return usagef("--redis (or REDIS_URL) is required")
+	case given["window"] && !given["events"]:
+		return usagef("--window %v needs --events", limit.Window)
+	case given["events"] && limit.Events < 1:
+		return usagef("--events %d: want at least 1", limit.Events)
+	case given["events"]:
+		if err := limit.Validate(); err != nil {
+			return usagef("--window %v: %w", limit.Window, err)
+		}
 	}
 	key := fs.Arg(0)
-	opts, err := redis.ParseURL(*url)
+	opts, err := parseRedis(*url)
 	if err != nil {
-		return fmt.Errorf("--redis: %w", err)
+		return err
 	}
-	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opts)
 	defer func() { _ = rdb.Close() }()
 	return inspect(ctx, rdb, *prefix, key, limit, stdout)

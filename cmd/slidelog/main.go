@@ -14,8 +14,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -24,7 +27,7 @@ import (
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, args []string, stdout io.Writer) error
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 var commands = []command{
@@ -40,21 +43,35 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// quietRedis keeps go-redis from logging: its pool prints a line for every
+// failed dial, and the command reports the error itself, once.
+var quietRedis sync.Once
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
+
+// run runs the command args name and returns the exit code: 0, 1 when the
+// command failed, 2 when it was called wrongly.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		usage(stdout)
 		return 0
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
-			err := c.run(ctx, args[1:], stdout)
+			err := c.run(ctx, args[1:], stdout, stderr)
+			var u usageError
 			switch {
 			case errors.Is(err, flag.ErrHelp):
 				return 0
-			case errors.Is(err, errUsage):
+			case errors.As(err, &u):
+				fmt.Fprintf(stderr, "slidelog %s: %v; see slidelog %s --help\n", c.name, u.err, c.name)
 				return 2
 			case err != nil:
 				fmt.Fprintf(stderr, "slidelog %s: %v\n", c.name, err)
@@ -78,41 +95,72 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `Run "slidelog COMMAND --help" for a command's flags.`)
 }
 
-// errUsage reports bad flags; the flag package has printed why.
-var errUsage = errors.New("usage")
+// usageError: the command was called wrongly (a flag or a variable that
+// does not parse, a missing argument). Exit code 2.
+type usageError struct{ err error }
 
-// parse parses a command's flags, printing errors and --help to stderr.
-func parse(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(os.Stderr)
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// usagef is a usageError.
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// parse parses a command's flags and wants the one argument named arg
+// after them, or none when arg is "".
+// --help prints the usage to stdout (flag.ErrHelp); a flag that does not
+// parse is a usageError of one line; so is a variable of env, the command's
+// flag defaults, that does not parse, unless its flag was given.
+func parse(fs *flag.FlagSet, args []string, arg string, env envDefaults, stdout io.Writer) error {
+	fs.SetOutput(io.Discard) // the error is reported once, by run
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
 			return err
 		}
-		return errUsage
+		return usageError{err}
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", fs.Args())
-		fs.Usage()
-		return errUsage
+	switch {
+	case arg == "" && fs.NArg() > 0:
+		return usagef("unexpected arguments: %q", fs.Args())
+	case arg != "" && fs.NArg() == 0:
+		return usagef("%s is missing", arg)
+	case arg != "" && fs.NArg() > 1:
+		return usagef("want one %s after the flags, got %q", arg, fs.Args())
 	}
-	return nil
+	return env.check(fs)
 }
 
 // redisFlag registers --redis, defaulting to $REDIS_URL.
 func redisFlag(fs *flag.FlagSet) *string {
 	return fs.String("redis", os.Getenv("REDIS_URL"),
-		"Redis URL, e.g. redis://localhost:6379/0 (default $REDIS_URL; empty: start an embedded Redis)")
+		"Redis `URL` (redis://host:6379/0, rediss://…) or host:port; default $REDIS_URL, and when empty an embedded Redis is started")
+}
+
+// parseRedis reads --redis: a URL, or host:port.
+func parseRedis(url string) (*redis.Options, error) {
+	if !strings.Contains(url, "://") {
+		if _, _, err := net.SplitHostPort(url); err != nil {
+			return nil, fmt.Errorf("--redis %q: want a URL (redis://host:6379/0) or host:port", url)
+		}
+		return &redis.Options{Addr: url, ContextTimeoutEnabled: true}, nil
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("--redis: %w", err)
+	}
+	opts.ContextTimeoutEnabled = true
+	return opts, nil
 }
 
 // redisOptions returns client options for url, or starts an embedded Redis
 // (miniredis, on the real clock) when url is empty. stop ends what it started.
 func redisOptions(url string) (opts *redis.Options, embedded bool, stop func(), err error) {
 	if url != "" {
-		opts, err = redis.ParseURL(url)
+		opts, err = parseRedis(url)
 		if err != nil {
-			return nil, false, nil, fmt.Errorf("--redis: %w", err)
+			return nil, false, nil, err
 		}
-		opts.ContextTimeoutEnabled = true
 		return opts, false, func() {}, nil
 	}
 	mr := miniredis.NewMiniRedis()

@@ -201,7 +201,7 @@ func TestBench(t *testing.T) {
 			t.Errorf("no %q in:\n%s", want, got)
 		}
 	}
-	if code := run(context.Background(), []string{"bench", "--variants", "nope", "--rounds", "1", "--duration", "10ms"}, io.Discard, io.Discard); code != 1 {
+	if code := run(context.Background(), []string{"bench", "--variants", "nope", "--rounds", "1", "--duration", "10ms"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("unknown variant: exit %d", code)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,67 +20,59 @@ import (
 	"github.com/slidelog/slidelog/local"
 )
 
-// envOr is the environment variable name, or def.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
 type serveConfig struct {
-	listen, key, policy, name, trusted string
-	limit                              slidelog.Limit
-	instances                          int
-	deadline                           time.Duration
-	legacy                             bool
+	listen, key, policy, name, trusted, ipHeader string
+	limit                                        slidelog.Limit
+	instances                                    int
+	deadline                                     time.Duration
+	legacy                                       bool
+	now                                          func() time.Time // the failure log's clock; default time.Now
 }
 
-func runServe(ctx context.Context, args []string, stdout io.Writer) error {
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg serveConfig
+	env := envDefaults{}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: slidelog serve --listen ADDR [--redis URL] --events N --window D [--key ip|header:NAME] [--policy closed|open|local]
+		fmt.Fprintln(fs.Output(), `usage: slidelog serve [--listen ADDR] [--redis URL] [--events N] [--window D]
+                      [--key ip|header:NAME] [--trusted-proxies CIDRS] [--client-ip-header NAME]
+                      [--policy closed|open|local] [--instances N] [--deadline D]
+                      [--name NAME] [--legacy-headers]
 
 A small HTTP service guarded by slidelog's middleware: "/" answers 200 "ok"
 when the request is admitted, 429 when it is not, with the RateLimit and
 RateLimit-Policy fields on every response; "/healthz" is not limited. Every
-flag also reads an environment variable (in brackets); --redis reads
-REDIS_URL, and without either an embedded Redis is started (then the limit
-is this process's alone).
+flag also reads an environment variable (in brackets); a variable that does
+not parse is an error. --redis reads REDIS_URL, and without either an
+embedded Redis is started: then the limit is this process's alone, as the
+start-up log says. Redis failures are logged to standard error, at most one
+line a second, with how many were left out.
+
+With --key ip behind proxies, --trusted-proxies names them and
+--client-ip-header the one header they append the client's address to
+(X-Forwarded-For, or Forwarded); no other header is read, and a request whose
+header holds something else than an address where the client should be
+("unknown", "_hidden") is answered 400.
 
 flags:`)
 		fs.PrintDefaults()
 	}
 	url := redisFlag(fs)
-	fs.StringVar(&cfg.listen, "listen", envOr("SLIDELOG_LISTEN", "127.0.0.1:8080"), "address to listen on [SLIDELOG_LISTEN]")
-	fs.IntVar(&cfg.limit.Events, "events", envInt("SLIDELOG_EVENTS", 10), "requests admitted per window [SLIDELOG_EVENTS]")
-	fs.DurationVar(&cfg.limit.Window, "window", envDuration("SLIDELOG_WINDOW", time.Minute), "the sliding window [SLIDELOG_WINDOW]")
-	fs.StringVar(&cfg.key, "key", envOr("SLIDELOG_KEY", "ip"), "whom a request counts against: ip, or header:NAME [SLIDELOG_KEY]")
-	fs.StringVar(&cfg.trusted, "trusted-proxies", envOr("SLIDELOG_TRUSTED_PROXIES", ""), "comma-separated CIDRs whose X-Forwarded-For/Forwarded are believed [SLIDELOG_TRUSTED_PROXIES]")
-	fs.StringVar(&cfg.policy, "policy", envOr("SLIDELOG_POLICY", "closed"), "when Redis fails: closed (503), open (admit) or local (in process) [SLIDELOG_POLICY]")
-	fs.IntVar(&cfg.instances, "instances", envInt("SLIDELOG_INSTANCES", 1), "instances sharing the limit, for --policy local [SLIDELOG_INSTANCES]")
-	fs.DurationVar(&cfg.deadline, "deadline", envDuration("SLIDELOG_DEADLINE", 100*time.Millisecond), "longest a decision may wait for Redis [SLIDELOG_DEADLINE]")
-	fs.StringVar(&cfg.name, "name", envOr("SLIDELOG_NAME", "default"), "the policy's name in the headers [SLIDELOG_NAME]")
-	fs.BoolVar(&cfg.legacy, "legacy-headers", os.Getenv("SLIDELOG_LEGACY_HEADERS") == "1", "also send X-RateLimit-* [SLIDELOG_LEGACY_HEADERS=1]")
-	if err := parse(fs, args); err != nil {
+	fs.StringVar(&cfg.listen, "listen", env.str("SLIDELOG_LISTEN", "127.0.0.1:8080"), "`address` to listen on [SLIDELOG_LISTEN]")
+	fs.IntVar(&cfg.limit.Events, "events", env.int("events", "SLIDELOG_EVENTS", 10), "requests admitted per window, per key [SLIDELOG_EVENTS]")
+	fs.DurationVar(&cfg.limit.Window, "window", env.duration("window", "SLIDELOG_WINDOW", time.Minute), "the sliding window [SLIDELOG_WINDOW]")
+	fs.StringVar(&cfg.key, "key", env.str("SLIDELOG_KEY", "ip"), "whom a request counts against: ip, or header:NAME [SLIDELOG_KEY]")
+	fs.StringVar(&cfg.trusted, "trusted-proxies", env.str("SLIDELOG_TRUSTED_PROXIES", ""), "comma-separated `CIDRs` of the proxies whose --client-ip-header is believed [SLIDELOG_TRUSTED_PROXIES]")
+	fs.StringVar(&cfg.ipHeader, "client-ip-header", env.str("SLIDELOG_CLIENT_IP_HEADER", "X-Forwarded-For"), "the one `header` trusted proxies append the client's address to: X-Forwarded-For or Forwarded [SLIDELOG_CLIENT_IP_HEADER]")
+	fs.StringVar(&cfg.policy, "policy", env.str("SLIDELOG_POLICY", "closed"), "when Redis fails: closed (503), open (admit) or local (in process) [SLIDELOG_POLICY]")
+	fs.IntVar(&cfg.instances, "instances", env.int("instances", "SLIDELOG_INSTANCES", 1), "instances sharing the limit, for --policy local [SLIDELOG_INSTANCES]")
+	fs.DurationVar(&cfg.deadline, "deadline", env.duration("deadline", "SLIDELOG_DEADLINE", 100*time.Millisecond), "longest a decision may wait for Redis; 0: no bound [SLIDELOG_DEADLINE]")
+	fs.StringVar(&cfg.name, "name", env.str("SLIDELOG_NAME", "default"), "the policy's name in the headers: printable ASCII [SLIDELOG_NAME]")
+	fs.BoolVar(&cfg.legacy, "legacy-headers", env.bool("legacy-headers", "SLIDELOG_LEGACY_HEADERS"), "also send X-RateLimit-* [SLIDELOG_LEGACY_HEADERS=true]")
+	if err := parse(fs, args, "", env, stdout); err != nil {
 		return err
 	}
-	h, stop, err := serveHandler(cfg, *url, stdout)
+	h, stop, err := serveHandler(cfg, *url, stderr)
 	if err != nil {
 		return err
 	}
@@ -106,14 +96,21 @@ flags:`)
 }
 
 // serveHandler builds the service: the middleware around "/", and /healthz.
+// It logs to logTo.
 func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, func(), error) {
 	if err := cfg.limit.Validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("--events %d --window %v: %w", cfg.limit.Events, cfg.limit.Window, err)
+	}
+	if cfg.instances < 1 {
+		return nil, nil, fmt.Errorf("--instances %d: want at least 1", cfg.instances)
+	}
+	if cfg.deadline < 0 {
+		return nil, nil, fmt.Errorf("--deadline %v: want 0 (no bound) or more", cfg.deadline)
 	}
 	var key httplimit.KeyFunc
 	switch {
 	case cfg.key == "ip":
-		ipk := httplimit.IPKey{}
+		ipk := httplimit.IPKey{Header: cfg.ipHeader}
 		for _, c := range strings.Split(cfg.trusted, ",") {
 			if c = strings.TrimSpace(c); c == "" {
 				continue
@@ -123,6 +120,9 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 				return nil, nil, fmt.Errorf("--trusted-proxies: %w", err)
 			}
 			ipk.TrustedProxies = append(ipk.TrustedProxies, p)
+		}
+		if err := ipk.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("--client-ip-header: %w", err)
 		}
 		key = httplimit.ClientIP(ipk)
 	case strings.HasPrefix(cfg.key, "header:") && len(cfg.key) > len("header:"):
@@ -141,27 +141,35 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	default:
 		return nil, nil, fmt.Errorf("--policy %q: want closed, open or local", cfg.policy)
 	}
-	opts, _, stop, err := redisOptions(url)
+	opts, embedded, stop, err := redisOptions(url)
 	if err != nil {
 		return nil, nil, err
 	}
 	opts.MaxRetries = 1
 	rdb := redis.NewClient(opts)
+	closeAll := func() { _ = rdb.Close(); stop() }
 	logger := slog.New(slog.NewTextHandler(logTo, nil))
+	failures := newFailureLog(logger, cfg.policy, cfg.now)
+	rdb.AddHook(failures.dials)
 	limiter := slidelog.New(rdb, slidelog.WithPolicy(policy), slidelog.WithName(cfg.name), slidelog.WithTimeout(cfg.deadline),
-		slidelog.WithHook(slidelog.HookFunc(func(_ context.Context, o slidelog.Observation) {
-			if o.Err != nil {
-				logger.Warn("rate limiter", "err", o.Err, "degraded", o.Degraded, "allowed", o.Allowed)
-			}
-		})))
-	mw := httplimit.New(httplimit.Options{
+		slidelog.WithHook(failures))
+	mwOpts := httplimit.Options{
 		Limiter: limiter, Limit: cfg.limit, Key: key,
 		Name: cfg.name, LegacyHeaders: cfg.legacy,
-	})
+	}
+	if err := mwOpts.Validate(); err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("--name: %w", err)
+	}
+	if embedded {
+		logger.Warn("no --redis and no REDIS_URL: running on an embedded Redis in this process, so the limit holds for this process only", "redis", opts.Addr)
+	} else {
+		logger.Info("using redis", "addr", opts.Addr)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/", mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("/", httplimit.New(mwOpts)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	return mux, func() { _ = rdb.Close(); stop() }, nil
+	return mux, closeAll, nil
 }
