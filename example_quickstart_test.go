@@ -1,0 +1,157 @@
+package slidelog_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+)
+
+// The README's quick start quotes the lines from "quickstart begin" to
+// "quickstart end": code a service can take as it is.
+
+// quickstart begin
+
+// newLimiter connects to Redis and returns the limiter every handler shares.
+func newLimiter(addr string) *slidelog.Limiter {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: addr,
+		// Without this go-redis ignores context deadlines, and a slow
+		// Redis holds every request for as long as it likes.
+		ContextTimeoutEnabled: true,
+	})
+	return slidelog.New(rdb)
+}
+
+// perKey admits 3 requests per API key in any sliding minute, counted
+// across every instance of the service.
+func perKey(limiter *slidelog.Limiter, next http.Handler) http.Handler {
+	limit := slidelog.PerMinute(3)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 50*time.Millisecond)
+		defer cancel()
+		res, err := limiter.Allow(ctx, "api:"+r.Header.Get("X-API-Key"), limit)
+		if err != nil {
+			// Redis failed or did not answer in time. Whether the event
+			// was recorded is unknown; this service denies. (WithPolicy
+			// can admit, or decide in process, instead.)
+			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if !res.Allowed {
+			// The same request fits after RetryAfter, to the microsecond.
+			secs := int64(math.Ceil(res.RetryAfter.Seconds()))
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			http.Error(w, "too many requests", http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// quickstart end
+
+// Example_quickstart runs the quick start against an in-memory Redis on
+// the real clock: three requests fit in the minute, the fourth is told to
+// come back in 60 s, and once Redis is gone the handler answers 503.
+func Example_quickstart() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	limiter := newLimiter(mr.Addr())
+	h := perKey(limiter, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	}))
+
+	get := func() {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("X-API-Key", "k-123")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if ra := rec.Header().Get("Retry-After"); ra != "" {
+			fmt.Println(rec.Code, "Retry-After:", ra)
+			return
+		}
+		fmt.Println(rec.Code)
+	}
+	for range 4 {
+		get()
+	}
+	mr.Close() // Redis goes away
+	get()
+	// Output:
+	// 200
+	// 200
+	// 200
+	// 429 Retry-After: 60
+	// 503
+}
+
+// AllowAll holds a key to several limits at once, and Reset forgets every
+// event of the key: its single-limit log and all its AllowAll logs.
+func ExampleLimiter_AllowAll() {
+	mr, rdb := server()
+	defer mr.Close()
+	limiter := slidelog.New(rdb)
+	ctx := context.Background()
+	limits := []slidelog.Limit{slidelog.PerSecond(10), slidelog.PerHour(2)}
+
+	for i := 1; i <= 3; i++ {
+		res, err := limiter.AllowAll(ctx, "acct-9", 1, limits...)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("call %d: allowed=%v limit=%v remaining=%d retry in %v\n",
+			i, res.Allowed, res.Limit, res.Remaining, res.RetryAfter)
+		mr.SetTime(noon.Add(time.Duration(i) * time.Second))
+	}
+	if err := limiter.Reset(ctx, "acct-9"); err != nil {
+		panic(err)
+	}
+	res, err := limiter.AllowAll(ctx, "acct-9", 1, limits...)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("after Reset: allowed=%v remaining=%d\n", res.Allowed, res.Remaining)
+	// Output:
+	// call 1: allowed=true limit=2 per 1h0m0s remaining=1 retry in 0s
+	// call 2: allowed=true limit=2 per 1h0m0s remaining=0 retry in 0s
+	// call 3: allowed=false limit=2 per 1h0m0s remaining=0 retry in 59m58s
+	// after Reset: allowed=true remaining=1
+}
+
+// Refund takes back exactly the events one admission recorded, e.g. when
+// the work they paid for failed.
+func ExampleLimiter_Refund() {
+	mr, rdb := server()
+	defer mr.Close()
+	limiter := slidelog.New(rdb)
+	ctx := context.Background()
+	limit := slidelog.PerMinute(5)
+
+	res, err := limiter.AllowN(ctx, "tenant-7", limit, 3)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("admitted 3, remaining", res.Remaining)
+	if err := limiter.Refund(ctx, res.Handle()); err != nil { // the upstream call failed
+		panic(err)
+	}
+	res, err = limiter.Peek(ctx, "tenant-7", limit)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("after Refund, remaining", res.Remaining)
+	// Output:
+	// admitted 3, remaining 2
+	// after Refund, remaining 5
+}
