@@ -23,12 +23,18 @@
 //   - without a key (the KeyFunc failed): 400 Bad Request, uncounted.
 //   - by a bug in the configuration's functions (Cost below 1, LimitFor
 //     returning an invalid limit, Key returning "" without an error) or a
-//     limiter that refuses what it is given as never decidable
-//     (slidelog.ErrLimitTooLarge, slidelog.ErrWrongType): 500 Internal
-//     Server Error, and OnError's error says what is wrong. It is never a
-//     503: a bug must not look like an outage.
+//     limiter error that no recovery of Redis cures (slidelog.ErrLimitTooLarge:
+//     a limit over WithMaxEvents; slidelog.ErrWrongType: the key holds
+//     another Redis type): 500 Internal Server Error, and OnError's error
+//     says what is wrong. It is never a 503: a bug must not look like an
+//     outage.
 //   - when the limiter is unavailable (Redis down or slow under
 //     slidelog.FailClosed): 503 Service Unavailable.
+//
+// By default a request counts against its client's IP address (ClientIP):
+// behind proxies, only the proxies named in IPKey.TrustedProxies are
+// believed, and only in the one header IPKey.Header names, read from the
+// right; a hop that is not an address is answered 400.
 //
 // Mistakes a configuration shows on its own (no Limiter, neither Limit nor
 // LimitFor, an invalid Limit, a Name that is not a valid string) make New
@@ -149,7 +155,7 @@ func New(o Options) func(http.Handler) http.Handler {
 			switch {
 			case errors.Is(err, slidelog.ErrExceedsLimit):
 				// A request that weighs more than the limit never fits.
-				o.setPolicy(w, limit)
+				o.setPolicy(w, limit, name)
 				o.OnError(w, r, http.StatusRequestEntityTooLarge, err)
 				return
 			case isBug(err):
@@ -162,7 +168,7 @@ func New(o Options) func(http.Handler) http.Handler {
 			if res.Limit.Events > 0 {
 				limit = res.Limit // a fallback may have applied its share
 			}
-			o.setPolicy(w, limit)
+			o.setPolicy(w, limit, name)
 			o.setState(w, res, name)
 			if !res.Allowed {
 				w.Header().Set("Retry-After", strconv.FormatInt(seconds(res.RetryAfter, 1), 10))
@@ -174,8 +180,10 @@ func New(o Options) func(http.Handler) http.Handler {
 	}
 }
 
-// isBug: the limiter refused its input as never decidable; the limit and
-// cost were checked before, so the configuration and the limiter disagree.
+// isBug: an error no retry and no recovery of Redis cures. The limiter
+// refused its input (the limit and cost were checked before, so it and the
+// configuration disagree, e.g. WithMaxEvents), or the key's Redis value is
+// of another type (a key clash with another program).
 func isBug(err error) bool {
 	for _, e := range []error{slidelog.ErrInvalidLimit, slidelog.ErrInvalidN, slidelog.ErrEmptyKey,
 		slidelog.ErrLimitTooLarge, slidelog.ErrWrongType} {
@@ -186,10 +194,11 @@ func isBug(err error) bool {
 	return false
 }
 
-// setPolicy writes RateLimit-Policy (and X-RateLimit-Limit).
-func (o *Options) setPolicy(w http.ResponseWriter, limit slidelog.Limit) {
+// setPolicy writes RateLimit-Policy (and X-RateLimit-Limit); name is
+// Options.Name as a string field.
+func (o *Options) setPolicy(w http.ResponseWriter, limit slidelog.Limit, name string) {
 	h := w.Header()
-	h.Set("RateLimit-Policy", fmt.Sprintf("%s;q=%d;w=%d", sfString(o.Name), limit.Events, seconds(limit.Window, 1)))
+	h.Set("RateLimit-Policy", fmt.Sprintf("%s;q=%d;w=%d", name, limit.Events, seconds(limit.Window, 1)))
 	if o.LegacyHeaders {
 		h.Set("X-RateLimit-Limit", strconv.Itoa(limit.Events))
 	}

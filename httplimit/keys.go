@@ -209,7 +209,7 @@ func validPort(p string) bool {
 		}
 		for i := 0; i < len(obf); i++ {
 			c := obf[i]
-			if !(isAlnum(c) || c == '.' || c == '_' || c == '-') {
+			if !isAlnum(c) && c != '.' && c != '_' && c != '-' {
 				return false
 			}
 		}
@@ -227,7 +227,7 @@ func validPort(p string) bool {
 func forwardedFor(line string) ([]string, error) {
 	var fors []string
 	bad := func(why string) ([]string, error) {
-		return nil, fmt.Errorf("Forwarded line %s does not parse: %s", short(line), why)
+		return nil, fmt.Errorf("the Forwarded line %s does not parse: %s", short(line), why)
 	}
 	i, n := 0, len(line)
 	ows := func() {
