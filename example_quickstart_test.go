@@ -6,7 +6,10 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -154,4 +157,25 @@ func ExampleLimiter_Refund() {
 	// Output:
 	// admitted 3, remaining 2
 	// after Refund, remaining 5
+}
+
+// TestReadmeQuotesQuickstart keeps the README's quick start the code above:
+// the lines between the markers must appear in README.md as they are.
+func TestReadmeQuotesQuickstart(t *testing.T) {
+	src, err := os.ReadFile("example_quickstart_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, quoted, ok := strings.Cut(string(src), "// quickstart begin\n\n")
+	quoted, _, ok2 := strings.Cut(quoted, "\n// quickstart end")
+	if !ok || !ok2 {
+		t.Fatal("example_quickstart_test.go: the quickstart markers are missing")
+	}
+	if !strings.Contains(string(readme), strings.TrimSpace(quoted)) {
+		t.Error("README.md does not quote the quick start of example_quickstart_test.go as it is; copy the lines between the markers")
+	}
 }
