@@ -2,6 +2,14 @@ module github.com/slidelog/slidelog/integration
 
 go 1.26.0
 
+// The suite tests the working tree, always: a test-only module that is never
+// published nor consumed (no go get, no go install), so a replace is right
+// here, and it lets scripts/integration.sh run it alone with GOWORK=off (it
+// stays outside go.work, so that testcontainers' dependency tree never enters
+// the workspace of the library, the CLI and the adapter). Its go line and
+// go-redis (v9.23.0, which needs Go 1.26) are its own: it runs the library
+// with the newest go-redis against real servers, while scripts/go-versions.sh
+// runs the library's unit tests with the lowest (the library's go.mod).
 replace github.com/slidelog/slidelog => ../
 
 require (
