@@ -19,9 +19,9 @@ type pipeliner interface {
 // pipeline is in flight together, in the next pipeline: one round trip for
 // many decisions, and no timer, so a lone caller never waits for company.
 //
-// The single-limit decisions of a pipeline also share script calls (merge):
-// one call takes up to mergeMax of them, one after the other at one server
-// time, each exactly as if it were alone (script.lua). That saves Redis the
+// The decisions of a pipeline also share script calls (merge): one call
+// takes up to mergeMax of them, one after the other at one server time,
+// each exactly as if it were alone (decide.lua). That saves Redis the
 // per-call cost (the script's start, TIME, the reply) for all but one. On a
 // single server any decisions may share a call; on a Cluster, those whose
 // keys are in one hash slot (a call's keys must be); a Ring spreads keys
@@ -38,19 +38,40 @@ type batcher struct {
 	flushing int
 }
 
-// pending is one decision waiting for its pipeline.
-type pending struct {
-	ctx    context.Context
-	script *redis.Script
-	keys   []string
-	args   []any
-	done   chan struct{}
-	val    any // the script's reply
-	err    error
+// newBatcher is the batcher for rdb, which must pipeline. Which decisions
+// share script calls follows from the client: a single server (a
+// *redis.Client, a Sentinel failover client, or a type that embeds one: it
+// has Options() *redis.Options) takes any decisions in one call; a Cluster
+// (a *redis.ClusterClient, or a type that embeds one), those of one hash
+// slot; anything else (a *redis.Ring, whose shard hash is its own), one
+// decision per call.
+func newBatcher(rdb any, max int) (*batcher, error) {
+	p, ok := rdb.(pipeliner)
+	if !ok {
+		return nil, fmt.Errorf("WithBatching needs a client with Pipeline() (a %T has none)", rdb)
+	}
+	b := &batcher{rdb: p, max: max, inFlight: 2}
+	switch rdb.(type) {
+	case interface{ Options() *redis.Options }:
+		b.merge = mergeAll
+	case interface{ Options() *redis.ClusterOptions }:
+		b.merge = mergeSlot
+	}
+	return b, nil
 }
 
-func (b *batcher) do(ctx context.Context, s *redis.Script, keys []string, args []any) (any, error) {
-	p := &pending{ctx: ctx, script: s, keys: keys, args: args, done: make(chan struct{})}
+// pending is one decision waiting for its pipeline.
+type pending struct {
+	ctx  context.Context
+	keys []string
+	args []any
+	done chan struct{}
+	val  any // the script's reply
+	err  error
+}
+
+func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
+	p := &pending{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	if b.flushing < b.inFlight {
@@ -118,9 +139,9 @@ func (b *batcher) send(batch []*pending) {
 }
 
 // alone is the script call that carries p by itself.
-func (p *pending) alone() shared { return shared{p.script, p.keys, p.args, []*pending{p}} }
+func (p *pending) alone() shared { return shared{p.keys, p.args, []*pending{p}} }
 
-// merge says which single-limit decisions of a batch may share a call.
+// merge says which decisions of a batch may share a call.
 type merge int
 
 const (
@@ -135,22 +156,21 @@ const (
 const mergeMax = 64
 
 // shared is one script call of a pipeline and the decisions it carries:
-// one, or (merge) up to mergeMax single-limit decisions.
+// one, or (merge) up to mergeMax.
 type shared struct {
-	script *redis.Script
-	keys   []string
-	args   []any
-	of     []*pending
+	keys []string
+	args []any
+	of   []*pending
 }
 
-// plan turns a batch into script calls: with merge, the single-limit
-// decisions share calls; every other decision is a call of its own.
+// plan turns a batch into script calls: with merge, decisions share calls
+// (a decision's keys are on one slot: keys.go); without, each is its own.
 func (b *batcher) plan(batch []*pending) []shared {
 	var calls []shared
-	var groups [][]*pending // single-limit decisions that may share calls
+	var groups [][]*pending // decisions that may share calls
 	index := map[int]int{}  // a group's slot (mergeSlot; else -1) -> its index
 	for _, p := range batch {
-		if b.merge == mergeNone || p.script != script || len(p.keys) != 1 || len(p.args) != 4 {
+		if b.merge == mergeNone {
 			calls = append(calls, p.alone())
 			continue
 		}
@@ -170,7 +190,7 @@ func (b *batcher) plan(batch []*pending) []shared {
 		for len(group) > 0 {
 			g := group[:min(len(group), mergeMax)]
 			group = group[len(g):]
-			c := shared{script: script, keys: make([]string, 0, len(g)), args: make([]any, 0, 4*len(g)), of: g}
+			c := shared{keys: make([]string, 0, len(g)), args: make([]any, 0, 5*len(g)), of: g}
 			for _, p := range g {
 				c.keys = append(c.keys, p.keys...)
 				c.args = append(c.args, p.args...)
@@ -188,7 +208,7 @@ func (b *batcher) run(ctx context.Context, calls []shared) ([]shared, []*redis.C
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := b.rdb.Pipeline()
 	for i, c := range calls {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = decideScript.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var again []int
@@ -200,7 +220,7 @@ func (b *batcher) run(ctx context.Context, calls []shared) ([]shared, []*redis.C
 	if len(again) > 0 {
 		pipe := b.rdb.Pipeline()
 		for _, i := range again {
-			cmds[i] = calls[i].script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+			cmds[i] = decideScript.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}

@@ -23,7 +23,7 @@ func miniSubject(t *testing.T, opts ...slidelog.Option) conformance.Subject {
 	}
 }
 
-// The shared tables: the reference design's worked example, the window's
+// The shared tables: the worked example of the docs, the window's
 // edges, exact RetryAfter, Reset, AllowAll. slidelog/local runs the same.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) conformance.Subject { return miniSubject(t) })

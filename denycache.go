@@ -24,6 +24,7 @@ import (
 // elapsed time since sent (Go's monotonic clock): clocks of different
 // machines never meet.
 type denyCache struct {
+	now    func() time.Time // Go's clock; tests set their own
 	seed   maphash.Seed
 	shards [64]denyShard
 }
@@ -43,8 +44,9 @@ type denyShard struct {
 // expires under a flood, an instance thus sends one call, not one per
 // waiting goroutine.
 type flight struct {
-	limit Limit
-	done  chan struct{}
+	limit   Limit
+	done    chan struct{}
+	waiters int // callers waiting for it (under the shard's lock)
 }
 
 // denial is Redis' answer to a request for one event sent at sent.
@@ -59,8 +61,8 @@ type denial struct {
 // costs O(1) per record however many denials are live.
 const sweepAt = 4096
 
-func newDenyCache() *denyCache {
-	d := &denyCache{seed: maphash.MakeSeed()}
+func newDenyCache(now func() time.Time) *denyCache {
+	d := &denyCache{now: now, seed: maphash.MakeSeed()}
 	for i := range d.shards {
 		d.shards[i].m = map[string]denial{}
 		d.shards[i].flights = map[string]*flight{}
@@ -108,7 +110,7 @@ func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, r Res
 		return
 	}
 	if len(s.m) >= s.sweep {
-		now := time.Now()
+		now := d.now()
 		for k, e := range s.m {
 			if !now.Before(e.sent.Add(e.res.RetryAfter)) {
 				delete(s.m, k)
@@ -139,6 +141,7 @@ func (d *denyCache) join(key string, limit Limit, n int) (f *flight, leader bool
 	defer s.mu.Unlock()
 	if f := s.flights[key]; f != nil {
 		if f.limit == limit {
+			f.waiters++
 			return f, false
 		}
 		return nil, false // in flight, but its answer would not cover this call
@@ -146,6 +149,17 @@ func (d *denyCache) join(key string, limit Limit, n int) (f *flight, leader bool
 	f = &flight{limit: limit, done: make(chan struct{})}
 	s.flights[key] = f
 	return f, true
+}
+
+// waiting is how many callers wait for the key's flight.
+func (d *denyCache) waiting(key string) int {
+	s := d.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.flights[key]; f != nil {
+		return f.waiters
+	}
+	return 0
 }
 
 // land ends a flight: its answer is recorded, its waiters go on.

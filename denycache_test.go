@@ -2,8 +2,14 @@ package slidelog
 
 import (
 	"context"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A remembered denial answers only what Redis would answer the same way:
@@ -57,4 +63,155 @@ func TestDenyCacheSeveralEvents(t *testing.T) {
 	if r, err := l.AllowN(ctx, "k", lim, 2); err != nil || r.Allowed || r.RetryAfter != 9*time.Second {
 		t.Errorf("AllowN(2) again: %+v %v; want denied, RetryAfter 9s exactly", r, err)
 	}
+}
+
+// The deny cache answers locally while Redis' denial holds, exactly as
+// Redis would, and asks Redis again once it may admit.
+func TestDenyCache(t *testing.T) {
+	m := newMini(t)
+	f := &faulty{Client: m.rdb}
+	l := New(f, WithDenyCache())
+	clock := time.Now()
+	l.deny.now = func() time.Time { return clock }
+	ctx := context.Background()
+	lim := Limit{Events: 3, Window: 200 * time.Millisecond}
+	for range 3 {
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+			t.Fatal(r, err)
+		}
+	}
+	m.at(50 * time.Millisecond)
+	first, err := l.Allow(ctx, "k", lim)
+	if err != nil || first.Allowed || first.RetryAfter != 150*time.Millisecond {
+		t.Fatalf("denial: %+v %v", first, err)
+	}
+	calls := f.calls.Load()
+	for i := range 100 {
+		r, err := l.Allow(ctx, "k", lim)
+		if err != nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > first.RetryAfter {
+			t.Fatalf("local %d: %+v %v", i, r, err)
+		}
+		if r.Time().Before(first.Time()) {
+			t.Fatalf("local %d decided at %v, before Redis' %v", i, r.Time(), first.Time())
+		}
+	}
+	if f.calls.Load() != calls {
+		t.Errorf("%d Redis calls for requests the cache covers", f.calls.Load()-calls)
+	}
+	// Not covered: another limit, another key.
+	if _, err := l.Allow(ctx, "k", Limit{Events: 4, Window: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Allow(ctx, "other", lim); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls.Load() - calls; got != 2 {
+		t.Errorf("%d Redis calls for 2 uncovered requests", got)
+	}
+	// Reset forgets the denial.
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Errorf("after Reset: %+v %v", r, err)
+	}
+	// Once RetryAfter has passed since the request was sent, Redis is asked.
+	for range 3 {
+		_, _ = l.Allow(ctx, "k", lim)
+	}
+	r, err := l.Allow(ctx, "k", lim)
+	if err != nil || r.Allowed {
+		t.Fatal(r, err)
+	}
+	clock = clock.Add(r.RetryAfter)
+	if _, ok, _ := l.deny.lookup("k", lim, 1, clock); ok {
+		t.Fatal("the denial still answers once its RetryAfter has passed")
+	}
+	m.at(50*time.Millisecond + 250*time.Millisecond) // the server's clock moved past the window too
+	calls = f.calls.Load()
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || f.calls.Load() != calls+1 {
+		t.Errorf("after RetryAfter: %+v %v, %d Redis calls", r, err, f.calls.Load()-calls)
+	}
+}
+
+// The cache never grows without bound: a full shard sweeps expired denials.
+func TestDenyCacheSweeps(t *testing.T) {
+	d := newDenyCache(time.Now)
+	long := time.Now().Add(-time.Hour)
+	lim := PerSecond(1)
+	for i := range 64 * sweepAt * 2 {
+		d.record(strconv.Itoa(i), lim, 1, long, Result{RetryAfter: time.Millisecond})
+	}
+	total := 0
+	for i := range d.shards {
+		total += len(d.shards[i].m)
+	}
+	if total > 64*sweepAt {
+		t.Errorf("%d expired denials kept", total)
+	}
+	// Live denials are kept, and recording more of them stays cheap.
+	for i := range 64 * sweepAt * 2 {
+		d.record(strconv.Itoa(i), lim, 1, time.Now(), Result{RetryAfter: time.Hour})
+	}
+	total = 0
+	for i := range d.shards {
+		total += len(d.shards[i].m)
+	}
+	if total != 64*sweepAt*2 {
+		t.Errorf("%d live denials kept, want %d", total, 64*sweepAt*2)
+	}
+}
+
+// gated holds every script call until open is closed, counting them.
+type gated struct {
+	*redis.Client
+	open  chan struct{}
+	calls atomic.Int64
+}
+
+// Callers that miss the deny cache while a call for the same key is in
+// flight wait for it: when Redis denies that one, it answers them all.
+func TestDenyCacheCoalesces(t *testing.T) {
+	m := newMini(t)
+	ctx := context.Background()
+	lim := PerMinute(1)
+	if r, err := New(m.rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed { // fill the window
+		t.Fatal(r, err)
+	}
+	g := &gated{Client: m.rdb, open: make(chan struct{})}
+	if err := decideScript.Load(ctx, m.rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := New(g, WithDenyCache())
+	// A denial remembered until now: the moment a flood would stampede.
+	l.deny.record("k", lim, 1, time.Now().Add(-time.Hour), Result{RetryAfter: time.Second})
+	close(g.open)
+	g.open = make(chan struct{})
+	g.calls.Store(0)
+	var wg sync.WaitGroup
+	var denied atomic.Int64
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := l.Allow(ctx, "k", lim); err == nil && !r.Allowed {
+				denied.Add(1)
+			}
+		}()
+	}
+	// Once the leader is in Redis and the 19 others wait for its flight:
+	for g.calls.Load() < 1 || l.deny.waiting("k") < 19 {
+		runtime.Gosched()
+	}
+	close(g.open)
+	wg.Wait()
+	if denied.Load() != 20 || g.calls.Load() != 1 {
+		t.Errorf("%d denied with %d Redis calls; want 20 denied with 1", denied.Load(), g.calls.Load())
+	}
+}
+
+func (g *gated) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	g.calls.Add(1)
+	<-g.open
+	return g.Client.EvalSha(ctx, sha, keys, args...)
 }

@@ -116,7 +116,7 @@ func TestGoRedisRetryAfterLostReply(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: proxy, MaxRetries: 3})
 	defer func() { _ = client.Close() }()
 	prefix := uniqueKey(t) + ":"
-	if err := script.Load(ctx, rdb).Err(); err != nil { // EVALSHA runs at once
+	if err := decideScript.Load(ctx, rdb).Err(); err != nil { // EVALSHA runs at once
 		t.Fatal(err)
 	}
 	r, err := New(client, WithPrefix(prefix)).Allow(ctx, "k", PerMinute(1))
@@ -295,5 +295,29 @@ func TestUnavailable(t *testing.T) {
 		if got := unavailable(fmt.Errorf("slidelog: run script: %w", err)); got != want {
 			t.Errorf("unavailable(%v) = %v, want %v", err, got, want)
 		}
+	}
+}
+
+// Retry detection stands on one go-redis behaviour, pinned here: a command
+// is written anew for every attempt, its encoding.BinaryMarshaler
+// arguments marshaled again each time. A retry after a lost reply
+// therefore carries the id with its ninth byte. Should a go-redis release
+// reuse a first write's bytes, this test fails before any limiter could
+// record twice.
+func TestGoRedisWritesArgumentsPerAttempt(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	length := redis.NewScript(`return #ARGV[1]`)
+	if err := length.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: newReplyDropper(t, rdb.Options().Addr), MaxRetries: 3})
+	defer func() { _ = client.Close() }()
+	arg := &idArg{}
+	arg.set(ids.reserve(1))
+	n, err := length.EvalSha(ctx, client, nil, arg).Int()
+	if err != nil || n != idLen+1 || arg.writes.Load() != 2 || proxyDrops.Load() != 1 {
+		t.Errorf("retried call saw an id of %d bytes (%v) after %d writes and %d dropped replies; want %d bytes after 2 writes and 1 drop",
+			n, err, arg.writes.Load(), proxyDrops.Load(), idLen+1)
 	}
 }

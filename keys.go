@@ -9,18 +9,21 @@ import (
 
 // Where a key's logs live in Redis.
 //
-// The single-limit log of key is prefix+key (Allow, AllowN, Peek). The
+// The single-limit log of key is K = prefix+key (Allow, AllowN, Peek). The
 // AllowAll logs of key, one per window, and their index (the windows in
-// use, so that Reset finds them) are
+// use, so that Reset finds them) sit beside it under one hash tag that
+// hashes, in Redis Cluster and in a go-redis Ring alike, as K does:
 //
-//	prefix + "{" + tag + "}" + key + ":" + window in µs
-//	prefix + "{" + tag + "}" + key + ":windows"
+//	K without a hash tag or '}'   prefix + "{" + K + "}:" + window     ("slidelog:{slidelog:acct}:60000000")
+//	K with a hash tag t           prefix + "{" + t + "}" + key + ":" + window
+//	K with a '}' and no hash tag  prefix + "{" + c + "}" + key + ":" + window
 //
-// where tag is a short string of letters and digits chosen so that these
-// keys hash to the same Redis Cluster slot as prefix+key. So every log of a
-// key sits on one slot, whatever bytes the key holds ("}x", "{}", "a{b}c"):
-// AllowAll's script reaches all its logs, and Reset removes them all in one
-// atomic script, on a single server and on a Cluster alike.
+// with the index at the same start followed by "windows" instead of a
+// window in µs, and c a short string of letters and digits chosen to hash
+// to the Cluster slot of K. So every log of a key sits on one Cluster slot
+// (and on one Ring shard, but for keys of the third kind), whatever bytes
+// the key holds ("}x", "{}", "a{b}c"): AllowAll's script reaches all its
+// logs, and Reset removes them all in one atomic script.
 
 // checkPrefix reports why a prefix cannot keep a key's logs on one Cluster
 // slot: a '{' that does not open a hash tag ("svc{}:", "svc{:") makes
@@ -35,7 +38,14 @@ func checkPrefix(prefix string) error {
 // allKeys is where AllowAll keeps key's logs: the common start of the
 // per-window keys (their window follows) and the index.
 func (l *Limiter) allKeys(key string) (base, index string) {
-	base = l.prefix + "{" + tagOf(slot(l.prefix+key)) + "}" + key + ":"
+	k := l.prefix + key
+	if tag, ok := hashTag(k); ok {
+		base = l.prefix + "{" + tag + "}" + key + ":"
+	} else if k != "" && !strings.Contains(k, "}") {
+		base = l.prefix + "{" + k + "}:"
+	} else {
+		base = l.prefix + "{" + tagOf(slot(k)) + "}" + key + ":"
+	}
 	return base, base + "windows"
 }
 

@@ -65,6 +65,10 @@ func split(id [idLen]byte) (prefix [idPrefixLen]byte, c uint64) {
 // Cluster redirect, the EVAL after NOSCRIPT), so the second write on marks
 // the id with a ninth byte: the script then knows the call may have run
 // before and looks for its own events; a first attempt never pays for it.
+// That go-redis behaviour is pinned by TestGoRedisWritesArgumentsPerAttempt
+// (on every go-redis the module allows: see go.mod). Were a retry ever
+// unmarked, ZADD NX would still record its events once, but an admitted
+// call retried into a window it had just filled would be answered denied.
 type idArg struct {
 	b      [idLen + 1]byte // the id, then 'r'
 	writes atomic.Int32

@@ -1,3 +1,8 @@
+//go:build measure
+
+// Bytes per stored event, measured on a real redis-server: run with
+// go test -tags measure -run TestMemoryPerEvent (scripts/test.sh does).
+
 package slidelog
 
 import (
@@ -29,10 +34,10 @@ func bytesPerEvent(t *testing.T, rdb *redis.Client, fill func(key string, events
 }
 
 // TestMemoryPerEvent measures what one stored event costs on the real server
-// with slidelog's 8-byte ids and with the reference design's UUID strings,
+// with slidelog's 8-byte ids and with the 36-character UUID strings of a plain ZSET script,
 // and holds slidelog to its targets: at most 25 B per event while the key is
 // a listpack (<= 128 events), at most 110 B at 1 000 events. Run with -v to
-// see the table the README quotes.
+// see the table in docs/semantics.md.
 func TestMemoryPerEvent(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()

@@ -1,20 +1,6 @@
 package slidelog
 
-import (
-	"context"
-
-	"github.com/redis/go-redis/v9"
-)
-
-// refundScript removes the members ARGV from every log KEYS (ZREM is a
-// no-op for members already gone), atomically.
-var refundScript = redis.NewScript(`
-for i = 1, #KEYS do
-  for j = 1, #ARGV, 1000 do
-    redis.call('ZREM', KEYS[i], unpack(ARGV, j, math.min(j + 999, #ARGV)))
-  end
-end
-return 0`)
+import "context"
 
 // Refund takes back exactly the events that the admission h came from
 // recorded (Result.Handle), e.g. when the upstream call failed and the
@@ -27,10 +13,6 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 	if h.n == 0 {
 		return nil
 	}
-	keys := []string{h.key}
-	if h.keys != nil {
-		keys = *h.keys
-	}
 	members := make([]any, h.n)
 	prefix, counter := split(h.id)
 	for j := range members {
@@ -40,5 +22,5 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 	if l.deny != nil {
 		l.deny.forget(h.user)
 	}
-	return wrap(ctx, "refund", refundScript.Run(ctx, l.rdb, keys, members...).Err())
+	return wrap(ctx, "refund", refundScript.Run(ctx, l.rdb, h.logs(), members...).Err())
 }

@@ -42,7 +42,6 @@
 package httplimit
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,11 +54,9 @@ import (
 	"github.com/slidelog/slidelog"
 )
 
-// Limiter is what the middleware needs: *slidelog.Limiter and
-// *local.Limiter both are one.
-type Limiter interface {
-	AllowN(ctx context.Context, key string, limit slidelog.Limit, n int) (slidelog.Result, error)
-}
+// Limiter is what the middleware needs: a slidelog.Decider, such as
+// *slidelog.Limiter or *local.Limiter (it calls AllowN only).
+type Limiter = slidelog.Decider
 
 // Options configure the middleware. Limiter, and Limit or LimitFor, are
 // required.

@@ -387,15 +387,11 @@ func logsOf(t *testing.T, c *redis.ClusterClient, prefix, key string) map[string
 			var suffix string
 			switch {
 			case name == prefix+key:
-			case strings.HasPrefix(name, prefix+"{") && strings.Contains(name[len(prefix):], "}"+key+":"):
-				rest := name[len(prefix):]
-				tagEnd := strings.IndexByte(rest, '}')
-				if rest[tagEnd+1:tagEnd+1+len(key)+1] != key+":" {
+			default:
+				var ok bool
+				if suffix, ok = allowAllSuffix(prefix, key, name); !ok {
 					continue
 				}
-				suffix = rest[tagEnd+1+len(key):]
-			default:
-				continue
 			}
 			n, err := node.ZCard(ctx, name).Result()
 			if err != nil {
@@ -411,6 +407,34 @@ func logsOf(t *testing.T, c *redis.ClusterClient, prefix, key string) map[string
 		t.Fatal(err)
 	}
 	return found
+}
+
+// allowAllSuffix tells whether name is one of the AllowAll logs of key
+// under prefix, or their index (the layout slidelog's keys.go documents),
+// and returns what follows the key: ":" and a window in µs, or ":windows".
+func allowAllSuffix(prefix, key, name string) (string, bool) {
+	k := prefix + key
+	base := ""
+	if s := strings.IndexByte(k, '{'); s >= 0 {
+		if e := strings.IndexByte(k[s+1:], '}'); e > 0 {
+			base = prefix + "{" + k[s+1:s+1+e] + "}" + key + ":"
+		}
+	}
+	if base == "" && !strings.Contains(k, "}") {
+		base = prefix + "{" + k + "}:"
+	}
+	if base != "" {
+		tail, ok := strings.CutPrefix(name, base)
+		return ":" + tail, ok
+	}
+	// a tag chosen for its slot: letters and digits between the braces
+	rest, ok := strings.CutPrefix(name, prefix+"{")
+	end := strings.IndexByte(rest, '}')
+	if !ok || end <= 0 || strings.Contains(rest[:end], "{") {
+		return "", false
+	}
+	tail, ok := strings.CutPrefix(rest[end+1:], key+":")
+	return ":" + tail, ok
 }
 
 // globEscape quotes the characters KEYS patterns give a meaning to.

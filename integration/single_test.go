@@ -15,7 +15,7 @@ import (
 	"github.com/slidelog/slidelog/internal/model"
 )
 
-// report collects the lines the README's fault table is made from; run the
+// report collects the lines docs/operations.md's fault table is made from; run the
 // suite with -v to see them.
 func report(t *testing.T, format string, args ...any) {
 	t.Helper()

@@ -1,6 +1,6 @@
 package local
 
-import "unsafe"
+import "unsafe" // Sizeof only: the bytes a run takes
 
 // StorageBytes is the bytes of event storage that every log of l holds now:
 // what the memory tests hold against the events recorded.

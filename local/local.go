@@ -58,11 +58,12 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/resulttime"
 )
+
+// A Limiter takes the same decisions as slidelog.Limiter, in process.
+var _ slidelog.Decider = (*Limiter)(nil)
 
 // Option configures a Limiter.
 type Option func(*Limiter)
@@ -348,7 +349,7 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 		}
 	}
 	r.Limit = limits[which]
-	resulttime.Set(unsafe.Pointer(&r), t)
+	r = r.At(time.UnixMicro(t))
 	return r, nil
 }
 

@@ -26,7 +26,7 @@ echo "--- go test -race ./... (module github.com/slidelog/slidelog/integration)"
 cd integration
 export GOWORK=off # a module of its own, outside the go.work of the library and CLI
 log=${SLIDELOG_INTEGRATION_LOG:-/tmp/slidelog-integration.log}
-# -v for the REPORT lines (the README's tables); the full output stays in $log.
+# -v for the REPORT lines (the tables of docs/operations.md); the full output stays in $log.
 set +e
 go test -race -count=1 -timeout 25m -v ./... 2>&1 | tee "$log" |
   grep --line-buffered -E '^(--- |\s+--- |ok|FAIL|PASS|panic)|REPORT|_test\.go:[0-9]+:'

@@ -28,6 +28,12 @@ fi
 echo "--- go test -race (the library, the CLI ./cmd/slidelog, the adapter ./contrib/prometheus)"
 go test -race -count=1 ./... ./cmd/slidelog/... ./contrib/prometheus/...
 
+# Measurements behind the "measure" build tag, so that a plain go test
+# needs nothing but a redis-server: bytes per stored event (MEMORY USAGE)
+# and Redis instructions per decision (valgrind's callgrind).
+echo "--- go test -tags measure (bytes per event, instructions per decision)"
+go test -count=1 -tags measure -run 'TestMemoryPerEvent|TestBenchInstructions' . ./cmd/slidelog/
+
 if [ "${SLIDELOG_SKIP_INTEGRATION:-0}" = 1 ]; then
   echo "--- integration suite skipped on request (SLIDELOG_SKIP_INTEGRATION=1)"
 else

@@ -16,12 +16,7 @@ import (
 )
 
 // Limiter is what both implementations offer.
-type Limiter interface {
-	AllowN(ctx context.Context, key string, limit slidelog.Limit, n int) (slidelog.Result, error)
-	Peek(ctx context.Context, key string, limit slidelog.Limit) (slidelog.Result, error)
-	AllowAll(ctx context.Context, key string, n int, limits ...slidelog.Limit) (slidelog.Result, error)
-	Reset(ctx context.Context, key string) error
-}
+type Limiter = slidelog.Decider
 
 // Epoch is the instant every table starts from.
 var Epoch = time.Date(2025, 11, 24, 16, 0, 0, 0, time.UTC)
@@ -66,7 +61,7 @@ func all(at time.Duration, n int, allowed bool, remaining int, retry, reset time
 
 var tables = []table{
 	{
-		// The reference design's worked example (执行追踪): W = 1000 ms, limit 3.
+		// The worked example of docs/semantics.md: W = 1000 ms, limit 3.
 		name:   "worked example",
 		limits: []slidelog.Limit{{Events: 3, Window: time.Second}},
 		steps: []step{

@@ -1,4 +1,4 @@
-// Package model is the limiter's contract (DESIGN.md §3) written as plainly
+// Package model is the limiter's contract (docs/semantics.md) written as plainly
 // as possible: one deque of event times per key, oldest first. The Redis
 // limiter's tests, its integration suite and the in-process limiter are all
 // held against it.

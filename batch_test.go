@@ -1,0 +1,247 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// pipeCounter counts the pipelines a client sends.
+type pipeCounter struct {
+	*redis.Client
+	pipelines atomic.Int64
+}
+
+// scriptCalls counts, through a go-redis hook, the script calls a client
+// sends, the decisions (keys) they carry, and the failed ones carrying more
+// than one.
+type scriptCalls struct {
+	calls, keys, mostKeys, failedMerged atomic.Int64
+}
+
+// On a real server, 64 concurrent callers of one batched limiter: exactly
+// Events admitted, in far fewer pipelines than calls and far fewer script
+// calls than decisions (one call takes many), and NOSCRIPT after SCRIPT
+// FLUSH is recovered inside a pipeline.
+func TestBatchingRealRedis(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	sc := &scriptCalls{}
+	rdb.AddHook(sc)
+	pc := &pipeCounter{Client: rdb}
+	l := New(pc, WithPrefix(uniqueKey(t)+":"), WithBatching(0))
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lim := Limit{Events: 300, Window: time.Minute}
+	var admitted, calls atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				r, err := l.Allow(ctx, "hot", lim)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				calls.Add(1)
+				if r.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted.Load() != 300 || calls.Load() != 64*20 {
+		t.Errorf("admitted %d of %d calls, want 300 of 1280", admitted.Load(), calls.Load())
+	}
+	if n := rdb.ZCard(ctx, l.prefix+"hot").Val(); n != 300 {
+		t.Errorf("log holds %d", n)
+	}
+	if p := pc.pipelines.Load(); p >= calls.Load()/2 {
+		t.Errorf("%d pipelines for %d calls: batching did not batch", p, calls.Load())
+	}
+	if c := sc.calls.Load(); c >= calls.Load()/2 || sc.mostKeys.Load() < 2 {
+		t.Errorf("%d script calls for %d decisions (most in one: %d): decisions did not share calls",
+			c, calls.Load(), sc.mostKeys.Load())
+	}
+	t.Logf("%d calls in %d pipelines, %d script calls (most decisions in one: %d)",
+		calls.Load(), pc.pipelines.Load(), sc.calls.Load(), sc.mostKeys.Load())
+}
+
+// A shared script call that Redis refuses part way (a key holding another
+// type) is sent again decision by decision: the admitted decisions before
+// the failing one stay admitted exactly once (their events are found, not
+// recorded twice), the others are decided on their own, and only the
+// decisions on the wrong key fail, with ErrWrongType.
+func TestBatchingMergedCallFails(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	sc := &scriptCalls{}
+	rdb.AddHook(sc)
+	prefix := uniqueKey(t) + ":"
+	l := New(rdb, WithPrefix(prefix), WithBatching(0))
+	if err := rdb.Set(ctx, prefix+"bad", "a string", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lim := Limit{Events: 50, Window: time.Minute}
+	const keys, rounds = 8, 10
+	var admitted [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				if (g+i)%4 == 0 {
+					_, err := l.Allow(ctx, "bad", lim)
+					if !errors.Is(err, ErrWrongType) {
+						t.Errorf("bad key: err %v, want ErrWrongType", err)
+					}
+					continue
+				}
+				k := (g + i) % keys
+				r, err := l.Allow(ctx, strconv.Itoa(k), lim)
+				if err != nil {
+					t.Errorf("key %d: %v", k, err)
+					return
+				}
+				if r.Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range keys {
+		n := rdb.ZCard(ctx, prefix+strconv.Itoa(k)).Val()
+		if n != admitted[k].Load() {
+			t.Errorf("key %d: %d admitted, log holds %d", k, admitted[k].Load(), n)
+		}
+	}
+	if v := rdb.Get(ctx, prefix+"bad").Val(); v != "a string" {
+		t.Errorf("the other type's value became %q", v)
+	}
+	if sc.failedMerged.Load() == 0 {
+		t.Errorf("no shared call failed (%d calls, most decisions in one: %d): the fallback was not exercised",
+			sc.calls.Load(), sc.mostKeys.Load())
+	}
+	t.Logf("%d script calls, %d shared calls failed and were sent again one by one",
+		sc.calls.Load(), sc.failedMerged.Load())
+}
+
+// A caller whose context ends while its batch waits gets ctx.Err().
+func TestBatchingContext(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb, WithBatching(8))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Allow(ctx, "k", PerSecond(1)); !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v", err)
+	}
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("a canceled call wrote %v", keys)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("WithBatching on a client without Pipeline did not panic")
+		}
+	}()
+	New(scripterOnly{m.rdb}, WithBatching(8))
+}
+
+// On a Cluster, only decisions whose keys share a hash slot share a call
+// (an AllowAll decision's keys always do); at most mergeMax decisions go in
+// one call.
+func TestBatchPlan(t *testing.T) {
+	dec := func(key string) *pending {
+		return &pending{keys: []string{key}, args: []any{1, "", "1", 1, 1}}
+	}
+	all := &pending{keys: []string{"{x}:1", "{x}:2", "{x}:windows"}, args: []any{1, "", -2, 1, 1, 1, 2}}
+	batch := []*pending{dec("a{x}"), dec("c{y}"), all, dec("b{x}")}
+	for range mergeMax + 1 {
+		batch = append(batch, dec("hot"))
+	}
+	for _, c := range []struct {
+		merge merge
+		want  []int // keys per call, in order
+	}{
+		{mergeNone, append([]int{1, 1, 3, 1}, slices.Repeat([]int{1}, mergeMax+1)...)},
+		{mergeSlot, []int{5, 1, mergeMax, 1}},
+		{mergeAll, []int{mergeMax + 2, 5}},
+	} {
+		calls := (&batcher{merge: c.merge}).plan(batch)
+		var got []int
+		decisions := 0
+		for _, call := range calls {
+			got = append(got, len(call.keys))
+			decisions += len(call.of)
+			if len(call.of) > mergeMax {
+				t.Errorf("merge %d: %d decisions in one call", c.merge, len(call.of))
+			}
+			if c.merge == mergeSlot {
+				for _, k := range call.keys {
+					if slot(k) != slot(call.keys[0]) {
+						t.Errorf("keys %v of one call are on different slots", call.keys)
+					}
+				}
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) || decisions != len(batch) {
+			t.Errorf("merge %d: keys per call %v (%d decisions), want %v (%d)", c.merge, got, decisions, c.want, len(batch))
+		}
+	}
+}
+
+func (p *pipeCounter) Pipeline() redis.Pipeliner {
+	p.pipelines.Add(1)
+	return p.Client.Pipeline()
+}
+
+func (s *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		s.count(cmd)
+		return err
+	}
+}
+
+func (s *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			s.count(cmd)
+		}
+		return err
+	}
+}
+
+func (s *scriptCalls) count(cmd redis.Cmder) {
+	if cmd.Name() != "evalsha" && cmd.Name() != "eval" {
+		return
+	}
+	k, _ := strconv.Atoi(fmt.Sprint(cmd.Args()[2]))
+	s.calls.Add(1)
+	s.keys.Add(int64(k))
+	for {
+		m := s.mostKeys.Load()
+		if int64(k) <= m || s.mostKeys.CompareAndSwap(m, int64(k)) {
+			break
+		}
+	}
+	if k > 1 && cmd.Err() != nil && !isNoScript(cmd.Err()) {
+		s.failedMerged.Add(1)
+	}
+}

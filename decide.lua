@@ -1,0 +1,291 @@
+-- slidelog: sliding-window-log decisions, taken atomically inside Redis.
+--
+-- One script takes every decision: Allow/AllowN and Peek (one log),
+-- AllowAll (a log per limit, and their index), and, with batching, several
+-- decisions of concurrent callers in one call. The decisions of a call are
+-- taken one after the other at one server time, each exactly as if it were
+-- alone: as separate calls within one microsecond.
+--
+-- Each decision reads its arguments where the one before it stopped:
+--
+-- ARGV  n       events it asks for (1 <= n <= every limit's events).
+--       id      the id of its first event: 8 bytes, a 3-byte instance
+--               prefix then a 5-byte big-endian counter; event i (0-based)
+--               is the prefix followed by counter+i (mod 2^40); a ninth byte
+--               when this call may have been sent before (a retry, a
+--               redirect, the EVAL after NOSCRIPT). Empty: Peek, which
+--               decides exactly like an admission but writes nothing.
+--       L       its number of limits; negative for AllowAll, whose logs
+--               come with an index (-1: AllowAll with one limit).
+--       events window  (L times) a limit: the most events admitted in any
+--               window, and the window in microseconds (integers >= 1).
+-- KEYS  the log of each limit, a sorted set (score = an admitted event's
+--       Redis TIME in microseconds, member = the event's id); for AllowAll
+--       then the index of the key's AllowAll logs, a sorted set of the
+--       windows in use (member and score: the window in microseconds), so
+--       that Reset finds every log. A decision's keys share one Cluster slot.
+--
+-- Reply  per decision, one string of decimal integers:
+--          "allowed at count kth newest [count kth newest ...]"
+--        allowed 1 or 0; at the decision's time in microseconds: this
+--        call's TIME, or for the retry of an admission, the time its
+--        events were recorded at; then for each limit: count, its live
+--        events after the decision (Remaining is events - count, never
+--        below 0); kth, when denied and the limit is short of room: the
+--        score of its k-th oldest live event, k = count + n - events (the
+--        request fits under it at kth + window), else 0; newest, the score
+--        of its newest event, or 0 for an empty log (the log is empty from
+--        newest + window). A single decision's reply is that string; a
+--        batch's, a table of them. The client does the arithmetic (Result's
+--        fields), exactly, in integers.
+--
+-- The window at server time t is (t - window, t].
+--
+-- Cost, which shapes the code: every argument handed to redis.call is a
+-- string built here, never a Lua number (Redis 7.0 formats a number with
+-- %.17g, which costs as much as a ZCARD); string.format('%d') is exact for
+-- integers below 2^53; the scores go back as Redis printed them (below
+-- 2^53 every digit). No number is turned into a string with tostring or
+-- '..' but counts (Redis' Lua prints 14 significant digits there). A
+-- single decision returns its reply as it is, with no table.
+--
+-- Redis replicates a script's effects (not the script) by default since 5.0,
+-- so a write after TIME needs no redis.replicate_commands() on the servers
+-- slidelog supports (6.0 and later).
+--
+-- An error (WRONGTYPE, OOM) ends the whole call. Decisions before it in the
+-- same call may have recorded their events; the client then sends each
+-- decision again on its own, marked as re-sent, and those find their events.
+
+-- Redis' own clock is the only clock: instances whose clocks drift still
+-- share one timeline.
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local us = time[2] -- now as a string: seconds, zero-padded microseconds
+if #us < 6 then
+  us = string.rep('0', 6 - #us) .. us
+end
+local nows = time[1] .. us
+local fmt = string.format
+
+-- Each decision's logs, one record of fields after another in one table
+-- made once per call (a table per log would cost more than the log's reads):
+-- the log's key, its limit and window, its live events (count), the expired
+-- ones (gone; unknown until an admission removes them), its oldest event
+-- when read, and the expiry bound as a string.
+local KEY, LIMIT, WINDOW, COUNT, GONE, UNKNOWN, OLDEST, EXPS = 1, 2, 3, 4, 5, 6, 7, 8
+local F = 8
+local st = {false, false, false, false, false, false, false, false}
+
+local out -- the replies of a batch
+local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
+local d = 0
+while a < #ARGV do
+  d = d + 1
+  -- n and L are almost always 1, and comparing interned strings costs
+  -- nothing
+  local n = 1
+  if ARGV[a + 1] ~= '1' then
+    n = tonumber(ARGV[a + 1])
+  end
+  local first = ARGV[a + 2]
+  local L, indexed = 1, false
+  if ARGV[a + 3] ~= '1' then
+    L = tonumber(ARGV[a + 3])
+    indexed = L < 0
+    L = math.abs(L)
+  end
+  -- go-redis writes a command anew for every attempt, and the client marks
+  -- the id of any write after the first with a ninth byte: only a call that
+  -- may have been sent before pays for looking up its own events.
+  local resent = #first > 8
+  if resent then
+    first = string.sub(first, 1, 8)
+  end
+  local peek = first == ''
+
+  -- 1-2. Count each log's live events: all (ZCARD), less the expired ones
+  --      at the head of the set. Nothing is written before the decision:
+  --      Redis refuses a script for maxmemory (noeviction) only up to its
+  --      first write, and a first write that frees memory (ZREMRANGEBYSCORE)
+  --      would let every later ZADD through past maxmemory. So the first
+  --      write is a ZADD: over maxmemory an admission fails whole with OOM,
+  --      writing nothing, while denials (read only) stay exact. WRONGTYPE
+  --      stops the script here too, before anything is written.
+  --      When a log is full unless something expired (a denial is likely),
+  --      its oldest event answers both questions at once: if it is live,
+  --      nothing expired, and it is the event a one-event request waits for.
+  --      When the request fits even if nothing expired, an admission learns
+  --      how many had from their removal (ZREMRANGEBYSCORE's reply) instead
+  --      (UNKNOWN until then).
+  local fits = true
+  for i = 1, L do
+    local b = (i - 1) * F
+    local key = KEYS[k + i]
+    local limit, window = tonumber(ARGV[a + 2 + 2 * i]), tonumber(ARGV[a + 3 + 2 * i])
+    local card = redis.call('ZCARD', key)
+    local gone, unknown, oldest, exps = 0, false, false, false
+    if card + n > limit then
+      oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
+      if tonumber(oldest) <= now - window then
+        exps = fmt('%d', now - window)
+        gone = redis.call('ZCOUNT', key, '-inf', exps)
+      end
+    elseif card > 0 then
+      exps = fmt('%d', now - window)
+      if peek then
+        gone = redis.call('ZCOUNT', key, '-inf', exps)
+      else
+        unknown = true
+      end
+    end
+    if card - gone + n > limit then
+      fits = false
+    end
+    st[b + KEY], st[b + LIMIT], st[b + WINDOW], st[b + COUNT] = key, limit, window, card - gone
+    st[b + GONE], st[b + UNKNOWN], st[b + OLDEST], st[b + EXPS] = gone, unknown, oldest, exps
+  end
+  local index = indexed and KEYS[k + L + 1]
+  k = k + L + (indexed and 1 or 0)
+  a = a + 3 + 2 * L
+
+  local at, reply = nows, nil -- the decision's time, and its answer
+  if fits and not peek then
+    -- 3. Admit: record n events at now in every log. NX keeps an event that
+    --    is already there untouched, so a retried call (same ids) records
+    --    nothing twice.
+    local ids
+    if n > 1 then
+      -- the members: the first id, then counter+1, ... (mod 2^40)
+      ids = {first}
+      local prefix = string.sub(first, 1, 3)
+      local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
+      local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
+      for i = 1, n - 1 do
+        local c = (counter + i) % 1099511627776
+        ids[i + 1] = prefix .. string.char(
+          math.floor(c / 4294967296), math.floor(c / 16777216) % 256,
+          math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
+      end
+    end
+    local fresh = true
+    for i = 1, L do
+      local b = (i - 1) * F
+      local key = st[b + KEY]
+      local added = 0
+      if n == 1 then
+        added = redis.call('ZADD', key, 'NX', nows, first)
+      else
+        -- unpack has a stack limit: at most 1000 events per ZADD
+        for j = 1, n, 1000 do
+          local args = {'NX'}
+          for e = j, math.min(j + 999, n) do
+            args[#args + 1] = nows
+            args[#args + 1] = ids[e]
+          end
+          added = added + redis.call('ZADD', key, unpack(args))
+        end
+      end
+      fresh = fresh and added == n
+      -- Forget the expired events: a log never holds more than its window's.
+      if st[b + UNKNOWN] then
+        local gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', st[b + EXPS])
+        st[b + GONE], st[b + COUNT], st[b + UNKNOWN] = gone, st[b + COUNT] - gone, false
+      elseif st[b + GONE] > 0 then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', st[b + EXPS])
+      end
+      st[b + COUNT] = st[b + COUNT] + added
+      -- The key lives as long as its newest event (now) stays in the
+      -- window, rounded up to a whole millisecond. An absolute time,
+      -- because a relative PEXPIRE counts from Redis' millisecond clock,
+      -- which lags TIME by up to 1ms: the key would vanish while its newest
+      -- event still counts.
+      redis.call('PEXPIREAT', key, fmt('%d', math.ceil((now + st[b + WINDOW]) / 1000)))
+    end
+    if indexed then
+      -- Name the windows in the index, which lives as long as the longest
+      -- window it names would from now: no log outlives it. Usually every
+      -- window is named already, and one read tells it.
+      local named = redis.call('ZRANGE', index, '0', '-1')
+      local longest = tonumber(named[#named]) or 0
+      local missing = {}
+      for i = 1, L do
+        local w = ARGV[a - 2 * L + 2 * i]
+        local found = false
+        for j = 1, #named do
+          if named[j] == w then
+            found = true
+            break
+          end
+        end
+        if not found then
+          missing[#missing + 1] = w
+          missing[#missing + 1] = w
+        end
+        longest = math.max(longest, st[(i - 1) * F + WINDOW])
+      end
+      if #missing > 0 then
+        redis.call('ZADD', index, unpack(missing))
+      end
+      redis.call('PEXPIREAT', index, fmt('%d', math.ceil((now + longest) / 1000)))
+    end
+    if fresh then
+      if L == 1 then
+        reply = '1 ' .. at .. ' ' .. st[COUNT] .. ' 0 ' .. nows
+      else
+        reply = '1 ' .. at
+        for i = 1, L do
+          reply = reply .. ' ' .. st[(i - 1) * F + COUNT] .. ' 0 ' .. nows
+        end
+      end
+    else
+      -- A retry of a call that was admitted already: its events are in the
+      -- logs from the first attempt, recorded at their own time, which the
+      -- answer is given as of.
+      at = redis.call('ZSCORE', st[KEY], first) or nows
+    end
+  elseif not fits and resent then
+    local recorded = redis.call('ZSCORE', st[KEY], first)
+    if recorded then
+      -- A retry of a call that was admitted already (its reply was lost and
+      -- the client sent it again): it stays admitted, as of the time its
+      -- events were recorded at.
+      at, fits = recorded, true
+    end
+  end
+
+  if not reply then
+    -- Peek, the retry of an admission, or 4. Deny: write nothing (expired
+    -- events wait for the next admission or the key's expiry), leave the
+    -- expiries alone. Each log's count must be exact now.
+    reply = fits and '1 ' .. at or '0 ' .. at
+    for i = 1, L do
+      local b = (i - 1) * F
+      local key = st[b + KEY]
+      if st[b + UNKNOWN] then
+        local gone = redis.call('ZCOUNT', key, '-inf', st[b + EXPS])
+        st[b + GONE], st[b + COUNT], st[b + UNKNOWN] = gone, st[b + COUNT] - gone, false
+      end
+      local kth = '0'
+      local short = st[b + COUNT] + n - st[b + LIMIT]
+      if not fits and short > 0 then
+        -- The same request fits under this limit once the k-th oldest live
+        -- event has expired; the live events follow the expired ones.
+        kth = st[b + OLDEST]
+        if st[b + GONE] > 0 or short > 1 or not kth then
+          local j = fmt('%d', st[b + GONE] + short - 1)
+          kth = redis.call('ZRANGE', key, j, j, 'WITHSCORES')[2]
+        end
+      end
+      local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
+      reply = reply .. ' ' .. st[b + COUNT] .. ' ' .. kth .. ' ' .. newest
+    end
+  end
+
+  if d == 1 and a == #ARGV then
+    return reply -- a single decision
+  end
+  out = out or {}
+  out[d] = reply
+end
+return out

@@ -1,0 +1,86 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sentinel errors. Every error slidelog returns for bad input wraps one of
+// these; test with errors.Is. Bad input is refused before Redis is asked,
+// and writes nothing.
+var (
+	// ErrInvalidLimit: Limit.Events < 1, Limit.Window < 1µs, or a window too
+	// long to keep in microseconds exactly (over 2^53µs, about 285 years).
+	ErrInvalidLimit = errors.New("slidelog: invalid limit")
+	// ErrInvalidN: n < 1.
+	ErrInvalidN = errors.New("slidelog: invalid n")
+	// ErrExceedsLimit: n > Limit.Events, a request that no window can admit.
+	ErrExceedsLimit = errors.New("slidelog: n exceeds the limit's events")
+	// ErrEmptyKey: the key is the empty string.
+	ErrEmptyKey = errors.New("slidelog: empty key")
+	// ErrWrongType: the key's Redis value is not a sorted set (Redis said
+	// WRONGTYPE). The value is left as it was.
+	ErrWrongType = errors.New("slidelog: key holds a value of another Redis type")
+	// ErrLimitTooLarge: Limit.Events is over the limiter's WithMaxEvents.
+	ErrLimitTooLarge = errors.New("slidelog: limit's log would be too large")
+)
+
+// badInput: an error slidelog returns before asking Redis.
+func badInput(err error) bool {
+	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidLimit) || errors.Is(err, ErrInvalidN) ||
+		errors.Is(err, ErrExceedsLimit) || errors.Is(err, ErrLimitTooLarge)
+}
+
+// wrap adds context to a Redis failure. When the caller's context is done,
+// the error also matches ctx.Err(): go-redis reports a deadline that cut a
+// read short as an i/o timeout.
+func wrap(ctx context.Context, op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		return fmt.Errorf("slidelog: %s: %w: %w", op, ctx.Err(), err)
+	case strings.Contains(err.Error(), "WRONGTYPE"):
+		// Redis and miniredis word it differently; both contain WRONGTYPE.
+		return fmt.Errorf("slidelog: %s: %w: %w", op, ErrWrongType, err)
+	}
+	return fmt.Errorf("slidelog: %s: %w", op, err)
+}
+
+// unavailableCodes are the error replies of a Redis that cannot serve now
+// but will: the policy answers for them.
+var unavailableCodes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "OOM", "NOREPLICAS"}
+
+// unavailable reports whether err means that Redis cannot be reached or
+// cannot serve now (see Policy), rather than a mistake.
+func unavailable(err error) bool {
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		msg := reply.Error()
+		for _, code := range unavailableCodes {
+			// A script's failing call: "OOM ..." (Redis 7 and later), or
+			// "ERR Error running script ...: -OOM ..." (Redis 6).
+			if strings.HasPrefix(msg, code+" ") || strings.Contains(msg, " -"+code+" ") {
+				return true
+			}
+		}
+		return strings.Contains(msg, "max number of clients reached")
+	}
+	if errors.Is(err, redis.ErrClosed) {
+		return false // this process closed the client: a mistake, not an outage
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		// every connection busy for PoolTimeout; go-redis exports this
+		// error only from v9.6 on, so its text is what identifies it
+		strings.Contains(err.Error(), "redis: connection pool timeout")
+}

@@ -1,0 +1,41 @@
+package slidelog
+
+import (
+	"context"
+	"time"
+)
+
+// Observation is what the Hook learns of one call. It carries the limit and
+// the limiter's name, never the key: keys are unbounded, metric labels must
+// not be.
+type Observation struct {
+	Op       string        // "allow" (Allow and AllowN), "peek" or "allow_all"
+	Name     string        // WithName
+	Limit    Limit         // the limit that decided
+	N        int           // events asked for
+	Allowed  bool          // the decision; in shadow mode, the one that would have been enforced
+	Degraded bool          // Redis failed and the policy (or shadow mode) answered
+	Cached   bool          // the deny cache answered, without Redis
+	Shadow   bool          // WithShadow: the request was admitted whatever Allowed says
+	Err      error         // the call's error, or the Redis error a policy answered for
+	Latency  time.Duration // from the call to its answer
+}
+
+// Hook observes every call's outcome (metrics, logs, traces). Decided runs
+// on the caller's goroutine, after the decision: keep it quick.
+type Hook interface {
+	Decided(ctx context.Context, o Observation)
+}
+
+// HookFunc adapts a function to Hook.
+type HookFunc func(ctx context.Context, o Observation)
+
+// Decided calls f.
+func (f HookFunc) Decided(ctx context.Context, o Observation) { f(ctx, o) }
+
+// call kinds, as Observation.Op names them
+const (
+	opAllow    = "allow"
+	opPeek     = "peek"
+	opAllowAll = "allow_all"
+)

@@ -1,0 +1,130 @@
+package slidelog
+
+import (
+	"fmt"
+	"time"
+)
+
+// Option configures a Limiter. Options are checked by New: a mistake
+// (a negative duration or size, a prefix that cannot work on a Cluster,
+// batching on a client that cannot pipeline) panics there, never later.
+//
+// How the options combine. A decision passes through them in one direction:
+//
+//		validate ─▶ deny cache ─▶ Redis (batched or not, within WithTimeout) ─▶ policy ─▶ shadow ─▶ hook
+//
+//	  - WithDenyCache answers before Redis is asked; what it cannot answer
+//	    goes on to Redis, batched if WithBatching is set.
+//	  - WithTimeout bounds each decision's wait for Redis, batched or not;
+//	    past it the call failed for unavailability.
+//	  - WithPolicy answers for a decision whose Redis call failed for
+//	    unavailability (see Policy); its Result is Degraded.
+//	  - WithShadow then admits whatever was decided (or failed) and reports
+//	    the real outcome to the hook.
+//	  - WithHook (and WithName) observes every call last, cached, degraded
+//	    and shadowed ones included.
+type Option func(*Limiter)
+
+// WithPrefix sets the string put before every key to form its Redis key.
+// A '{' in it must open a non-empty hash tag ("{rl}:"), or New panics: the
+// logs of one key would scatter over Cluster slots. Default: "slidelog:".
+func WithPrefix(prefix string) Option {
+	return func(l *Limiter) { l.prefix = prefix }
+}
+
+// WithTimeout bounds how long a decision may wait for Redis: past d, the
+// call failed for unavailability, and the Policy answers (FailClosed: the
+// error, which matches context.DeadlineExceeded). The caller's own context
+// still bounds the call too. It needs a client with ContextTimeoutEnabled,
+// as every deadline does with go-redis. Default: none (the caller's
+// context). New panics if d < 0.
+func WithTimeout(d time.Duration) Option {
+	return func(l *Limiter) {
+		l.timeout = d
+		if d < 0 {
+			l.mistakes = append(l.mistakes, fmt.Sprintf("WithTimeout(%v): a negative timeout", d))
+		}
+	}
+}
+
+// WithMaxEvents rejects, with ErrLimitTooLarge and before Redis is asked,
+// any Limit whose Events exceeds max: a log of Events events costs about
+// 104 bytes each once over zset-max-listpack-entries (128 by default), and
+// an AllowN of that size is one O(n) script that holds Redis for its
+// duration (AllowN of 1 000 000 events: 2.6 s). A limiter's worst case is
+// keys x max x ~104 bytes. Default: no cap; 10 000 is a sensible one. New
+// panics if max < 1.
+func WithMaxEvents(max int) Option {
+	return func(l *Limiter) {
+		l.maxEvents = max
+		if max < 1 {
+			l.mistakes = append(l.mistakes, fmt.Sprintf("WithMaxEvents(%d): a cap below 1 admits nothing", max))
+		}
+	}
+}
+
+// WithBatching sends the decisions that concurrent callers of this Limiter
+// ask for while a round trip is in flight together, in one pipeline of at
+// most max decisions (auto-pipelining): under concurrency, far more
+// decisions per second for the same Redis; a lone caller never waits for
+// company. Up to 64 decisions also share one script call, taken one after
+// the other at one server time, each exactly as if it were alone: any
+// decisions on a single server (*redis.Client, a Sentinel failover
+// client), decisions on one hash slot on a Cluster (*redis.ClusterClient);
+// on a *redis.Ring, or a client type slidelog does not know, each decision
+// is its own call in the pipeline. Decisions are as exact as without
+// batching. New panics if the client has no Pipeline() (every go-redis
+// client has). Default: off; max < 1 means 256.
+func WithBatching(max int) Option {
+	return func(l *Limiter) {
+		if max < 1 {
+			max = 256
+		}
+		l.batchMax = max
+	}
+}
+
+// WithDenyCache answers, locally and exactly, the requests that Redis is
+// known to deny: after Redis denies one event of a key with RetryAfter (the
+// window is full), this Limiter denies one-event requests for the key under
+// the same Limit without asking Redis, until RetryAfter has passed since the
+// request was sent, with the answer Redis would give. A flood against a full
+// window then costs Redis about one call per instance per freed slot
+// instead of one per request. Requests for several events always ask Redis:
+// their exact answer depends on events the cache does not know.
+//
+// Nothing but a removal frees a full window early, so a local denial is
+// always one Redis would have given, unless another instance called Reset
+// or Refund on the key meanwhile: then this instance goes on denying until
+// the remembered RetryAfter has passed. It assumes every caller of a key
+// uses one Limit for it. Default: off.
+func WithDenyCache() Option {
+	return func(l *Limiter) { l.deny = newDenyCache(time.Now) }
+}
+
+// WithPolicy sets what a decision is when Redis is unavailable. Default:
+// FailClosed.
+func WithPolicy(p Policy) Option {
+	return func(l *Limiter) { l.policy = p }
+}
+
+// WithShadow decides and reports every request as usual, but admits them
+// all: Result.Allowed is true and RetryAfter 0, while the Hook sees the real
+// decision. For trying a limit on live traffic before enforcing it. A
+// request the real decision denied records nothing. A Redis failure of any
+// kind never reaches the caller either: the Hook gets it (Observation.Err)
+// and the request is admitted, with Result.Degraded set; only bad input is
+// an error. Default: off.
+func WithShadow() Option {
+	return func(l *Limiter) { l.shadow = true }
+}
+
+// WithHook sets the hook told of every call. Default: none.
+func WithHook(h Hook) Option {
+	return func(l *Limiter) { l.hook = h }
+}
+
+// WithName names the limiter in Observations (and HTTP headers). Default: "".
+func WithName(name string) Option {
+	return func(l *Limiter) { l.name = name }
+}

@@ -1,0 +1,62 @@
+package slidelog
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestReset(t *testing.T) {
+	m := newMini(t)
+	ctx := context.Background()
+	for name, l := range map[string]*Limiter{
+		"client":   New(m.rdb),
+		"scripter": New(scripterOnly{m.rdb}), // no Del: Reset runs a script
+	} {
+		lim := PerMinute(2)
+		for range 2 {
+			if _, err := l.Allow(ctx, "k", lim); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, _ := l.Allow(ctx, "k", lim); r.Allowed {
+			t.Fatalf("%s: third call admitted", name)
+		}
+		if err := l.Reset(ctx, "k"); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || r.Remaining != 1 {
+			t.Errorf("%s: after Reset: %+v, %v", name, r, err)
+		}
+		if err := l.Reset(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scripterOnly hides every method but redis.Scripter's.
+type scripterOnly struct{ redis.Scripter }
+
+// On a Ring, a key's logs keep to one shard (its hash tag is the key's own
+// unless the key holds a '}' and no tag), so Reset forgets them all.
+func TestResetOnARing(t *testing.T) {
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": newMini(t).Addr(), "b": newMini(t).Addr()}})
+	defer func() { _ = ring.Close() }()
+	ctx := context.Background()
+	l := New(ring)
+	limits := []Limit{PerMinute(1), PerHour(5)}
+	for i := range 20 {
+		key := fmt.Sprintf("acct%d", i)
+		if r, err := l.AllowAll(ctx, key, 1, limits...); err != nil || !r.Allowed {
+			t.Fatalf("%s: %+v, %v", key, r, err)
+		}
+		if err := l.Reset(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := l.AllowAll(ctx, key, 1, limits...); err != nil || !r.Allowed {
+			t.Errorf("%s after Reset: %+v, %v", key, r, err)
+		}
+	}
+}

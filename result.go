@@ -1,0 +1,54 @@
+package slidelog
+
+import "time"
+
+// Result is one decision.
+type Result struct {
+	Allowed    bool          // the events were admitted (all of them, or none)
+	Limit      Limit         // the limit that was applied
+	Remaining  int           // events that could still be admitted right now
+	RetryAfter time.Duration // denied: wait this long and the same request fits; allowed: 0
+	ResetAfter time.Duration // until the window holds no event of this key
+
+	at       int64  // the decision's time, µs since the Unix epoch
+	handle   Handle // the events an admission recorded
+	degraded bool   // Redis was unavailable and the policy answered
+}
+
+// Time is the time the decision was taken at, to the microsecond: Redis
+// server time for the Redis limiter, the limiter's clock for slidelog/local.
+// An admitted event is recorded at this instant, and RetryAfter and
+// ResetAfter count from it.
+func (r Result) Time() time.Time { return time.UnixMicro(r.at) }
+
+// At returns r decided at t (truncated to the microsecond), for a Decider
+// written outside this module: it sets what Time reports.
+func (r Result) At(t time.Time) Result {
+	r.at = t.UnixMicro()
+	return r
+}
+
+// Degraded reports that Redis was unavailable and the limiter's Policy (or
+// shadow mode) answered.
+func (r Result) Degraded() bool { return r.degraded }
+
+// Handle returns what Refund needs to take this admission's events back.
+func (r Result) Handle() Handle { return r.handle }
+
+// Handle names the events one admission recorded, so that Refund can take
+// exactly those back. The zero Handle (of a denial) refunds nothing.
+type Handle struct {
+	key  string    // the log the events are in (one limit),
+	all  *[]string // or the logs (AllowAll): a pointer keeps Result comparable
+	id   [idLen]byte
+	n    int
+	user string // the caller's key
+}
+
+// logs are the keys the events are in.
+func (h Handle) logs() []string {
+	if h.all != nil {
+		return *h.all
+	}
+	return []string{h.key}
+}
