@@ -34,6 +34,7 @@ var commands = []command{
 	{"demo", "several simulated service instances share one exact limit", runDemo},
 	{"serve", "an HTTP service guarded by the middleware", runServe},
 	{"inspect", "show a key's events, ages, TTL and the next decision", runInspect},
+	{"check", "check that a Redis keeps slidelog's events safely", runCheck},
 	{"bench", "measure decisions/s, latency and cost against the alternatives", runBench},
 }
 

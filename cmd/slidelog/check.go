@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+)
+
+// checkTimeout bounds a whole check, slidelog check's and serve's.
+const checkTimeout = 10 * time.Second
+
+func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `usage: slidelog check [--redis URL] [--prefix P] [--json]
+
+Inspects a Redis before traffic does: the server and its version,
+maxmemory-policy (anything but noeviction can evict slidelog's logs, and an
+evicted log is a limit that silently restarts), persistence (appendonly,
+appendfsync, save: what a restart would forget), the replicas connected,
+cluster_state, that a script may call TIME and that EVALSHA falls back to
+EVAL on NOSCRIPT, and (Redis 7 and later) that the user may run every
+command slidelog sends on keys under the prefix. On a Cluster node, every
+master is checked. What the server refuses to tell (CONFIG GET on a managed
+Redis) is a warning saying what could not be checked.
+
+Prints one line per finding, "problem:", "warning:" or "info:" first. Exit
+0 when the Redis keeps slidelog's events safely (warnings aside), 1 when a
+problem was found or the check could not be made, 2 when called wrongly.
+--redis or REDIS_URL is required.
+
+flags:`)
+		fs.PrintDefaults()
+	}
+	url := fs.String("redis", os.Getenv("REDIS_URL"), "Redis `URL` (redis://host:6379/0) or host:port (default $REDIS_URL)")
+	prefix := fs.String("prefix", "slidelog:", "the limiter's key prefix, for the ACL check")
+	asJSON := fs.Bool("json", false, `print the report as JSON: {"ok": bool, "findings": [{"severity", "check", "server", "text"}]}`)
+	if err := parse(fs, args, "", nil, stdout); err != nil {
+		return err
+	}
+	if *url == "" {
+		return usagef("--redis (or REDIS_URL) is required: check inspects a Redis of yours, never an embedded one")
+	}
+	opts, err := parseRedis(*url)
+	if err != nil {
+		return err
+	}
+	opts.MaxRetries = 1
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	rdb := redis.NewClient(opts)
+	if _, err := newLimiter(rdb, *prefix); err != nil {
+		_ = rdb.Close()
+		return err
+	}
+	client, err := checkClient(ctx, rdb, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Close() }()
+	limiter, _ := newLimiter(client, *prefix)
+	r, err := limiter.Check(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		findings := r.Findings
+		if findings == nil {
+			findings = []slidelog.Finding{}
+		}
+		b, err := json.MarshalIndent(struct {
+			OK       bool               `json:"ok"`
+			Findings []slidelog.Finding `json:"findings"`
+		}{r.OK(), findings}, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		for _, f := range r.Findings {
+			fmt.Fprintln(stdout, f)
+		}
+	}
+	switch n := len(r.Problems()); n {
+	case 0:
+		if !*asJSON {
+			fmt.Fprintln(stdout, "ok: no problem found")
+		}
+		return nil
+	case 1:
+		return errors.New("1 problem: this Redis may lose slidelog's events, or cannot run slidelog")
+	default:
+		return fmt.Errorf("%d problems: this Redis may lose slidelog's events, or cannot run slidelog", n)
+	}
+}
+
+// newLimiter is slidelog.New, with New's panic on a bad prefix as an error.
+func newLimiter(rdb redis.Scripter, prefix string) (l *slidelog.Limiter, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = usagef("--prefix %q: %v", prefix, p)
+		}
+	}()
+	return slidelog.New(rdb, slidelog.WithPrefix(prefix)), nil
+}
+
+// checkClient is the client to check the Redis of rdb (built from opts)
+// with: rdb, or a ClusterClient in its place when the server is a Cluster
+// node (so that every master is checked). A server that cannot be reached
+// is an error; one that refuses INFO is taken for a single server.
+func checkClient(ctx context.Context, rdb *redis.Client, opts *redis.Options) (redis.UniversalClient, error) {
+	info, err := rdb.Info(ctx, "cluster").Result()
+	var rerr redis.Error
+	switch {
+	case err != nil && !errors.As(err, &rerr):
+		_ = rdb.Close()
+		return nil, err
+	case !strings.Contains(info, "cluster_enabled:1"):
+		return rdb, nil
+	}
+	_ = rdb.Close()
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{opts.Addr},
+		Dialer:                opts.Dialer,
+		Username:              opts.Username,
+		Password:              opts.Password,
+		TLSConfig:             opts.TLSConfig,
+		MaxRetries:            opts.MaxRetries,
+		DialTimeout:           opts.DialTimeout,
+		ReadTimeout:           opts.ReadTimeout,
+		WriteTimeout:          opts.WriteTimeout,
+		ContextTimeoutEnabled: opts.ContextTimeoutEnabled,
+	}), nil
+}
+
+// logCheck runs slidelog check's inspection of the limiter's Redis, at
+// serve's start-up, and logs the findings: problems and warnings at WARN,
+// the rest at INFO. serve starts whatever they say.
+func logCheck(l *slidelog.Limiter, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	r, err := l.Check(ctx)
+	if err != nil {
+		log.Warn("redis check failed", "err", err)
+		return
+	}
+	for _, f := range r.Findings {
+		level := slog.LevelInfo
+		if f.Severity >= slidelog.SeverityWarning {
+			level = slog.LevelWarn
+		}
+		log.Log(ctx, level, "redis check", "severity", f.Severity, "check", f.Check, "server", f.Server, "finding", f.Text)
+	}
+}
