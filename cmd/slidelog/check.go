@@ -94,8 +94,22 @@ flags:`)
 	}
 	switch n := len(r.Problems()); n {
 	case 0:
-		if !*asJSON {
+		if *asJSON {
+			return nil
+		}
+		warnings := 0
+		for _, f := range r.Findings {
+			if f.Severity == slidelog.SeverityWarning {
+				warnings++
+			}
+		}
+		switch warnings {
+		case 0:
 			fmt.Fprintln(stdout, "ok: no problem found")
+		case 1:
+			fmt.Fprintln(stdout, "ok: no problem found, 1 warning")
+		default:
+			fmt.Fprintf(stdout, "ok: no problem found, %d warnings\n", warnings)
 		}
 		return nil
 	case 1:

@@ -211,7 +211,8 @@ func TestServeChecksRedis(t *testing.T) {
 // error: what it does not implement is a warning.
 func TestCheckMiniredis(t *testing.T) {
 	code, out, errs := check("--redis", miniredis.RunT(t).Addr())
-	if code != 0 || errs != "" || len(lines(out, "info: ")) != 1 || len(lines(out, "warning: ")) != 5 {
+	if code != 0 || errs != "" || len(lines(out, "info: ")) != 1 || len(lines(out, "warning: ")) != 5 ||
+		!strings.HasSuffix(out, "\nok: no problem found, 5 warnings\n") {
 		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
 }
