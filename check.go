@@ -235,7 +235,7 @@ func (s *serverCheck) add(sev Severity, check, format string, a ...any) {
 // records any other error as fatal.
 func (s *serverCheck) refused(err error) bool {
 	var rerr redis.Error
-	if errors.As(err, &rerr) && !errors.Is(err, redis.ErrClosed) {
+	if errors.As(err, &rerr) {
 		return true
 	}
 	if s.fatal == nil {
