@@ -190,7 +190,7 @@ func (b *batcher) plan(batch []*pending) []shared {
 		for len(group) > 0 {
 			g := group[:min(len(group), mergeMax)]
 			group = group[len(g):]
-			c := shared{keys: make([]string, 0, len(g)), args: make([]any, 0, 5*len(g)), of: g}
+			c := shared{keys: make([]string, 0, len(g)), args: make([]any, 0, 4*len(g)), of: g}
 			for _, p := range g {
 				c.keys = append(c.keys, p.keys...)
 				c.args = append(c.args, p.args...)

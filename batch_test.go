@@ -165,9 +165,9 @@ func TestBatchingContext(t *testing.T) {
 // one call.
 func TestBatchPlan(t *testing.T) {
 	dec := func(key string) *pending {
-		return &pending{keys: []string{key}, args: []any{1, "", "1", 1, 1}}
+		return &pending{keys: []string{key}, args: []any{1, "", 1, 1}}
 	}
-	all := &pending{keys: []string{"{x}:1", "{x}:2", "{x}:windows"}, args: []any{1, "", -2, 1, 1, 1, 2}}
+	all := &pending{keys: []string{"{x}:1", "{x}:2", "{x}:windows"}, args: []any{"*2", 1, "", 1, 1, 1, 2}}
 	batch := []*pending{dec("a{x}"), dec("c{y}"), all, dec("b{x}")}
 	for range mergeMax + 1 {
 		batch = append(batch, dec("hot"))

@@ -13,7 +13,7 @@ import (
 // go-redis takes pointers to them, so nothing is boxed apart.
 type call struct {
 	key    [1]string
-	args   [5]any // n, id, limits ("1"), events, window
+	args   [4]any // n, id, events, window
 	n      int64
 	events int64
 	window int64
@@ -38,7 +38,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	} else {
 		c := &call{n: int64(q.n), events: int64(q.limit.Events), window: q.limit.micros()}
 		c.key[0] = l.prefix + q.key
-		c.args = [5]any{&c.n, "", "1", &c.events, &c.window} // Peek: no id
+		c.args = [4]any{&c.n, "", &c.events, &c.window} // Peek: no id
 		if record {
 			c.id = ids.reserve(q.n)
 			c.arg.set(c.id)
@@ -80,7 +80,7 @@ func (l *Limiter) allArgs(q *request) (keys []string, args []any, id [idLen]byte
 	id = ids.reserve(q.n)
 	arg := &idArg{}
 	arg.set(id)
-	args = append(args, q.n, arg, -len(q.limits)) // negative: AllowAll, with an index
+	args = append(args, "*"+strconv.Itoa(len(q.limits)), q.n, arg) // "*L": AllowAll over L limits
 	for _, lim := range q.limits {
 		keys = append(keys, windowKey(base, lim.Window))
 		args = append(args, lim.Events, lim.micros())

@@ -6,7 +6,8 @@
 -- taken one after the other at one server time, each exactly as if it were
 -- alone: as separate calls within one microsecond.
 --
--- Each decision reads its arguments where the one before it stopped:
+-- Each decision reads its arguments where the one before it stopped. A
+-- decision on one limit (Allow, AllowN, Peek) takes four, one key:
 --
 -- ARGV  n       events it asks for (1 <= n <= every limit's events).
 --       id      the id of its first event: 8 bytes, a 3-byte instance
@@ -15,15 +16,17 @@
 --               when this call may have been sent before (a retry, a
 --               redirect, the EVAL after NOSCRIPT). Empty: Peek, which
 --               decides exactly like an admission but writes nothing.
---       L       its number of limits; negative for AllowAll, whose logs
---               come with an index (-1: AllowAll with one limit).
---       events window  (L times) a limit: the most events admitted in any
---               window, and the window in microseconds (integers >= 1).
--- KEYS  the log of each limit, a sorted set (score = an admitted event's
---       Redis TIME in microseconds, member = the event's id); for AllowAll
---       then the index of the key's AllowAll logs, a sorted set of the
---       windows in use (member and score: the window in microseconds), so
---       that Reset finds every log. A decision's keys share one Cluster slot.
+--       events  the most events admitted in any window (integer >= 1),
+--       window  the window in microseconds (integer >= 1).
+-- KEYS  the log, a sorted set: score = an admitted event's Redis TIME in
+--       microseconds, member = the event's id.
+--
+-- An AllowAll decision over L limits is marked by a first argument "*L",
+-- then n and id, then events and window for each limit; its keys are the
+-- log of each limit, then the index of the key's AllowAll logs: a sorted
+-- set of the windows in use (member and score: the window in
+-- microseconds), so that Reset finds every log. A decision's keys share one
+-- Cluster slot.
 --
 -- Reply  per decision, one string of decimal integers:
 --          "allowed at count kth newest [count kth newest ...]"
@@ -68,33 +71,32 @@ end
 local nows = time[1] .. us
 local fmt = string.format
 
--- Each decision's logs, one record of fields after another in one table
--- made once per call (a table per log would cost more than the log's reads):
--- the log's key, its limit and window, its live events (count), the expired
--- ones (gone; unknown until an admission removes them), its oldest event
--- when read, and the expiry bound as a string.
-local KEY, LIMIT, WINDOW, COUNT, GONE, UNKNOWN, OLDEST, EXPS = 1, 2, 3, 4, 5, 6, 7, 8
-local F = 8
-local st = {false, false, false, false, false, false, false, false}
+-- A log's state between reading it and acting on it. With one limit it
+-- stays in these locals from the one to the other; with several, each
+-- log's is kept in st (one table per call, a record of 8 fields per log)
+-- while the others are read. (Lua closures over these locals would cost
+-- more than the copies below: each call would make them anew.)
+local key, limit, window, count, gone, unknown, oldest, exps
+local st = {}
 
 local out -- the replies of a batch
 local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
 local d = 0
 while a < #ARGV do
   d = d + 1
-  -- n and L are almost always 1, and comparing interned strings costs
+  -- n is almost always 1 and L too, and comparing interned strings costs
   -- nothing
-  local n = 1
+  local n, L, indexed = 1, 1, false
   if ARGV[a + 1] ~= '1' then
-    n = tonumber(ARGV[a + 1])
+    if string.byte(ARGV[a + 1]) == 42 then -- '*': AllowAll over L limits
+      L, indexed = tonumber(string.sub(ARGV[a + 1], 2)), true
+      a = a + 1
+    end
+    if ARGV[a + 1] ~= '1' then
+      n = tonumber(ARGV[a + 1])
+    end
   end
   local first = ARGV[a + 2]
-  local L, indexed = 1, false
-  if ARGV[a + 3] ~= '1' then
-    L = tonumber(ARGV[a + 3])
-    indexed = L < 0
-    L = math.abs(L)
-  end
   -- go-redis writes a command anew for every attempt, and the client marks
   -- the id of any write after the first with a ninth byte: only a call that
   -- may have been sent before pays for looking up its own events.
@@ -116,15 +118,14 @@ while a < #ARGV do
   --      its oldest event answers both questions at once: if it is live,
   --      nothing expired, and it is the event a one-event request waits for.
   --      When the request fits even if nothing expired, an admission learns
-  --      how many had from their removal (ZREMRANGEBYSCORE's reply) instead
-  --      (UNKNOWN until then).
+  --      how many had from their removal (ZREMRANGEBYSCORE's reply) instead:
+  --      gone is unknown until then.
   local fits = true
   for i = 1, L do
-    local b = (i - 1) * F
-    local key = KEYS[k + i]
-    local limit, window = tonumber(ARGV[a + 2 + 2 * i]), tonumber(ARGV[a + 3 + 2 * i])
+    key = KEYS[k + i]
+    limit, window = tonumber(ARGV[a + 1 + 2 * i]), tonumber(ARGV[a + 2 + 2 * i])
     local card = redis.call('ZCARD', key)
-    local gone, unknown, oldest, exps = 0, false, false, false
+    gone, unknown, oldest, exps = 0, false, false, false
     if card + n > limit then
       oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
       if tonumber(oldest) <= now - window then
@@ -139,18 +140,30 @@ while a < #ARGV do
         unknown = true
       end
     end
-    if card - gone + n > limit then
+    count = card - gone
+    if count + n > limit then
       fits = false
     end
-    st[b + KEY], st[b + LIMIT], st[b + WINDOW], st[b + COUNT] = key, limit, window, card - gone
-    st[b + GONE], st[b + UNKNOWN], st[b + OLDEST], st[b + EXPS] = gone, unknown, oldest, exps
+    if L > 1 then -- keep this log's state while the others are read
+    local b = 8 * i - 8
+      st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
+      st[b + 5], st[b + 6], st[b + 7], st[b + 8] = gone, unknown, oldest, exps
+    end
   end
-  local index = indexed and KEYS[k + L + 1]
-  k = k + L + (indexed and 1 or 0)
-  a = a + 3 + 2 * L
 
   local at, reply = nows, nil -- the decision's time, and its answer
-  if fits and not peek then
+  local retried = false -- a retry of an admission, found in a full window
+  if not fits and resent then
+    local recorded = redis.call('ZSCORE', KEYS[k + 1], first)
+    if recorded then
+      -- A retry of a call that was admitted already (its reply was lost and
+      -- the client sent it again): it stays admitted, as of the time its
+      -- events were recorded at, and writes nothing.
+      at, fits, retried = recorded, true, true
+    end
+  end
+
+  if fits and not peek and not retried then
     -- 3. Admit: record n events at now in every log. NX keeps an event that
     --    is already there untouched, so a retried call (same ids) records
     --    nothing twice.
@@ -161,17 +174,21 @@ while a < #ARGV do
       local prefix = string.sub(first, 1, 3)
       local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
       local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
-      for i = 1, n - 1 do
-        local c = (counter + i) % 1099511627776
-        ids[i + 1] = prefix .. string.char(
+      for e = 1, n - 1 do
+        local c = (counter + e) % 1099511627776
+        ids[e + 1] = prefix .. string.char(
           math.floor(c / 4294967296), math.floor(c / 16777216) % 256,
           math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
       end
     end
     local fresh = true
+    reply = '1 ' .. at
     for i = 1, L do
-      local b = (i - 1) * F
-      local key = st[b + KEY]
+      if L > 1 then
+        local b = 8 * i - 8
+        key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
+        gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
+      end
       local added = 0
       if n == 1 then
         added = redis.call('ZADD', key, 'NX', nows, first)
@@ -188,29 +205,36 @@ while a < #ARGV do
       end
       fresh = fresh and added == n
       -- Forget the expired events: a log never holds more than its window's.
-      if st[b + UNKNOWN] then
-        local gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', st[b + EXPS])
-        st[b + GONE], st[b + COUNT], st[b + UNKNOWN] = gone, st[b + COUNT] - gone, false
-      elseif st[b + GONE] > 0 then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', st[b + EXPS])
+      if unknown then
+        gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', exps)
+        count, unknown = count - gone, false
+      elseif gone > 0 then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', exps)
       end
-      st[b + COUNT] = st[b + COUNT] + added
+      count = count + added
       -- The key lives as long as its newest event (now) stays in the
       -- window, rounded up to a whole millisecond. An absolute time,
       -- because a relative PEXPIRE counts from Redis' millisecond clock,
       -- which lags TIME by up to 1ms: the key would vanish while its newest
       -- event still counts.
-      redis.call('PEXPIREAT', key, fmt('%d', math.ceil((now + st[b + WINDOW]) / 1000)))
+      redis.call('PEXPIREAT', key, fmt('%d', math.ceil((now + window) / 1000)))
+      reply = reply .. ' ' .. count .. ' 0 ' .. nows
+      if L > 1 then
+        local b = 8 * i - 8
+        st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
+        st[b + 5], st[b + 6], st[b + 7], st[b + 8] = gone, unknown, oldest, exps
+      end
     end
     if indexed then
       -- Name the windows in the index, which lives as long as the longest
       -- window it names would from now: no log outlives it. Usually every
       -- window is named already, and one read tells it.
+      local index = KEYS[k + L + 1]
       local named = redis.call('ZRANGE', index, '0', '-1')
       local longest = tonumber(named[#named]) or 0
       local missing = {}
       for i = 1, L do
-        local w = ARGV[a - 2 * L + 2 * i]
+        local w = ARGV[a + 2 + 2 * i]
         local found = false
         for j = 1, #named do
           if named[j] == w then
@@ -222,66 +246,55 @@ while a < #ARGV do
           missing[#missing + 1] = w
           missing[#missing + 1] = w
         end
-        longest = math.max(longest, st[(i - 1) * F + WINDOW])
+        longest = math.max(longest, tonumber(w))
       end
       if #missing > 0 then
         redis.call('ZADD', index, unpack(missing))
       end
       redis.call('PEXPIREAT', index, fmt('%d', math.ceil((now + longest) / 1000)))
     end
-    if fresh then
-      if L == 1 then
-        reply = '1 ' .. at .. ' ' .. st[COUNT] .. ' 0 ' .. nows
-      else
-        reply = '1 ' .. at
-        for i = 1, L do
-          reply = reply .. ' ' .. st[(i - 1) * F + COUNT] .. ' 0 ' .. nows
-        end
-      end
-    else
+    if not fresh then
       -- A retry of a call that was admitted already: its events are in the
       -- logs from the first attempt, recorded at their own time, which the
-      -- answer is given as of.
-      at = redis.call('ZSCORE', st[KEY], first) or nows
-    end
-  elseif not fits and resent then
-    local recorded = redis.call('ZSCORE', st[KEY], first)
-    if recorded then
-      -- A retry of a call that was admitted already (its reply was lost and
-      -- the client sent it again): it stays admitted, as of the time its
-      -- events were recorded at.
-      at, fits = recorded, true
+      -- answer is given as of; the rest of the answer is read below.
+      at, reply = redis.call('ZSCORE', KEYS[k + 1], first) or nows, nil
     end
   end
 
   if not reply then
-    -- Peek, the retry of an admission, or 4. Deny: write nothing (expired
-    -- events wait for the next admission or the key's expiry), leave the
-    -- expiries alone. Each log's count must be exact now.
-    reply = fits and '1 ' .. at or '0 ' .. at
+    -- Peek, a retry, or 4. Deny: write nothing (expired events wait for the
+    -- next admission or the key's expiry), leave the expiries alone. Each
+    -- log's count must be exact now.
+    reply = fits and '1 ' or '0 '
+    reply = reply .. at
     for i = 1, L do
-      local b = (i - 1) * F
-      local key = st[b + KEY]
-      if st[b + UNKNOWN] then
-        local gone = redis.call('ZCOUNT', key, '-inf', st[b + EXPS])
-        st[b + GONE], st[b + COUNT], st[b + UNKNOWN] = gone, st[b + COUNT] - gone, false
+      if L > 1 then
+        local b = 8 * i - 8
+        key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
+        gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
+      end
+      if unknown then
+        gone = redis.call('ZCOUNT', key, '-inf', exps)
+        count = count - gone
       end
       local kth = '0'
-      local short = st[b + COUNT] + n - st[b + LIMIT]
+      local short = count + n - limit
       if not fits and short > 0 then
         -- The same request fits under this limit once the k-th oldest live
         -- event has expired; the live events follow the expired ones.
-        kth = st[b + OLDEST]
-        if st[b + GONE] > 0 or short > 1 or not kth then
-          local j = fmt('%d', st[b + GONE] + short - 1)
+        kth = oldest
+        if gone > 0 or short > 1 or not kth then
+          local j = fmt('%d', gone + short - 1)
           kth = redis.call('ZRANGE', key, j, j, 'WITHSCORES')[2]
         end
       end
       local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
-      reply = reply .. ' ' .. st[b + COUNT] .. ' ' .. kth .. ' ' .. newest
+      reply = reply .. ' ' .. count .. ' ' .. kth .. ' ' .. newest
     end
   end
 
+  k = k + L + (indexed and 1 or 0)
+  a = a + 2 + 2 * L
   if d == 1 and a == #ARGV then
     return reply -- a single decision
   end
