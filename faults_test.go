@@ -155,12 +155,17 @@ func newReplyDropper(t *testing.T, addr string) string {
 				continue
 			}
 			var cut atomic.Bool
-			go func() { // server -> client, until this connection is cut
+			ran := make(chan struct{}) // the reply to the cut call came back
+			go func() {                // server -> client, until this connection is cut
 				defer func() { _ = c.Close() }()
 				buf := make([]byte, 64<<10)
 				for {
 					n, err := s.Read(buf)
-					if n > 0 && !cut.Load() {
+					if n > 0 && cut.Load() {
+						close(ran) // Redis ran it; its reply goes nowhere
+						return
+					}
+					if n > 0 {
 						if _, err := c.Write(buf[:n]); err != nil {
 							return
 						}
@@ -184,7 +189,7 @@ func newReplyDropper(t *testing.T, addr string) string {
 							return
 						}
 						if drop {
-							time.Sleep(50 * time.Millisecond) // long enough for Redis to have run it
+							<-ran
 							proxyDrops.Add(1)
 							_ = c.Close()
 							return

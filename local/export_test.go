@@ -1,6 +1,9 @@
 package local
 
-import "unsafe" // Sizeof only: the bytes a run takes
+import "reflect"
+
+// runBytes is the bytes a run takes.
+var runBytes = int(reflect.TypeOf(run{}).Size())
 
 // StorageBytes is the bytes of event storage that every log of l holds now:
 // what the memory tests hold against the events recorded.
@@ -10,9 +13,9 @@ func (l *Limiter) StorageBytes() int {
 		s := &l.shards[i]
 		s.mu.Lock()
 		for _, en := range s.keys {
-			b += len(en.one.runs) * int(unsafe.Sizeof(run{}))
+			b += len(en.one.runs) * runBytes
 			for _, e := range en.all {
-				b += len(e.runs) * int(unsafe.Sizeof(run{}))
+				b += len(e.runs) * runBytes
 			}
 		}
 		s.mu.Unlock()
