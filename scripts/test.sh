@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
 # The project's test command: every test, with the race detector.
+#
+# Needs: Go; redis-server and valgrind (installed here from Debian's
+# packages when missing, which takes root and apt); for the integration
+# suite, a running Docker engine, and root with Debian's package mirror the
+# first time, to build the Redis and Valkey images (debootstrap, about 3
+# minutes; set SLIDELOG_SKIP_INTEGRATION=1 to leave the suite out).
+# Leaves behind: nothing in the clone; the Debian roots the images are
+# built from in /var/tmp/slidelog-images (IMAGE_WORK names another); the
+# Docker images slidelog/redis:6.0,
+# :7.0, :8.0, slidelog/valkey:8.1 and slidelog/slidelog:dev (a cache: the
+# next run reuses them), and the integration suite's full output in
+# /tmp/slidelog-integration.log (SLIDELOG_INTEGRATION_LOG names another).
+#
+# What runs:
 #  - unit tests on miniredis (clock set to the microsecond),
-#  - tests against a real redis-server that they start on a free loopback port
-#    (installed here from Debian's packages when missing, with valgrind for
-#    the bench's instruction counts),
+#  - tests against a real redis-server that they start on a free loopback port,
+#  - the measurements behind the "measure" build tag (bytes per event,
+#    instructions per decision under callgrind),
 #  - the demo CLI on its embedded Redis,
 #  - the integration suite: Redis 6.0/7.0/8.0 and Valkey 8.1 in containers,
-#    single, Cluster and Sentinel (scripts/integration.sh; set
-#    SLIDELOG_SKIP_INTEGRATION=1 to leave it out, e.g. without Docker),
+#    single, Cluster and Sentinel (scripts/integration.sh),
 #  - docker-compose.yml: two slidelog instances share one limit
 #    (scripts/compose-check.sh).
 set -euo pipefail
