@@ -79,10 +79,10 @@ flags:`)
 	}
 	var err error
 	if cfg.concurrency, err = ints(*conc); err != nil {
-		return fmt.Errorf("--concurrency: %w", err)
+		return usagef("--concurrency: %w", err)
 	}
 	if cfg.keys, err = ints(*keys); err != nil {
-		return fmt.Errorf("--keys: %w", err)
+		return usagef("--keys: %w", err)
 	}
 	for _, v := range strings.Split(*variants, ",") {
 		v = strings.TrimSpace(v)
@@ -93,14 +93,14 @@ flags:`)
 	}
 	switch {
 	case cfg.rounds < 1:
-		return fmt.Errorf("--rounds %d: want at least 1", cfg.rounds)
+		return usagef("--rounds %d: want at least 1", cfg.rounds)
 	case cfg.duration <= 0:
-		return fmt.Errorf("--duration %v: want more than 0", cfg.duration)
+		return usagef("--duration %v: want more than 0", cfg.duration)
 	case cfg.calls < 1:
-		return fmt.Errorf("--calls %d: want at least 1", cfg.calls)
+		return usagef("--calls %d: want at least 1", cfg.calls)
 	}
 	if err := cfg.limit.Validate(); err != nil {
-		return fmt.Errorf("--events %d --window %v: %w", cfg.limit.Events, cfg.limit.Window, err)
+		return usagef("--events %d --window %v: %w", cfg.limit.Events, cfg.limit.Window, err)
 	}
 	if cfg.instructions {
 		return benchInstructions(ctx, cfg, stdout)

@@ -57,17 +57,17 @@ flags:`)
 	}
 	cfg.redisURL = *url
 	if err := (slidelog.Limit{Events: cfg.events, Window: cfg.window}).Validate(); err != nil {
-		return fmt.Errorf("--events %d --window %v: %w", cfg.events, cfg.window, err)
+		return usagef("--events %d --window %v: %w", cfg.events, cfg.window, err)
 	}
 	switch {
 	case cfg.instances < 1:
-		return fmt.Errorf("--instances %d: want at least 1", cfg.instances)
+		return usagef("--instances %d: want at least 1", cfg.instances)
 	case cfg.workers < 1:
-		return fmt.Errorf("--workers %d: want at least 1", cfg.workers)
+		return usagef("--workers %d: want at least 1", cfg.workers)
 	case cfg.duration < cfg.window:
-		return fmt.Errorf("--duration %v: want at least one --window (%v)", cfg.duration, cfg.window)
+		return usagef("--duration %v: want at least one --window (%v)", cfg.duration, cfg.window)
 	case !(cfg.load > 0):
-		return fmt.Errorf("--load %v: want more than 0", cfg.load)
+		return usagef("--load %v: want more than 0", cfg.load)
 	}
 	return demo(ctx, cfg, stdout)
 }

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -142,20 +143,21 @@ func redisFlag(fs *flag.FlagSet) *string {
 func parseRedis(url string) (*redis.Options, error) {
 	if !strings.Contains(url, "://") {
 		if _, _, err := net.SplitHostPort(url); err != nil {
-			return nil, fmt.Errorf("--redis %q: want a URL (redis://host:6379/0) or host:port", url)
+			return nil, usagef("--redis %q: want a URL (redis://host:6379/0) or host:port", url)
 		}
 		return &redis.Options{Addr: url, ContextTimeoutEnabled: true}, nil
 	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("--redis: %w", err)
+		return nil, usagef("--redis: %w", err)
 	}
 	opts.ContextTimeoutEnabled = true
 	return opts, nil
 }
 
 // redisOptions returns client options for url, or starts an embedded Redis
-// (miniredis, on the real clock) when url is empty. stop ends what it started.
+// (miniredis, its TIME and key expiry on the real clock) when url is empty.
+// stop ends what it started.
 func redisOptions(url string) (opts *redis.Options, embedded bool, stop func(), err error) {
 	if url != "" {
 		opts, err = parseRedis(url)
@@ -168,5 +170,23 @@ func redisOptions(url string) (opts *redis.Options, embedded bool, stop func(), 
 	if err := mr.Start(); err != nil {
 		return nil, false, nil, fmt.Errorf("embedded redis: %w", err)
 	}
-	return &redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true}, true, mr.Close, nil
+	// miniredis counts a key's TTL down only when told the time has moved:
+	// tell it, so that logs expire as on a real server.
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	stop = func() { close(done); mr.Close() }
+	return &redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true}, true, stop, nil
 }

@@ -57,9 +57,10 @@ func TestUsage(t *testing.T) {
 		{nil, 2, "usage: slidelog COMMAND"},
 		{[]string{"help"}, 0, "demo"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
-		{[]string{"demo", "--events", "0"}, 1, "invalid limit"},
-		{[]string{"demo", "--window", "2s", "--duration", "1s"}, 1, "at least one --window"},
-		{[]string{"demo", "--redis", "mysql://x"}, 1, "--redis"},
+		// a flag out of range is a usage error, like one that does not parse
+		{[]string{"demo", "--events", "0"}, 2, "invalid limit"},
+		{[]string{"demo", "--window", "2s", "--duration", "1s"}, 2, "at least one --window"},
+		{[]string{"demo", "--redis", "mysql://x"}, 2, "--redis"},
 	} {
 		var out, errs bytes.Buffer
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -99,13 +99,13 @@ flags:`)
 // It logs to logTo.
 func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, func(), error) {
 	if err := cfg.limit.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("--events %d --window %v: %w", cfg.limit.Events, cfg.limit.Window, err)
+		return nil, nil, usagef("--events %d --window %v: %w", cfg.limit.Events, cfg.limit.Window, err)
 	}
 	if cfg.instances < 1 {
-		return nil, nil, fmt.Errorf("--instances %d: want at least 1", cfg.instances)
+		return nil, nil, usagef("--instances %d: want at least 1", cfg.instances)
 	}
 	if cfg.deadline < 0 {
-		return nil, nil, fmt.Errorf("--deadline %v: want 0 (no bound) or more", cfg.deadline)
+		return nil, nil, usagef("--deadline %v: want 0 (no bound) or more", cfg.deadline)
 	}
 	var key httplimit.KeyFunc
 	switch {
@@ -117,18 +117,18 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 			}
 			p, err := netip.ParsePrefix(c)
 			if err != nil {
-				return nil, nil, fmt.Errorf("--trusted-proxies: %w", err)
+				return nil, nil, usagef("--trusted-proxies: %w", err)
 			}
 			ipk.TrustedProxies = append(ipk.TrustedProxies, p)
 		}
 		if err := ipk.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("--client-ip-header: %w", err)
+			return nil, nil, usagef("--client-ip-header: %w", err)
 		}
 		key = httplimit.ClientIP(ipk)
 	case strings.HasPrefix(cfg.key, "header:") && len(cfg.key) > len("header:"):
 		key = httplimit.Header(strings.TrimPrefix(cfg.key, "header:"))
 	default:
-		return nil, nil, fmt.Errorf("--key %q: want ip or header:NAME", cfg.key)
+		return nil, nil, usagef("--key %q: want ip or header:NAME", cfg.key)
 	}
 	var policy slidelog.Policy
 	switch cfg.policy {
@@ -139,7 +139,7 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	case "local":
 		policy = slidelog.FailLocal(local.New(), cfg.instances)
 	default:
-		return nil, nil, fmt.Errorf("--policy %q: want closed, open or local", cfg.policy)
+		return nil, nil, usagef("--policy %q: want closed, open or local", cfg.policy)
 	}
 	opts, embedded, stop, err := redisOptions(url)
 	if err != nil {
@@ -159,7 +159,7 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	}
 	if err := mwOpts.Validate(); err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("--name: %w", err)
+		return nil, nil, usagef("--name: %w", err)
 	}
 	if embedded {
 		logger.Warn("no --redis and no REDIS_URL: running on an embedded Redis in this process, so the limit holds for this process only", "redis", opts.Addr)
