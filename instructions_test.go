@@ -2,7 +2,8 @@
 
 // Redis instructions per decision, counted by valgrind's callgrind on a
 // real redis-server: go test -tags measure -run TestInstructionsPerDecision -v .
-// (scripts/test.sh runs it). It uses the public API only, so the same file
+// (a measurement run by hand: about two minutes; scripts/test.sh compiles it
+// but does not run it). It uses the public API only, so the same file
 // measures an older checkout side by side: copy it there and run the same
 // command. docs/performance.md quotes its figures.
 

@@ -56,16 +56,17 @@ var _ Decider = (*Limiter)(nil)
 
 // Limiter decides, for any number of keys, whether events fit their limits.
 //
-// The state of a key lives in Redis only, as sorted sets (keys.go says
-// where) whose members are the admitted events and whose scores are their
+// The state of a key lives in Redis only, as sorted sets (at prefix+key,
+// and for AllowAll beside it under the same hash tag: see the operations
+// docs for the layout) whose members are the admitted events and whose scores are their
 // Redis TIME in microseconds; a log expires once its newest event has left
 // the window. Limiters in different processes that share a Redis and a
 // prefix share their keys, and their decisions are as exact as one
-// process's: each is one atomic script (decide.lua).
+// process's: each is one atomic Lua script.
 //
 // A decision passes through layers in one direction: validation (bad input
 // never reaches Redis), the deny cache (WithDenyCache), Redis (batched with
-// WithBatching), then the policy, shadow mode and the hook (finish). With
+// WithBatching), then the policy, shadow mode and the hook. With
 // none of the optional layers set, a call is validation and one script.
 //
 // A Limiter is safe for concurrent use by multiple goroutines. Build it with
@@ -144,7 +145,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit Limit) (Result, er
 // nothing of the first.
 //
 // Each limit keeps its own log, one per window, on the Cluster slot of the
-// key's single-limit log (keys.go gives their names), so the call works on
+// key's single-limit log (under the same hash tag), so the call works on
 // Redis Cluster whatever the key's bytes, and Reset forgets them with the
 // rest. Two limits may not share a window.
 //

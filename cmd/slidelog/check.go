@@ -29,9 +29,10 @@ Inspects a Redis before traffic does: the server and its version,
 maxmemory-policy (anything but noeviction can evict slidelog's logs, and an
 evicted log is a limit that silently restarts), persistence (appendonly,
 appendfsync, save: what a restart would forget), the replicas connected,
-cluster_state, that a script may call TIME and that EVALSHA falls back to
-EVAL on NOSCRIPT, and (Redis 7 and later) that the user may run every
-command slidelog sends on keys under the prefix. On a Cluster node, every
+cluster_state, that a script may call TIME by EVALSHA (and, when the script
+is not cached yet, that NOSCRIPT falls back to EVAL), and (Redis 7 and
+later) that the user may run every command slidelog sends on keys under
+the prefix. On a Cluster node, every
 master is checked. What the server refuses to tell (CONFIG GET on a managed
 Redis) is a warning saying what could not be checked.
 
