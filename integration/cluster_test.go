@@ -384,11 +384,8 @@ func logsOf(t *testing.T, c *redis.ClusterClient, prefix, key string) map[string
 			return err
 		}
 		for _, name := range names {
-			var suffix string
-			switch {
-			case name == prefix+key:
-			default:
-				var ok bool
+			suffix, ok := "", name == prefix+key // the single-limit log
+			if !ok {
 				if suffix, ok = allowAllSuffix(prefix, key, name); !ok {
 					continue
 				}
