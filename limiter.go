@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/waiting"
 )
 
 // The clients slidelog is built for; each must keep satisfying redis.Scripter.
@@ -84,7 +86,8 @@ type Limiter struct {
 	maxEvents int
 	batch     *batcher
 	deny      *denyCache
-	mistakes  []string // what the options found wrong, for New to panic with
+	waits     waiting.Lines // Wait's callers, in line per key
+	mistakes  []string      // what the options found wrong, for New to panic with
 }
 
 // New returns a Limiter that keeps its logs in rdb: a *redis.Client,

@@ -60,6 +60,7 @@ import (
 	"time"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/waiting"
 )
 
 // A Limiter takes the same decisions as slidelog.Limiter, in process.
@@ -82,6 +83,7 @@ type Limiter struct {
 	now    func() time.Time
 	seed   maphash.Seed
 	shards [64]shard
+	waits  waiting.Lines // Wait's callers, in line per key
 }
 
 type shard struct {

@@ -1,0 +1,93 @@
+// Package waiting is Wait's loop, shared by slidelog's Limiter and
+// slidelog/local's: ask, and while denied sleep exactly the RetryAfter the
+// denial named, one caller per key at a time.
+package waiting
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrDeadline: the request cannot fit before the context's deadline.
+var ErrDeadline = errors.New("the request cannot fit before the context's deadline")
+
+// Lines holds, per key, the line of callers waiting on it. Only the first
+// in line asks; the others wait for it to be admitted (or to give up)
+// before they ask in turn. So when a slot frees, this process sends one
+// request for it, not one per waiter: no stampede on the key.
+type Lines struct {
+	mu    sync.Mutex
+	lines map[string]*line
+}
+
+type line struct {
+	turn    chan struct{} // holds a token while someone asks
+	waiting int           // callers in line, the asking one included
+}
+
+// Wait calls try, in key's line, until it admits: after a denial it sleeps
+// the retry the denial named and asks again. If the context has a deadline
+// that comes before that retry, Wait returns at once with an error
+// wrapping ErrDeadline; if the context ends while waiting, ctx.Err().
+func (ls *Lines) Wait(ctx context.Context, key string, try func() (allowed bool, retry time.Duration, err error)) error {
+	l := ls.join(key)
+	defer ls.leave(key, l)
+	select {
+	case l.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-l.turn }()
+	for {
+		allowed, retry, err := try()
+		if err != nil || allowed {
+			return err
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < retry {
+			return ErrDeadline
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+func (ls *Lines) join(key string) *line {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.lines == nil {
+		ls.lines = map[string]*line{}
+	}
+	l := ls.lines[key]
+	if l == nil {
+		l = &line{turn: make(chan struct{}, 1)}
+		ls.lines[key] = l
+	}
+	l.waiting++
+	return l
+}
+
+// leave takes the caller out of the line, and the line away once empty.
+func (ls *Lines) leave(key string, l *line) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l.waiting--; l.waiting == 0 {
+		delete(ls.lines, key)
+	}
+}
+
+// Waiting is how many callers are in key's line.
+func (ls *Lines) Waiting(key string) int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.lines[key]; l != nil {
+		return l.waiting
+	}
+	return 0
+}

@@ -1,0 +1,51 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/slidelog/slidelog/internal/waiting"
+)
+
+// ErrWaitDeadline: Wait's request cannot fit before the context's deadline,
+// so Wait returned at once instead of sleeping until the deadline.
+var ErrWaitDeadline = waiting.ErrDeadline
+
+// Wait is shorthand for WaitN(ctx, key, limit, 1).
+func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, error) {
+	return l.WaitN(ctx, key, limit, 1)
+}
+
+// WaitN blocks until n events for key fit limit, and records them: it asks
+// (AllowN), and while denied sleeps exactly the RetryAfter the denial
+// named, then asks again. It returns the admission's Result.
+//
+// If the context has a deadline that comes before the request could fit,
+// WaitN returns at once with an error wrapping ErrWaitDeadline (and the
+// denial's Result), instead of sleeping until the deadline; if the context
+// ends while waiting, ctx.Err(). Bad input and Redis failures are returned
+// as AllowN returns them (a policy may answer a failure with an admission).
+//
+// Callers of one Limiter that wait on one key take turns: only the first
+// asks Redis, the others wait for it to be admitted before they ask. When a
+// slot frees, each instance sends one request for it, not one per waiter.
+// Waiters are admitted in about the order they came, per instance.
+func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
+	return wait(ctx, &l.waits, key, n, func() (Result, error) { return l.AllowN(ctx, key, limit, n) })
+}
+
+// wait is WaitN's loop for any AllowN.
+func wait(ctx context.Context, lines *waiting.Lines, key string, n int, allowN func() (Result, error)) (Result, error) {
+	var r Result
+	err := lines.Wait(ctx, key, func() (bool, time.Duration, error) {
+		var err error
+		r, err = allowN()
+		return r.Allowed, r.RetryAfter, err
+	})
+	if errors.Is(err, ErrWaitDeadline) {
+		err = fmt.Errorf("slidelog: wait for %d events of %v: %w", n, r.Limit, ErrWaitDeadline)
+	}
+	return r, err
+}

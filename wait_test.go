@@ -1,0 +1,106 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Wait sleeps exactly the RetryAfter of its denial and is then admitted: its
+// event is recorded when the oldest has left the window (by server time).
+func TestWaitAdmitsWhenASlotFrees(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+	lim := Limit{Events: 2, Window: 200 * ms}
+	first, err := l.Allow(ctx, "k", lim)
+	if err != nil || !first.Allowed {
+		t.Fatal(first, err)
+	}
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	r, err := l.Wait(ctx, "k", lim)
+	if err != nil || !r.Allowed {
+		t.Fatalf("Wait: %+v, %v", r, err)
+	}
+	if d := r.Time().Sub(first.Time()); d < lim.Window {
+		t.Errorf("admitted %v after the oldest event, inside its window %v", d, lim.Window)
+	}
+}
+
+// A request that cannot fit before the context's deadline fails at once
+// with ErrWaitDeadline; a context that ends while waiting ends the wait.
+func TestWaitDeadline(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	lim := PerMinute(1)
+	if r, err := l.Allow(context.Background(), "k", lim); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := l.Wait(ctx, "k", lim)
+	if !errors.Is(err, ErrWaitDeadline) || r.Allowed || r.RetryAfter != time.Minute || ctx.Err() != nil {
+		t.Errorf("Wait with a 10s deadline for a 1m wait: %+v, %v (context: %v); want ErrWaitDeadline at once", r, err, ctx.Err())
+	}
+	canceled, cancel2 := context.WithCancel(context.Background())
+	go func() {
+		for l.waits.Waiting("k") == 0 { // until the waiter is in line
+			time.Sleep(time.Millisecond)
+		}
+		cancel2()
+	}()
+	if _, err := l.Wait(canceled, "k", lim); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait canceled while sleeping: %v, want context.Canceled", err)
+	}
+	if _, err := l.Wait(context.Background(), "", lim); !errors.Is(err, ErrEmptyKey) {
+		t.Errorf("bad input: %v", err)
+	}
+}
+
+// 64 waiters on one key of one Limiter take turns: about one Redis call per
+// admission, not one per waiter whenever a slot frees; and every window
+// (by the admissions' server times) holds at most the limit.
+func TestWaitNoStampede(t *testing.T) {
+	rdb := realRedis(t)
+	calls := &scriptCalls{}
+	rdb.AddHook(calls)
+	ctx := context.Background()
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+	lim := Limit{Events: 8, Window: 100 * ms}
+	const waiters = 64
+	times := make([]time.Time, 0, waiters)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := l.Wait(ctx, "hot", lim)
+			if err != nil || !r.Allowed {
+				t.Error(r, err)
+				return
+			}
+			mu.Lock()
+			times = append(times, r.Time())
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	for i := lim.Events; i < len(times); i++ {
+		if times[i].Sub(times[i-lim.Events]) < lim.Window {
+			t.Fatalf("%d admissions within %v", lim.Events+1, times[i].Sub(times[i-lim.Events]))
+		}
+	}
+	per := float64(calls.calls.Load()) / float64(len(times))
+	t.Logf("%d waiters on one key, %v: %d admitted with %d Redis calls, %.2f per admission",
+		waiters, lim, len(times), calls.calls.Load(), per)
+	if len(times) != waiters || per > 2 {
+		t.Errorf("%d admitted with %.2f Redis calls per admission; want %d with at most 2 (one denial and one admission per freed slot)", len(times), per, waiters)
+	}
+}
