@@ -4,14 +4,14 @@
 #
 #  1. Takes a git archive of HEAD (committed files only: commit first).
 #  2. Reads the release version V: the version of the library that
-#     cmd/slidelog and contrib/prometheus require (they must agree, be a
-#     release version and have no replace directive). With an argument
-#     (scripts/release-check.sh v0.2.0), V is that version and their
+#     cmd/slidelog, contrib/prometheus and contrib/otel require (they must
+#     agree, be a release version and have no replace directive). With an
+#     argument (scripts/release-check.sh v0.2.0), V is that version and their
 #     require lines are first bumped to it, as the release does.
 #  3. Serves the library at V from a file-based module proxy
 #     (GOPROXY=file://..., zips made by scripts/modproxy with
 #     golang.org/x/mod/zip). Then does the release's second step on the CLI
-#     and the adapter: go mod tidy against that library, which may add its
+#     and the adapters: go mod tidy against that library, which may add its
 #     go.sum lines but must leave go.mod as committed. Serves them at V too.
 #  4. In a scratch module outside the clone whose go.mod says "go 1.24", on
 #     Go 1.24 (GOTOOLCHAIN=go1.24.0, no switching to a newer Go):
@@ -20,6 +20,8 @@
 #       and no toolchain line may appear;
 #     - go get github.com/slidelog/slidelog/contrib/prometheus@V, build with
 #       it, same go line check;
+#     - go get github.com/slidelog/slidelog/contrib/otel@V, build with it,
+#       same go line check;
 #     - go install github.com/slidelog/slidelog/cmd/slidelog@V (refused if
 #       its go.mod had a replace) and run slidelog --help.
 #
@@ -59,17 +61,22 @@ mkdir -p "$src"
 git archive --format=tar HEAD | tar -x -C "$src"
 stamp=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD)
 
+# The modules released with the library, at its version.
+released="cmd/slidelog contrib/prometheus contrib/otel"
+
 # required DIR: the version of the library DIR/go.mod requires.
 required() {
   sed -nE 's#^(require[[:space:]]+)?[[:space:]]*github\.com/slidelog/slidelog[[:space:]]+(v[^[:space:]]+).*#\2#p' "$src/$1/go.mod"
 }
 version=$(required cmd/slidelog)
 [ -n "$version" ] || fail "cmd/slidelog/go.mod does not require $root"
-[ "$(required contrib/prometheus)" = "$version" ] ||
-  fail "cmd/slidelog requires $root $version, contrib/prometheus $(required contrib/prometheus): release them together"
+for m in $released; do
+  [ "$(required "$m")" = "$version" ] ||
+    fail "cmd/slidelog requires $root $version, $m '$(required "$m")': release them together"
+done
 [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
   fail "cmd/slidelog requires $root $version: not a release version (vMAJOR.MINOR.PATCH)"
-for m in cmd/slidelog contrib/prometheus; do
+for m in $released; do
   if grep -qE '^[[:space:]]*replace([[:space:]]|\()' "$src/$m/go.mod"; then
     fail "$m/go.mod has a replace directive (go install refuses it; importers ignore it)"
   fi
@@ -78,13 +85,13 @@ if [ $# -gt 0 ]; then
   [[ $1 =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "$1: not a release version (vMAJOR.MINOR.PATCH)"
 fi
 if [ $# -gt 0 ] && [ "$1" != "$version" ]; then
-  for m in cmd/slidelog contrib/prometheus; do
+  for m in $released; do
     (cd "$src/$m" && GOWORK=off go mod edit -require="$root@$1")
   done
-  echo "release version $1 (cmd/slidelog and contrib/prometheus require $version: bumped to $1 here, as the release does)"
+  echo "release version $1 ($released require $version: bumped to $1 here, as the release does)"
   version=$1
 else
-  echo "release version $version (what cmd/slidelog and contrib/prometheus require)"
+  echo "release version $version (what $released require)"
 fi
 
 # The user's settings, read before this script changes them.
@@ -108,8 +115,8 @@ echo "--- module proxy: $root@$version"
 (cd "$src/scripts/modproxy" && "$gobin" build -o "$work/modproxy" .)
 "$work/modproxy" -out "$proxy" -version "$version" -time "$stamp" "$src"
 
-echo "--- module proxy: the CLI and the adapter at $version, go mod tidy against the library at $version"
-for m in cmd/slidelog contrib/prometheus; do
+echo "--- module proxy: the CLI and the adapters at $version, go mod tidy against the library at $version"
+for m in $released; do
   cp "$src/$m/go.mod" "$work/go.mod.before"
   (cd "$src/$m" && "$gobin" mod tidy)
   if ! diff -u "$work/go.mod.before" "$src/$m/go.mod"; then
@@ -192,6 +199,33 @@ after=$(goline "$imp")
 echo "importer go.mod still: $after"
 "$gobin" list -m "$root/contrib/prometheus" github.com/prometheus/client_golang
 
+echo "--- importer: go get $root/contrib/otel@$version"
+"$gobin" get "$root/contrib/otel@$version"
+cat >otel.go <<'GO'
+package main
+
+import (
+	"github.com/slidelog/slidelog"
+	slidelogotel "github.com/slidelog/slidelog/contrib/otel"
+)
+
+func init() {
+	hook, err := slidelogotel.New()
+	if err != nil {
+		panic(err)
+	}
+	_ = slidelog.WithHook(hook)
+}
+GO
+"$gobin" mod tidy
+"$gobin" vet ./...
+"$gobin" build -o "$work/bin/importer" .
+"$work/bin/importer"
+after=$(goline "$imp")
+[ "$after" = "$before" ] || fail "the OpenTelemetry adapter at $version changed the importer's go.mod from '$before' to '$after'"
+echo "importer go.mod still: $after"
+"$gobin" list -m "$root/contrib/otel" go.opentelemetry.io/otel/metric
+
 echo "--- go install $root/cmd/slidelog@$version"
 cd "$work"
 GOBIN=$work/bin "$gobin" install "$root/cmd/slidelog@$version"
@@ -199,4 +233,4 @@ GOBIN=$work/bin "$gobin" install "$root/cmd/slidelog@$version"
 help=$("$work/bin/slidelog" --help) || fail "slidelog --help exited with status $?"
 [ -n "$help" ] || fail "slidelog --help printed nothing on standard output"
 printf '%s\n' "$help" | head -5
-echo "release check ok: $root, contrib/prometheus and cmd/slidelog at $version import and install on $("$gobin" env GOVERSION)"
+echo "release check ok: $root, contrib/prometheus, contrib/otel and cmd/slidelog at $version import and install on $("$gobin" env GOVERSION)"
