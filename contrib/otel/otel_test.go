@@ -273,18 +273,18 @@ func show(m map[point]uint64) string {
 	return strings.Join(lines, "\n")
 }
 
-// The hook reaches the global MeterProvider when none is given.
+// Without WithMeterProvider the hook records into the global MeterProvider,
+// even one installed after New.
 func TestGlobalProvider(t *testing.T) {
+	hook, err := slidelogotel.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer func() { _ = provider.Shutdown(context.Background()) }()
 	// Set once and left: nothing else in this package reads the global.
 	otel.SetMeterProvider(provider)
-
-	hook, err := slidelogotel.New()
-	if err != nil {
-		t.Fatal(err)
-	}
 	hook.Decided(context.Background(), slidelog.Observation{Op: "allow", Name: "api", Allowed: true, Latency: time.Millisecond})
 	decisions, _ := collect(t, reader)
 	if want := (point{name: "api", op: "allow", outcome: "allowed"}); decisions[want] != 1 || len(decisions) != 1 {
