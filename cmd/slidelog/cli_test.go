@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
 )
@@ -158,28 +157,6 @@ func TestBadFlagValues(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, c.flag) || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%q: exit %d, stderr %q; want exit 2 and an error in one line naming %s", c.args, code, errs, c.flag)
 		}
-	}
-}
-
-// The embedded Redis counts keys' expiry down on the real clock, as a real
-// server does: a log expires once its window has passed.
-func TestEmbeddedRedisExpires(t *testing.T) {
-	opts, embedded, stop, err := redisOptions("")
-	if err != nil || !embedded {
-		t.Fatal(embedded, err)
-	}
-	defer stop()
-	rdb := redis.NewClient(opts)
-	defer func() { _ = rdb.Close() }()
-	ctx := context.Background()
-	if err := rdb.Set(ctx, "k", "v", 50*time.Millisecond).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); rdb.Exists(ctx, "k").Val() == 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("a key with a 50ms TTL still exists after 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

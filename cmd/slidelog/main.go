@@ -19,7 +19,6 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -156,8 +155,11 @@ func parseRedis(url string) (*redis.Options, error) {
 }
 
 // redisOptions returns client options for url, or starts an embedded Redis
-// (miniredis, its TIME and key expiry on the real clock) when url is empty.
-// stop ends what it started.
+// (miniredis, its TIME on the real clock) when url is empty. Its keys do not
+// expire (miniredis counts a TTL down only when told the time moved, for
+// every key alike, which would expire keys set since early and forget live
+// events): an admission still drops its log's expired events, and the data
+// lives as long as the process. stop ends what it started.
 func redisOptions(url string) (opts *redis.Options, embedded bool, stop func(), err error) {
 	if url != "" {
 		opts, err = parseRedis(url)
@@ -170,26 +172,5 @@ func redisOptions(url string) (opts *redis.Options, embedded bool, stop func(), 
 	if err := mr.Start(); err != nil {
 		return nil, false, nil, fmt.Errorf("embedded redis: %w", err)
 	}
-	// miniredis counts a key's TTL down only when told the time has moved:
-	// tell it, so that logs expire as on a real server. FastForward takes
-	// time off every key alike, also off those set since the last tick, so
-	// it is told one tick late: a key then expires up to two ticks after its
-	// time, never before (an early expiry would forget live events).
-	done := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		last, owed := time.Now(), time.Duration(0)
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-tick.C:
-				mr.FastForward(owed)
-				owed, last = now.Sub(last), now
-			}
-		}
-	}()
-	stop = func() { close(done); mr.Close() }
-	return &redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true}, true, stop, nil
+	return &redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true}, true, mr.Close, nil
 }
