@@ -32,6 +32,13 @@ func StartWith(args ...string) (addr string, stop func(), err error) {
 	return addr, stop, err
 }
 
+// StartProcess is StartWith that also returns the server's process id,
+// for a test that stops and resumes it (SIGSTOP, SIGCONT): a replica that
+// stops acknowledging.
+func StartProcess(args ...string) (addr string, pid int, stop func(), err error) {
+	return start(nil, "", args)
+}
+
 // StartSentinel starts a Redis Sentinel that monitors the master at
 // masterAddr under the name master, with a quorum of 1, in a temporary
 // directory of its own like StartWith's.
