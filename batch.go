@@ -16,8 +16,9 @@ type pipeliner interface {
 }
 
 // batcher sends the decisions that concurrent callers ask for while a
-// pipeline is in flight together, in the next pipeline: one round trip for
-// many decisions, and no timer, so a lone caller never waits for company.
+// call or pipeline is in flight together, in the next pipeline: one round
+// trip for many decisions, and no timer, so a lone caller never waits for
+// company (with nothing in flight, a caller sends its own call at once).
 //
 // The decisions of a pipeline also share script calls (merge): one call
 // takes up to mergeMax of them, one after the other at one server time,
@@ -29,9 +30,11 @@ type pipeliner interface {
 // call.
 type batcher struct {
 	rdb      pipeliner
-	max      int   // most decisions in one pipeline
-	inFlight int   // most pipelines in flight at once
-	merge    merge // which single-limit decisions share script calls
+	scripter redis.Scripter // the same client, for a lone caller's own call
+	max      int            // most decisions in one pipeline
+	inFlight int            // most pipelines in flight at once
+	merge    merge          // which single-limit decisions share script calls
+	acks     *acks          // WithReplicas: admissions wait for replicas (replicas.go)
 
 	mu       sync.Mutex
 	queue    []*pending
@@ -45,12 +48,12 @@ type batcher struct {
 // (a *redis.ClusterClient, or a type that embeds one), those of one hash
 // slot; anything else (a *redis.Ring, whose shard hash is its own), one
 // decision per call.
-func newBatcher(rdb any, max int) (*batcher, error) {
+func newBatcher(rdb redis.Scripter, max int) (*batcher, error) {
 	p, ok := rdb.(pipeliner)
 	if !ok {
 		return nil, fmt.Errorf("WithBatching needs a client with Pipeline() (a %T has none)", rdb)
 	}
-	b := &batcher{rdb: p, max: max, inFlight: 2}
+	b := &batcher{rdb: p, scripter: rdb, max: max, inFlight: 2}
 	switch rdb.(type) {
 	case interface{ Options() *redis.Options }:
 		b.merge = mergeAll
@@ -68,11 +71,38 @@ type pending struct {
 	done chan struct{}
 	val  any // the script's reply
 	err  error
+
+	// take: with WithReplicas, the events the decision records if it
+	// admits, taken back if its caller leaves before the answer; nil for a
+	// Peek, and without WithReplicas.
+	take *Handle
 }
 
-func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
-	p := &pending{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handle) (any, error) {
 	b.mu.Lock()
+	if b.flushing == 0 && len(b.queue) == 0 {
+		// Nothing in flight: the caller sends its own call at once, as
+		// without batching (no goroutine, no pipeline, nothing more to
+		// allocate); callers that come meanwhile queue for a pipeline.
+		b.flushing++
+		b.mu.Unlock()
+		var v any
+		var err error
+		if take != nil {
+			v, err = b.acks.decide(ctx, keys, args)
+		} else {
+			v, err = decideScript.Run(ctx, b.scripter, keys, args...).Result()
+		}
+		b.mu.Lock()
+		b.flushing--
+		if len(b.queue) > 0 && b.flushing < b.inFlight {
+			b.flushing++
+			go b.flush()
+		}
+		b.mu.Unlock()
+		return v, err
+	}
+	p := &pending{ctx: ctx, keys: keys, args: args, done: make(chan struct{}), take: take}
 	b.queue = append(b.queue, p)
 	if b.flushing < b.inFlight {
 		b.flushing++
@@ -85,6 +115,9 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error
 	case <-ctx.Done():
 		// The call may still run in Redis if its pipeline was already sent:
 		// like any call cut short by its context, its outcome is unknown.
+		if take != nil {
+			go b.acks.abandoned(p) // with WithReplicas, its events are taken back
+		}
 		return nil, ctx.Err()
 	}
 }
@@ -111,7 +144,8 @@ func (b *batcher) send(batch []*pending) {
 	// Callers that gave up before their turn are not sent at all.
 	live := batch[:0]
 	for _, p := range batch {
-		if p.ctx.Err() != nil {
+		if err := p.ctx.Err(); err != nil {
+			p.err = err
 			close(p.done)
 			continue
 		}
@@ -124,7 +158,11 @@ func (b *batcher) send(batch []*pending) {
 	// context, bounded by the client's read and write timeouts, while each
 	// caller waits only as long as its own context allows.
 	ctx := context.WithoutCancel(live[0].ctx)
-	again := b.deliver(b.run(ctx, b.plan(live)))
+	if b.acks != nil {
+		b.sendAcked(ctx, live)
+		return
+	}
+	again := b.deliver(b.run(ctx, b.rdb, b.plan(live)))
 	// A shared call Redis refused part way (WRONGTYPE, OOM): decisions
 	// before the failing one may have recorded events. Each goes again on
 	// its own; its id is then marked as re-sent, so an admitted one finds
@@ -134,7 +172,7 @@ func (b *batcher) send(batch []*pending) {
 		for i, p := range again {
 			calls[i] = p.alone()
 		}
-		b.deliver(b.run(ctx, calls))
+		b.deliver(b.run(ctx, b.rdb, calls))
 	}
 }
 
@@ -201,12 +239,12 @@ func (b *batcher) plan(batch []*pending) []shared {
 	return calls
 }
 
-// run sends calls in one pipeline (EVALSHA), and those Redis does not know
-// the script for (a restarted or flushed server) again with EVAL, which
+// run sends calls in one pipeline of p (EVALSHA), and those Redis does not
+// know the script for (a restarted or flushed server) again with EVAL, which
 // also loads it for the next pipelines.
-func (b *batcher) run(ctx context.Context, calls []shared) ([]shared, []*redis.Cmd) {
+func (b *batcher) run(ctx context.Context, p pipeliner, calls []shared) ([]shared, []*redis.Cmd) {
 	cmds := make([]*redis.Cmd, len(calls))
-	pipe := b.rdb.Pipeline()
+	pipe := p.Pipeline()
 	for i, c := range calls {
 		cmds[i] = decideScript.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
@@ -218,7 +256,7 @@ func (b *batcher) run(ctx context.Context, calls []shared) ([]shared, []*redis.C
 		}
 	}
 	if len(again) > 0 {
-		pipe := b.rdb.Pipeline()
+		pipe := p.Pipeline()
 		for _, i := range again {
 			cmds[i] = decideScript.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 		}

@@ -108,6 +108,8 @@ func (r Report) Problems() []Finding {
 //   - persistence (appendonly, appendfsync, save): a warning saying what a
 //     restart or a crash would forget;
 //   - replication: the server's role and the replicas connected to it;
+//     with WithReplicas(n, ...), fewer than n replicas connected is a
+//     problem (every admission would fail with ErrNotReplicated);
 //   - cluster: cluster_state on a Cluster node; a Cluster node behind a
 //     plain *redis.Client (MOVED for other nodes' slots) is a problem;
 //   - script: that EVALSHA runs a script that calls TIME, falling back to
@@ -115,7 +117,8 @@ func (r Report) Problems() []Finding {
 //   - acl: on Redis 7 and later (ACL DRYRUN), that the connection's user
 //     may run every command slidelog sends (EVALSHA, EVAL, and in its
 //     scripts ZADD, ZCARD, ZRANGE, ZCOUNT, ZREMRANGEBYSCORE, PEXPIREAT,
-//     ZSCORE, ZREM, DEL and TIME) on keys under the limiter's prefix.
+//     ZSCORE, ZREM, DEL and TIME) on keys under the limiter's prefix, and
+//     WAIT with WithReplicas.
 //
 // A command that the server or the ACL refuses to an inspection (CONFIG
 // GET, INFO, ACL on managed services) is a warning saying what could not be
@@ -169,6 +172,9 @@ func (l *Limiter) Check(ctx context.Context) (Report, error) {
 		go func() {
 			defer wg.Done()
 			s := &serverCheck{node: node, addr: node.Options().Addr, prefix: l.prefix, cluster: cluster}
+			if l.acks != nil {
+				s.acks = l.acks.n
+			}
 			if s.addr == failoverAddr {
 				s.addr = s.masterAddr(ctx)
 			}

@@ -41,6 +41,7 @@ type serverCheck struct {
 	addr    string
 	prefix  string
 	cluster bool // the limiter's client is a ClusterClient
+	acks    int  // WithReplicas' n: the replicas each admission waits for; 0 without
 
 	found []Finding
 	fatal error
@@ -242,6 +243,14 @@ func (s *serverCheck) replication(context.Context) {
 		return
 	}
 	n, _ := strconv.Atoi(s.info["connected_slaves"])
+	if n < s.acks {
+		s.add(SeverityProblem, "replication", "role master, %d of the %d replicas WithReplicas waits for connected: every admission waits its timeout and fails with ErrNotReplicated; connect more replicas or lower WithReplicas' n", n, s.acks)
+		return
+	}
+	if s.acks > 0 {
+		s.add(SeverityInfo, "replication", "role master, %d replicas connected; WithReplicas: an admission waits until %d of them have it", n, s.acks)
+		return
+	}
 	switch n {
 	case 0:
 		s.add(SeverityInfo, "replication", "role master, 0 replicas connected")
@@ -323,7 +332,11 @@ func (s *serverCheck) acl(ctx context.Context) {
 	}
 	key := s.prefix + "check"
 	var denied []string
-	for _, c := range aclCommands {
+	commands := aclCommands
+	if s.acks > 0 {
+		commands = append(commands[:len(commands):len(commands)], []any{"WAIT", "1", "1"})
+	}
+	for _, c := range commands {
 		args := []any{"ACL", "DRYRUN", user}
 		for _, a := range c {
 			if a == "KEY" {

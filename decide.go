@@ -2,6 +2,7 @@ package slidelog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -48,13 +49,26 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	var v any
 	var err error
-	if l.batch != nil {
-		v, err = l.batch.do(ctx, keys, args)
-	} else {
+	switch {
+	case l.batch != nil:
+		var take *Handle // WithReplicas: what to take back if the caller leaves
+		if l.acks != nil && record {
+			h := handle(q, keys, id)
+			take = &h
+		}
+		v, err = l.batch.do(ctx, keys, args, take)
+	case l.acks != nil && record:
+		v, err = l.acks.decide(ctx, keys, args)
+	default:
 		v, err = decideScript.Run(ctx, l.rdb, keys, args...).Result()
 	}
+	var unacked error // WithReplicas: an admission the replicas did not acknowledge
 	if err != nil {
-		return Result{}, wrap(ctx, "run script", err)
+		var na notAcked
+		if v == nil || !errors.As(err, &na) {
+			return Result{}, wrap(ctx, "run script", err)
+		}
+		unacked = na.error
 	}
 	lims := [1]Limit{q.limit}
 	limits := lims[:]
@@ -63,13 +77,23 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	r, err := decode(v, limits)
 	if err == nil && r.Allowed && record {
-		r.handle = Handle{key: keys[0], id: id, n: q.n, user: q.key}
-		if q.op == opAllowAll {
-			logs := keys[:len(limits)]
-			r.handle.all = &logs
-		}
+		r.handle = handle(q, keys, id)
+	}
+	if unacked != nil && err == nil {
+		return Result{}, l.takeBack(ctx, r.handle, unacked)
 	}
 	return r, err
+}
+
+// handle names the events q records, with the first id id, in its logs
+// keys: what Refund takes back.
+func handle(q *request, keys []string, id [idLen]byte) Handle {
+	h := Handle{key: keys[0], id: id, n: q.n, user: q.key}
+	if q.op == opAllowAll {
+		logs := keys[:len(q.limits)]
+		h.all = &logs
+	}
+	return h
 }
 
 // allArgs is AllowAll's script call: a log per limit, then their index.
@@ -125,7 +149,7 @@ func decode(v any, limits []Limit) (Result, error) {
 		if retry := time.Duration(kth+window-at) * time.Microsecond; !allowed && kth != 0 && retry > r.RetryAfter {
 			which, r.RetryAfter = i, retry
 		}
-		if reset := time.Duration(newest+window-at) * time.Microsecond; reset > r.ResetAfter {
+		if reset := time.Duration(newest+window-at) * time.Microsecond; newest != 0 && reset > r.ResetAfter { // 0: an empty log
 			r.ResetAfter = reset
 		}
 	}

@@ -79,6 +79,16 @@ local fmt = string.format
 local key, limit, window, count, gone, unknown, oldest, exps
 local st = {}
 
+-- Each log lives as long as its newest event (now) stays in the window,
+-- rounded up to a whole millisecond: PEXPIREAT, an absolute time, because a
+-- relative PEXPIRE counts from Redis' millisecond clock, which lags TIME by
+-- up to 1ms (the key would vanish while its newest event still counts). In
+-- a call of several decisions, the expiries wait for the call's end: the
+-- script may run past a short window's end in real time, and Redis (7.0 at
+-- least) deletes a key whose expiry has passed at once, while the decisions
+-- after it in the call are still taken at now and must see its events.
+local later -- deferred expiries: key, ms, key, ms, ...
+
 local out -- the replies of a batch
 local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
 local d = 0
@@ -105,6 +115,22 @@ while a < #ARGV do
     first = string.sub(first, 1, 8)
   end
   local peek = first == ''
+  local last = a + 2 + 2 * L == #ARGV -- the call's last decision
+
+  -- A retry of a call that was admitted already (its reply was lost and the
+  -- client sent it again) finds its events, in any of its logs (one may
+  -- have expired since), before anything is removed: it stays admitted, as
+  -- of the time its events were recorded at, and writes nothing.
+  local at, retried = nows, false -- the decision's time
+  if resent then
+    for i = 1, L do
+      local recorded = redis.call('ZSCORE', KEYS[k + i], first)
+      if recorded then
+        at, retried = recorded, true
+        break
+      end
+    end
+  end
 
   -- 1-2. Count each log's live events: all (ZCARD), less the expired ones
   --      at the head of the set. Nothing is written before the decision:
@@ -151,16 +177,13 @@ while a < #ARGV do
     end
   end
 
-  local at, reply = nows, nil -- the decision's time, and its answer
-  local retried = false -- a retry of an admission, found in a full window
-  if not fits and resent then
-    local recorded = redis.call('ZSCORE', KEYS[k + 1], first)
-    if recorded then
-      -- A retry of a call that was admitted already (its reply was lost and
-      -- the client sent it again): it stays admitted, as of the time its
-      -- events were recorded at, and writes nothing.
-      at, fits, retried = recorded, true, true
-    end
+  local reply -- the decision's answer
+  fits = fits or retried
+  local named -- the index's windows (AllowAll)
+  if fits and not peek and not retried and indexed then
+    -- read before the first write, so that a key of another type there
+    -- (WRONGTYPE) stops the script with nothing written
+    named = redis.call('ZRANGE', KEYS[k + L + 1], '0', '-1')
   end
 
   if fits and not peek and not retried then
@@ -212,12 +235,13 @@ while a < #ARGV do
         redis.call('ZREMRANGEBYSCORE', key, '-inf', exps)
       end
       count = count + added
-      -- The key lives as long as its newest event (now) stays in the
-      -- window, rounded up to a whole millisecond. An absolute time,
-      -- because a relative PEXPIRE counts from Redis' millisecond clock,
-      -- which lags TIME by up to 1ms: the key would vanish while its newest
-      -- event still counts.
-      redis.call('PEXPIREAT', key, fmt('%d', math.ceil((now + window) / 1000)))
+      local ms = fmt('%d', math.ceil((now + window) / 1000))
+      if last then
+        redis.call('PEXPIREAT', key, ms)
+      else
+        later = later or {}
+        later[#later + 1], later[#later + 2] = key, ms
+      end
       reply = reply .. ' ' .. count .. ' 0 ' .. nows
       if L > 1 then
         local b = 8 * i - 8
@@ -230,7 +254,6 @@ while a < #ARGV do
       -- window it names would from now: no log outlives it. Usually every
       -- window is named already, and one read tells it.
       local index = KEYS[k + L + 1]
-      local named = redis.call('ZRANGE', index, '0', '-1')
       local longest = tonumber(named[#named]) or 0
       local missing = {}
       for i = 1, L do
@@ -251,13 +274,18 @@ while a < #ARGV do
       if #missing > 0 then
         redis.call('ZADD', index, unpack(missing))
       end
-      redis.call('PEXPIREAT', index, fmt('%d', math.ceil((now + longest) / 1000)))
+      local ms = fmt('%d', math.ceil((now + longest) / 1000))
+      if last then
+        redis.call('PEXPIREAT', index, ms)
+      else
+        later = later or {}
+        later[#later + 1], later[#later + 2] = index, ms
+      end
     end
     if not fresh then
-      -- A retry of a call that was admitted already: its events are in the
-      -- logs from the first attempt, recorded at their own time, which the
-      -- answer is given as of; the rest of the answer is read below.
-      at, reply = redis.call('ZSCORE', KEYS[k + 1], first) or nows, nil
+      -- Some of its events were there already (a retry not marked as one):
+      -- the answer is read below.
+      reply = nil
     end
   end
 
@@ -300,5 +328,10 @@ while a < #ARGV do
   end
   out = out or {}
   out[d] = reply
+end
+if later then
+  for i = 1, #later, 2 do
+    redis.call('PEXPIREAT', later[i], later[i + 1])
+  end
 end
 return out

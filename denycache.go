@@ -31,6 +31,7 @@ type denyCache struct {
 
 type denyShard struct {
 	mu      sync.Mutex
+	epoch   uint64 // counts forgets: a denial sent before one is not recorded
 	m       map[string]denial
 	flights map[string]*flight // the Redis call in flight for a key, if any
 	sweep   int                // the size at which the shard next drops its expired denials
@@ -101,11 +102,15 @@ func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (r Res
 
 // record remembers a denial of one event, and forgets the key's denial
 // after any other answer.
-func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, r Result) {
+//
+// epoch is the shard's epoch when the request was sent (at): a Reset or a
+// Refund since (forget) may have freed the window after Redis answered, so
+// such a denial is not remembered.
+func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, epoch uint64, r Result) {
 	s := d.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r.Allowed || r.RetryAfter <= 0 || n != 1 {
+	if r.Allowed || r.RetryAfter <= 0 || n != 1 || s.epoch != epoch {
 		delete(s.m, key)
 		return
 	}
@@ -126,7 +131,16 @@ func (d *denyCache) forget(key string) {
 	s := d.shard(key)
 	s.mu.Lock()
 	delete(s.m, key)
+	s.epoch++
 	s.mu.Unlock()
+}
+
+// at is the shard's epoch for key now, for record.
+func (d *denyCache) at(key string) uint64 {
+	s := d.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
 }
 
 // join returns the flight to wait for (leader false), or starts one that

@@ -30,6 +30,12 @@ var (
 	ErrWrongType = errors.New("slidelog: key holds a value of another Redis type")
 	// ErrLimitTooLarge: Limit.Events is over the limiter's WithMaxEvents.
 	ErrLimitTooLarge = errors.New("slidelog: limit's log would be too large")
+	// ErrNotReplicated: with WithReplicas, fewer replicas than asked for
+	// acknowledged an admission's write in time (or the acknowledgment could
+	// not be read). The admission is not answered allowed, and its events
+	// were taken back where the master could still be reached. It is an
+	// unavailability: the Policy answers for it.
+	ErrNotReplicated = errors.New("slidelog: not replicated")
 )
 
 // badInput: an error slidelog returns before asking Redis.
@@ -61,6 +67,9 @@ var unavailableCodes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CL
 // unavailable reports whether err means that Redis cannot be reached or
 // cannot serve now (see Policy), rather than a mistake.
 func unavailable(err error) bool {
+	if errors.Is(err, ErrNotReplicated) {
+		return true
+	}
 	var reply redis.Error
 	if errors.As(err, &reply) {
 		msg := reply.Error()
@@ -80,7 +89,12 @@ func unavailable(err error) bool {
 	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		// every connection busy for PoolTimeout; go-redis exports this
-		// error only from v9.6 on, so its text is what identifies it
-		strings.Contains(err.Error(), "redis: connection pool timeout")
+		// go-redis' own words for a Redis it cannot reach or use now, told
+		// by their text (not exported, or only by some versions): every
+		// connection busy (pool timeout, pool exhausted), every Ring shard
+		// down, no Sentinel reachable
+		strings.Contains(err.Error(), "redis: connection pool timeout") ||
+		strings.Contains(err.Error(), "redis: connection pool exhausted") ||
+		strings.Contains(err.Error(), "redis: all ring shards are down") ||
+		strings.Contains(err.Error(), "redis: all sentinels specified in configuration are unreachable")
 }

@@ -74,21 +74,26 @@ var _ Decider = (*Limiter)(nil)
 // A Limiter is safe for concurrent use by multiple goroutines. Build it with
 // New; the zero value is not usable.
 type Limiter struct {
-	rdb       redis.Scripter
-	prefix    string
-	name      string
-	policy    Policy
-	shadow    bool
-	hook      Hook
-	plain     bool // no deny cache, policy, shadow or hook: finish has nothing to do
-	timeout   time.Duration
-	batchMax  int
-	maxEvents int
-	batch     *batcher
-	deny      *denyCache
-	waits     waiting.Lines // Wait's callers, in line per key
-	mistakes  []string      // what the options found wrong, for New to panic with
+	rdb        redis.Scripter
+	prefix     string
+	name       string
+	policy     Policy
+	shadow     bool
+	hook       Hook
+	plain      bool // no deny cache, policy, shadow or hook: finish has nothing to do
+	timeout    time.Duration
+	batchMax   int  // 0: the default; -1: WithoutBatching
+	batchAsked bool // WithBatching was given: a client that cannot pipeline is a mistake
+	maxEvents  int
+	batch      *batcher
+	deny       *denyCache
+	acks       *acks         // WithReplicas
+	waits      waiting.Lines // Wait's callers, in line per key
+	mistakes   []string      // what the options found wrong, for New to panic with
 }
+
+// defaultBatch is the most decisions one pipeline carries by default.
+const defaultBatch = 256
 
 // New returns a Limiter that keeps its logs in rdb: a *redis.Client,
 // *redis.ClusterClient, *redis.Ring, failover client or UniversalClient.
@@ -105,12 +110,24 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	if err := checkPrefix(l.prefix); err != nil {
 		l.mistakes = append(l.mistakes, err.Error())
 	}
+	if _, pipelines := rdb.(pipeliner); l.batchMax == 0 && pipelines {
+		l.batchMax = defaultBatch // on by default where the client can pipeline
+	}
 	if l.batchMax > 0 {
 		b, err := newBatcher(rdb, l.batchMax)
-		if err != nil {
+		if err != nil && l.batchAsked {
 			l.mistakes = append(l.mistakes, err.Error())
 		}
 		l.batch = b
+	}
+	if l.acks != nil {
+		l.acks.refund = l.Refund
+		if err := l.acks.bind(rdb); err != nil {
+			l.mistakes = append(l.mistakes, err.Error())
+		}
+		if l.batch != nil {
+			l.batch.acks = l.acks
+		}
 	}
 	if len(l.mistakes) > 0 {
 		panic("slidelog: New: " + strings.Join(l.mistakes, "; "))
@@ -261,9 +278,10 @@ func (l *Limiter) cached(ctx context.Context, q *request) (r Result, cached bool
 			return r, true, nil // the call waited for was denied, and so is this one
 		}
 	}
+	epoch := l.deny.at(q.key)
 	r, err = l.redis(ctx, q)
 	if err == nil {
-		l.deny.record(q.key, q.limit, q.n, now, r)
+		l.deny.record(q.key, q.limit, q.n, now, epoch, r)
 	}
 	if leader {
 		l.deny.land(q.key, f)

@@ -7,7 +7,8 @@ import (
 
 // Option configures a Limiter. Options are checked by New: a mistake
 // (a negative duration or size, a prefix that cannot work on a Cluster,
-// batching on a client that cannot pipeline) panics there, never later.
+// batching on a client that cannot pipeline, WithReplicas on a Ring)
+// panics there, never later.
 //
 // How the options combine. A decision passes through them in one direction:
 //
@@ -17,6 +18,10 @@ import (
 //	    goes on to Redis, batched if WithBatching is set.
 //	  - WithTimeout bounds each decision's wait for Redis, batched or not;
 //	    past it the call failed for unavailability.
+//	  - WithReplicas is part of the Redis layer: after the script, an
+//	    admission waits for its replicas (WAIT); if they do not acknowledge
+//	    it in time, the call failed with ErrNotReplicated, an
+//	    unavailability.
 //	  - WithPolicy answers for a decision whose Redis call failed for
 //	    unavailability (see Policy); its Result is Degraded.
 //	  - WithShadow then admits whatever was decided (or failed) and reports
@@ -63,25 +68,37 @@ func WithMaxEvents(max int) Option {
 	}
 }
 
-// WithBatching sends the decisions that concurrent callers of this Limiter
-// ask for while a round trip is in flight together, in one pipeline of at
-// most max decisions (auto-pipelining): under concurrency, far more
-// decisions per second for the same Redis; a lone caller never waits for
-// company. Up to 64 decisions also share one script call, taken one after
-// the other at one server time, each exactly as if it were alone: any
-// decisions on a single server (*redis.Client, a Sentinel failover
-// client), decisions on one hash slot on a Cluster (*redis.ClusterClient);
-// on a *redis.Ring, or a client type slidelog does not know, each decision
-// is its own call in the pipeline. Decisions are as exact as without
-// batching. New panics if the client has no Pipeline() (every go-redis
-// client has). Default: off; max < 1 means 256.
+// WithBatching sets the most decisions one pipeline carries (max < 1 means
+// 256), and makes New panic if the client cannot pipeline.
+//
+// Batching is on by default, for every client with Pipeline() (every
+// go-redis client has it): the decisions that concurrent callers of this
+// Limiter ask for while a round trip is in flight go together in the next
+// pipeline (auto-pipelining): under concurrency, far more decisions per
+// second for the same Redis. A lone caller never waits for company: with
+// nothing in flight, a call goes out at once, alone, exactly as without
+// batching. Up to 64 decisions of a pipeline also share one script call,
+// taken one after the other at one server time, each exactly as if it were
+// alone: any decisions on a single server (*redis.Client, a Sentinel
+// failover client, or a type that embeds one), decisions on one hash slot
+// on a Cluster (*redis.ClusterClient); on a *redis.Ring, or a client type
+// slidelog does not know, each decision is its own call in the pipeline.
+// Decisions are as exact as without batching. Default: on, 256.
 func WithBatching(max int) Option {
 	return func(l *Limiter) {
 		if max < 1 {
 			max = 256
 		}
 		l.batchMax = max
+		l.batchAsked = true
 	}
+}
+
+// WithoutBatching sends every decision in a round trip of its own. For a
+// client whose calls must not share a pipeline (a wrapper that counts or
+// rewrites each command), or to compare. Default: batching on.
+func WithoutBatching() Option {
+	return func(l *Limiter) { l.batchMax, l.batchAsked = -1, false }
 }
 
 // WithDenyCache answers, locally and exactly, the requests that Redis is

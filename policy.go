@@ -10,7 +10,9 @@ import (
 // unavailability only: the connection failing or timing out (WithTimeout),
 // and the replies of a Redis that cannot serve now: LOADING, BUSY,
 // MASTERDOWN, TRYAGAIN, CLUSTERDOWN, READONLY (a failover under way), OOM
-// (maxmemory reached), NOREPLICAS and "max number of clients reached".
+// (maxmemory reached), NOREPLICAS and "max number of clients reached";
+// and ErrNotReplicated (WithReplicas: the replicas did not acknowledge an
+// admission in time).
 // Anything else is a mistake that no policy hides: WRONGTYPE (ErrWrongType),
 // NOPERM, CROSSSLOT, an unknown command, a script error, a closed client,
 // bad input, and the caller's own canceled or expired context are returned

@@ -9,8 +9,10 @@
 --
 -- Reply    the number of keys removed.
 
-local removed = redis.call('DEL', KEYS[1])
+-- The index is read first: a key of another type there (WRONGTYPE) stops
+-- the script before anything is removed.
 local windows = redis.call('ZRANGE', KEYS[2], '0', '-1')
+local removed = redis.call('DEL', KEYS[1])
 for i = 1, #windows do
   removed = removed + redis.call('DEL', ARGV[1] .. windows[i])
 end

@@ -1,0 +1,358 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// WithReplicas answers an admission allowed only once n replicas have
+// acknowledged its write: after the decision script admits, Redis' WAIT n
+// timeout runs on the same connection (WAIT is refused inside scripts), on
+// the master that holds the key. Redis replication is asynchronous, so
+// without it a master that fails over before its replicas received the last
+// admissions loses them, and the promoted replica admits them again: a
+// window can hold more than the limit. With it, every event a caller was
+// told is admitted is on n replicas when the call returns, and a failover to
+// one of them keeps it.
+//
+// If fewer than n replicas acknowledge within timeout (or the WAIT fails),
+// the call returns an error wrapping ErrNotReplicated, and the events it
+// recorded are taken back (Refund) while the master can still be reached,
+// so that a slow or lost replica does not spend the quota. ErrNotReplicated
+// is an unavailability: WithPolicy answers for it (FailOpen admits, Degraded).
+//
+// What waits: Allow, AllowN and AllowAll when they admit. A denial or a
+// Peek writes no event and answers at once; Refund and Reset do not wait
+// either (losing one of them in a failover brings events back, which makes
+// the limit stricter, never looser). With batching (the default), the
+// decisions of a pipeline run on one connection to their master and one
+// WAIT after the pipeline covers all of its admissions (on a Cluster, one
+// per master); its denials and Peeks are answered before the WAIT. A call
+// cut short by its context is not answered allowed, and its events are
+// taken back once its outcome is known.
+//
+// Cost: an admission takes a second round trip (the WAIT, which lasts until
+// the replicas have acknowledged: about one round trip from the master to
+// them) and a connection of the pool for both; denials cost nothing more.
+//
+// The client must be one whose master slidelog can hold a connection to:
+// a *redis.Client (a single server with replicas), a Sentinel failover
+// client, or a *redis.ClusterClient (a UniversalClient holding one of
+// them). New panics on a *redis.Ring, whose shards have no replicas to wait
+// for, if n < 1, or if timeout <= 0: WAIT with no timeout would block until
+// acknowledged, forever if a replica never comes back, so pass a long
+// timeout instead. timeout is rounded up to whole milliseconds (WAIT's
+// unit); choose it below the callers' deadlines, so that a failed
+// acknowledgment is told as ErrNotReplicated rather than as a deadline.
+func WithReplicas(n int, timeout time.Duration) Option {
+	return func(l *Limiter) {
+		l.acks = &acks{n: n, timeout: (timeout + time.Millisecond - 1).Truncate(time.Millisecond)}
+		if n < 1 {
+			l.mistakes = append(l.mistakes, fmt.Sprintf("WithReplicas(%d, %v): n below 1 waits for no replica", n, timeout))
+		}
+		if timeout <= 0 {
+			l.mistakes = append(l.mistakes, fmt.Sprintf("WithReplicas(%d, %v): the timeout must be positive (WAIT without one blocks until acknowledged, forever if a replica never comes back)", n, timeout))
+		}
+	}
+}
+
+// acks is WithReplicas: the replicas an admission waits for, and how to
+// reach the master of a key on one connection.
+type acks struct {
+	n       int
+	timeout time.Duration // whole milliseconds
+
+	single  interface{ Conn() *redis.Conn } // a single server or a failover client,
+	cluster clusterMasters                  // or a Cluster
+
+	refund func(context.Context, Handle) error // the Limiter's Refund
+}
+
+// clusterMasters is what acks needs of a Cluster client.
+type clusterMasters interface {
+	MasterForKey(ctx context.Context, key string) (*redis.Client, error)
+	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
+	ReloadState(ctx context.Context)
+}
+
+// bind finds how to reach rdb's masters, or says why it cannot.
+func (a *acks) bind(rdb redis.Scripter) error {
+	switch c := rdb.(type) {
+	case clusterMasters:
+		a.cluster = c
+	case interface{ Conn() *redis.Conn }:
+		a.single = c
+	case *redis.Ring:
+		return fmt.Errorf("WithReplicas(%d, %v) on a *redis.Ring: its shards are independent servers with no replicas to wait for; use a *redis.Client, a Sentinel failover client or a *redis.ClusterClient", a.n, a.timeout)
+	default:
+		return fmt.Errorf("WithReplicas(%d, %v) needs a client that can hold a connection to a key's master: a *redis.Client, a Sentinel failover client or a *redis.ClusterClient (a %T is none of them)", a.n, a.timeout, rdb)
+	}
+	return nil
+}
+
+// master is the Cluster client of key's master; nil on a single server.
+func (a *acks) master(ctx context.Context, key string) (*redis.Client, error) {
+	if a.cluster == nil {
+		return nil, nil
+	}
+	return a.cluster.MasterForKey(ctx, key)
+}
+
+// conn is a connection of master's pool (the single server's when master is
+// nil), held until closed.
+func (a *acks) conn(master *redis.Client) *redis.Conn {
+	if master == nil {
+		return a.single.Conn()
+	}
+	return master.Conn()
+}
+
+// decide runs a decision that records events on a connection to the master
+// of its keys and, when it admitted, WAITs for the replicas there. It
+// returns the script's reply, and with it a notAcked error when the
+// replicas did not acknowledge the admission.
+func (a *acks) decide(ctx context.Context, keys []string, args []any) (any, error) {
+	for attempt := 0; ; attempt++ {
+		master, err := a.master(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		conn := a.conn(master)
+		v, err := decideScript.Run(ctx, conn, keys, args...).Result()
+		if err == nil && admits(v) {
+			err = a.wait(ctx, conn)
+		}
+		_ = conn.Close()
+		if err != nil && a.failed(ctx, err) && attempt == 0 {
+			continue // redirected: the script did not run; the slot map is fresh now
+		}
+		return v, err
+	}
+}
+
+// failed is told of a Cluster node's failure. A redirection (MOVED, ASK:
+// the slot has moved, the script did not run) reloads the client's slot map
+// now and reports true, to try again once; an unavailability (a dead
+// master, a failover under way) has it reloaded in the background, so that
+// the next decisions find the new master.
+func (a *acks) failed(ctx context.Context, err error) bool {
+	if a.cluster == nil {
+		return false
+	}
+	if redirection(err) {
+		a.reload(ctx)
+		return true
+	}
+	if unavailable(err) {
+		a.cluster.ReloadState(ctx)
+	}
+	return false
+}
+
+// redirection reports whether err is a Cluster's MOVED or ASK.
+func redirection(err error) bool {
+	return redis.HasErrorPrefix(err, "MOVED ") || redis.HasErrorPrefix(err, "ASK ")
+}
+
+// reload brings the Cluster client's slot map up to date now:
+// ForEachMaster reloads it before it visits the masters (ReloadState only
+// schedules a reload).
+func (a *acks) reload(ctx context.Context) {
+	_ = a.cluster.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil })
+}
+
+// wait sends WAIT on conn, after an admission on it, and reports whether n
+// replicas acknowledged every write the connection made. Its error is a
+// notAcked: the admission is to be taken back. It wraps ErrNotReplicated
+// when fewer replicas acknowledged, or WAIT failed for unavailability; a
+// WAIT the server refuses (NOPERM) is a mistake, which no policy hides.
+func (a *acks) wait(ctx context.Context, conn *redis.Conn) error {
+	got, err := conn.Wait(ctx, a.n, a.timeout).Result()
+	switch {
+	case err != nil && unavailable(err):
+		return notAcked{fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, a.n, a.timeout.Milliseconds(), err)}
+	case err != nil:
+		return notAcked{fmt.Errorf("slidelog: WAIT %d %d: %w", a.n, a.timeout.Milliseconds(), err)}
+	case got < int64(a.n):
+		return notAcked{fmt.Errorf("%w: %d of %d replicas acknowledged the admission within %v", ErrNotReplicated, got, a.n, a.timeout)}
+	}
+	return nil
+}
+
+// notAcked is the error of an admission that was recorded but not
+// acknowledged: the reply that comes with it is to be taken back.
+type notAcked struct{ error }
+
+func (e notAcked) Unwrap() error { return e.error }
+
+// abandoned takes back the events of p, a batched admission whose caller
+// left before its answer (its context ended), once the pipeline has
+// answered: no caller was told it was admitted.
+func (a *acks) abandoned(p *pending) {
+	<-p.done
+	if !admits(p.val) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	_ = a.refund(ctx, *p.take)
+}
+
+// admits reports whether v, decide.lua's reply to one decision, admits.
+func admits(v any) bool {
+	s, ok := v.(string)
+	return ok && strings.HasPrefix(s, "1 ")
+}
+
+// takeBack refunds the events of an admission that the replicas did not
+// acknowledge, and returns the error that tells the caller so. The refund
+// runs within the caller's context; when that context ends first (it may be
+// what ended the WAIT), the refund goes on in the background, bounded by
+// the WAIT's timeout.
+func (l *Limiter) takeBack(ctx context.Context, h Handle, unacked error) error {
+	if ctx.Err() == nil {
+		err := l.Refund(ctx, h)
+		if err == nil {
+			return fmt.Errorf("%w; its events were taken back", unacked)
+		}
+		if ctx.Err() == nil {
+			return fmt.Errorf("%w; taking its events back failed: %w", unacked, err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.acks.timeout)
+	go func() {
+		defer cancel()
+		_ = l.Refund(rctx, h)
+	}()
+	err := fmt.Errorf("%w; its events are being taken back", unacked)
+	if !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return err
+}
+
+// sendAcked is the batcher's send with WithReplicas: each master's script
+// calls go in one pipeline on one connection to it; the denials and Peeks
+// are answered as soon as the replies are in, and if any decision admitted,
+// one WAIT on that connection covers every admission of the pipeline. On a
+// Cluster the masters are served side by side, and the decisions a node
+// redirected (MOVED, ASK: they did not run) go once more after the slot map
+// is reloaded.
+func (b *batcher) sendAcked(ctx context.Context, live []*pending) {
+	for attempt := 0; len(live) > 0; attempt++ {
+		// Each decision travels as a stand-in, which the pipeline answers;
+		// the caller is answered when its reply is final.
+		stand := make(map[*pending]*pending, len(live))
+		proxies := make([]*pending, len(live))
+		for i, p := range live {
+			proxies[i] = &pending{ctx: p.ctx, keys: p.keys, args: p.args, done: make(chan struct{}), take: p.take}
+			stand[proxies[i]] = p
+		}
+		groups := map[*redis.Client][]shared{}
+		var order []*redis.Client
+		for _, c := range b.plan(proxies) {
+			m, err := b.acks.master(ctx, c.keys[0])
+			if err != nil {
+				for _, q := range c.of {
+					p := stand[q]
+					p.err = err
+					close(p.done)
+				}
+				continue
+			}
+			if _, ok := groups[m]; !ok {
+				order = append(order, m)
+			}
+			groups[m] = append(groups[m], c)
+		}
+		var mu sync.Mutex
+		var redirected []*pending
+		var failed bool
+		send := func(m *redis.Client) {
+			moved, f := b.sendTo(ctx, m, groups[m], stand, attempt == 0 && b.acks.cluster != nil)
+			mu.Lock()
+			redirected = append(redirected, moved...)
+			failed = failed || f
+			mu.Unlock()
+		}
+		if len(order) == 1 {
+			send(order[0])
+		} else {
+			var wg sync.WaitGroup
+			for _, m := range order {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					send(m)
+				}()
+			}
+			wg.Wait()
+		}
+		switch {
+		case len(redirected) > 0:
+			b.acks.reload(ctx)
+		case failed && b.acks.cluster != nil:
+			b.acks.cluster.ReloadState(ctx)
+		}
+		live = redirected
+	}
+}
+
+// sendTo sends calls (of stand-ins) on one connection to master, answers
+// their callers (see sendAcked; the admissions once a WAIT in the
+// background has answered) and reports whether a call failed for
+// unavailability. With redirect, the callers whose decisions a Cluster node
+// redirected are not answered but returned, to be sent again.
+func (b *batcher) sendTo(ctx context.Context, master *redis.Client, calls []shared, stand map[*pending]*pending, redirect bool) (moved []*pending, failed bool) {
+	conn := b.acks.conn(master)
+	again := b.deliver(b.run(ctx, conn, calls))
+	if len(again) > 0 {
+		alone := make([]shared, len(again))
+		for i, q := range again {
+			alone[i] = q.alone()
+		}
+		b.deliver(b.run(ctx, conn, alone))
+	}
+	var waiting []*pending
+	for _, c := range calls {
+		for _, q := range c.of {
+			p := stand[q]
+			p.val, p.err = q.val, q.err
+			switch {
+			case redirect && redirection(p.err):
+				moved = append(moved, p)
+				continue
+			case p.err == nil && p.take != nil && admits(p.val):
+				waiting = append(waiting, p)
+				continue
+			case p.err != nil && unavailable(p.err):
+				failed = true
+			}
+			close(p.done)
+		}
+	}
+	if len(waiting) == 0 {
+		_ = conn.Close()
+		return moved, failed
+	}
+	// The WAIT holds the connection, not the batcher: the next pipelines
+	// (and their denials) go on while it lasts.
+	go func() {
+		defer func() { _ = conn.Close() }()
+		err := b.acks.wait(ctx, conn)
+		if err != nil && b.acks.cluster != nil {
+			b.acks.cluster.ReloadState(ctx)
+		}
+		for _, p := range waiting {
+			p.err = err
+			close(p.done)
+		}
+	}()
+	return moved, failed
+}
