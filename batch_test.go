@@ -245,3 +245,46 @@ func (s *scriptCalls) count(cmd redis.Cmder) {
 		s.failedMerged.Add(1)
 	}
 }
+
+// A lone caller never waits for company: with nothing in flight, its call
+// goes out alone, with no pipeline, exactly as without batching.
+func TestBatchingLoneCaller(t *testing.T) {
+	m := newMini(t)
+	pc := &pipeCounter{Client: m.rdb}
+	l := New(pc)
+	ctx := context.Background()
+	for i := range 5 {
+		if r, err := l.Allow(ctx, "k", PerMinute(3)); err != nil || r.Allowed != (i < 3) {
+			t.Fatalf("call %d: %+v, %v", i, r, err)
+		}
+	}
+	if n := pc.pipelines.Load(); n != 0 {
+		t.Errorf("%d pipelines for 5 calls one after the other, want none", n)
+	}
+}
+
+// A caller whose context ended before its turn gets ctx.Err(), never a
+// reply of nothing.
+func TestBatchingCanceledContext(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb, WithBatching(0))
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	var wg sync.WaitGroup
+	var wrong atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10000 {
+				if _, err := l.Allow(canceled, "k", PerSecond(1)); !errors.Is(err, context.Canceled) {
+					wrong.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := wrong.Load(); n != 0 {
+		t.Errorf("%d of 80000 calls on a canceled context got an error other than context.Canceled", n)
+	}
+}

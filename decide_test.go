@@ -2,8 +2,11 @@ package slidelog
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The script derives member i from the counter and carries across bytes and
@@ -94,5 +97,119 @@ func TestDecodeSeveralLimits(t *testing.T) {
 	}
 	if r, err := decode("1 1767268800000000 1 0 0", limits); err == nil {
 		t.Errorf("a reply for one limit of three: %+v, want an error", r)
+	}
+}
+
+// decision is a decision's script arguments, as the Redis layer sends them.
+func decision(key string, n int, limit Limit) ([]string, []any) {
+	id := ids.reserve(n)
+	return []string{key}, []any{n, string(id[:]), limit.Events, limit.micros()}
+}
+
+// A call that takes several decisions (batching) runs past a short window's
+// end in real time; Redis 7.0 deletes a key whose PEXPIREAT has passed at
+// once, so an expiry set mid-call would hide the events that later
+// decisions of the same call, taken at the call's time, must count.
+func TestMergedCallShortWindow(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	key := uniqueKey(t)
+	lim := Limit{Events: 5000, Window: time.Millisecond}
+	k1, a1 := decision(key, 5000, lim)
+	k2, a2 := decision(key, 1, lim)
+	v, err := decideScript.Run(ctx, rdb, append(k1, k2...), append(a1, a2...)...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies, _ := v.([]any)
+	if len(replies) != 2 {
+		t.Fatalf("reply %v", v)
+	}
+	first, err1 := decode(replies[0], []Limit{lim})
+	second, err2 := decode(replies[1], []Limit{lim})
+	if err1 != nil || err2 != nil || !first.Allowed || second.Allowed {
+		t.Errorf("AllowN(5000) then Allow in one call under %v: %+v, %+v (%v, %v); want the second denied", lim, first, second, err1, err2)
+	}
+}
+
+// An empty log has no newest event: ResetAfter is 0 whatever the window,
+// also one longer than the time since 1970.
+func TestDecodeEmptyLogLongWindow(t *testing.T) {
+	century := Limit{Events: 1, Window: 100 * 365 * 24 * time.Hour}
+	r, err := decode("1 1767268800000000 0 0 0", []Limit{century})
+	if err != nil || r.ResetAfter != 0 || r.Remaining != 1 {
+		t.Errorf("Peek on an empty log under %v: %+v, %v; want ResetAfter 0", century, r, err)
+	}
+	r, err = decode("0 1767268800000000 1 1767268799500000 1767268799500000 0 0 0", []Limit{PerSecond(1), century})
+	if err != nil || r.ResetAfter != 500*time.Millisecond {
+		t.Errorf("AllowAll with an empty century log: %+v, %v; want ResetAfter 500ms", r, err)
+	}
+}
+
+// expiring runs every script, then moves the server's clock and its TTLs by
+// d and runs it again (a retry that comes d later, after keys expired).
+type expiring struct {
+	*redis.Client
+	m *mini
+	d time.Duration
+}
+
+func (w expiring) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if err := w.Client.EvalSha(ctx, sha, keys, args...).Err(); err != nil {
+		return w.Client.EvalSha(ctx, sha, keys, args...)
+	}
+	w.m.at(w.m.now().Add(w.d).Sub(epoch))
+	w.m.FastForward(w.d)
+	return w.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+// A retried AllowAll finds its events in any of its logs: here the short
+// window's log has expired by the retry, and the hour's log is full with
+// the call's own event. The retry stays admitted, as of its recorded time.
+func TestRetriedAllowAllFindsItsEvents(t *testing.T) {
+	m := newMini(t)
+	l := New(expiring{Client: m.rdb, m: m, d: 20 * ms}, WithoutBatching())
+	start := m.now()
+	r, err := l.AllowAll(context.Background(), "k", 1, Limit{Events: 10, Window: 5 * ms}, PerHour(1))
+	if err != nil || !r.Allowed || !r.Time().Equal(start) {
+		t.Errorf("retried AllowAll: %+v, %v; want admitted at %v", r, err, start)
+	}
+}
+
+// A retry that comes after its own events left the window answers as of
+// their time, before anything removes them; the next call is decided anew.
+func TestRetryAfterItsEventExpired(t *testing.T) {
+	m := newMini(t)
+	l := New(later{Client: m.rdb, m: m, d: 2 * ms}, WithoutBatching())
+	lim := Limit{Events: 1, Window: time.Millisecond}
+	start := m.now()
+	r, err := l.Allow(context.Background(), "k", lim)
+	if err != nil || !r.Allowed || !r.Time().Equal(start) {
+		t.Fatalf("retried Allow: %+v, %v; want admitted at %v", r, err, start)
+	}
+	next, err := New(m.rdb).Allow(context.Background(), "k", lim)
+	if err != nil || !next.Allowed || next.Time().Sub(r.Time()) < lim.Window {
+		t.Errorf("next Allow: %+v, %v; want admitted a window after %v", next, err, r.Time())
+	}
+}
+
+// A key of another type where AllowAll keeps its index stops the call
+// before anything is written (WRONGTYPE, nothing recorded).
+func TestAllowAllIndexWrongTypeWritesNothing(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	base, index := l.allKeys("acct")
+	if err := m.Set(index, "a string"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.AllowAll(context.Background(), "acct", 1, PerSecond(3), PerHour(5)); !errors.Is(err, ErrWrongType) {
+			t.Fatalf("AllowAll: %v, want ErrWrongType", err)
+		}
+	}
+	for _, w := range []time.Duration{time.Second, time.Hour} {
+		if n, _ := m.ZMembers(windowKey(base, w)); len(n) != 0 {
+			t.Errorf("the %v log holds %d events after refused calls", w, len(n))
+		}
 	}
 }

@@ -140,7 +140,7 @@ func TestDenyCacheSweeps(t *testing.T) {
 	long := time.Now().Add(-time.Hour)
 	lim := PerSecond(1)
 	for i := range 64 * sweepAt * 2 {
-		d.record(strconv.Itoa(i), lim, 1, long, Result{RetryAfter: time.Millisecond})
+		d.record(strconv.Itoa(i), lim, 1, long, 0, Result{RetryAfter: time.Millisecond})
 	}
 	total := 0
 	for i := range d.shards {
@@ -151,7 +151,7 @@ func TestDenyCacheSweeps(t *testing.T) {
 	}
 	// Live denials are kept, and recording more of them stays cheap.
 	for i := range 64 * sweepAt * 2 {
-		d.record(strconv.Itoa(i), lim, 1, time.Now(), Result{RetryAfter: time.Hour})
+		d.record(strconv.Itoa(i), lim, 1, time.Now(), 0, Result{RetryAfter: time.Hour})
 	}
 	total = 0
 	for i := range d.shards {
@@ -184,7 +184,7 @@ func TestDenyCacheCoalesces(t *testing.T) {
 	}
 	l := New(g, WithDenyCache())
 	// A denial remembered until now: the moment a flood would stampede.
-	l.deny.record("k", lim, 1, time.Now().Add(-time.Hour), Result{RetryAfter: time.Second})
+	l.deny.record("k", lim, 1, time.Now().Add(-time.Hour), l.deny.at("k"), Result{RetryAfter: time.Second})
 	close(g.open)
 	g.open = make(chan struct{})
 	g.calls.Store(0)
@@ -214,4 +214,53 @@ func (g *gated) EvalSha(ctx context.Context, sha string, keys []string, args ...
 	g.calls.Add(1)
 	<-g.open
 	return g.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+// held runs every script, then holds its reply until open is closed.
+type held struct {
+	*redis.Client
+	open  chan struct{}
+	calls atomic.Int64
+}
+
+func (h *held) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	cmd := h.Client.EvalSha(ctx, sha, keys, args...)
+	h.calls.Add(1)
+	<-h.open
+	return cmd
+}
+
+// A denial whose reply lands after a Reset of its key is not remembered:
+// the window may have been freed after Redis answered.
+func TestDenyCacheResetDuringCall(t *testing.T) {
+	m := newMini(t)
+	ctx := context.Background()
+	lim := PerMinute(1)
+	if r, err := New(m.rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	g := &held{Client: m.rdb, open: make(chan struct{})}
+	if err := decideScript.Load(ctx, m.rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := New(g, WithDenyCache(), WithoutBatching())
+	denied := make(chan Result)
+	go func() {
+		r, _ := l.Allow(ctx, "k", lim)
+		denied <- r
+	}()
+	for g.calls.Load() < 1 { // Redis has denied it; the reply is held
+		runtime.Gosched()
+	}
+	if err := New(m.rdb).Reset(ctx, "k"); err != nil { // another instance's Reset: Redis is free
+		t.Fatal(err)
+	}
+	l.deny.forget("k") // and this instance's own Reset
+	close(g.open)
+	if r := <-denied; r.Allowed {
+		t.Fatalf("the held call was admitted: %+v", r)
+	}
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Errorf("after Reset: %+v, %v; want admitted (the held denial must not be remembered)", r, err)
+	}
 }

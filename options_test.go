@@ -35,15 +35,22 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 	}
 }
 
-// Options that are right build a limiter, and the short path is taken only
-// with none of the optional layers.
+// Options that are right build a limiter. Batching is on by default where
+// the client can pipeline, off where it cannot (no panic: nobody asked for
+// it), and off on request.
 func TestOptionsBuild(t *testing.T) {
 	rdb := newMini(t).rdb
-	if l := New(rdb); !l.plain || l.batch != nil || l.deny != nil {
-		t.Errorf("New(rdb): plain %v batch %v deny %v", l.plain, l.batch, l.deny)
+	if l := New(rdb); !l.plain || l.batch == nil || l.batch.max != defaultBatch || l.batch.merge != mergeAll || l.deny != nil {
+		t.Errorf("New(rdb): plain %v batch %+v deny %v", l.plain, l.batch, l.deny)
 	}
-	l := New(rdb, WithTimeout(time.Second), WithMaxEvents(10), WithPrefix("{rl}:"), WithBatching(0), WithDenyCache(), WithName("n"))
-	if l.plain || l.batch == nil || l.batch.max != 256 || l.batch.merge != mergeAll || l.deny == nil {
+	if l := New(rdb, WithoutBatching()); l.batch != nil {
+		t.Errorf("WithoutBatching: batch %+v", l.batch)
+	}
+	if l := New(scripterOnly{rdb}); l.batch != nil {
+		t.Errorf("a client without Pipeline: batch %+v", l.batch)
+	}
+	l := New(rdb, WithTimeout(time.Second), WithMaxEvents(10), WithPrefix("{rl}:"), WithBatching(8), WithDenyCache(), WithName("n"))
+	if l.plain || l.batch == nil || l.batch.max != 8 || l.batch.merge != mergeAll || l.deny == nil {
 		t.Errorf("options not applied: %+v", l)
 	}
 }

@@ -2,6 +2,7 @@ package slidelog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -58,5 +59,26 @@ func TestResetOnARing(t *testing.T) {
 		if r, err := l.AllowAll(ctx, key, 1, limits...); err != nil || !r.Allowed {
 			t.Errorf("%s after Reset: %+v, %v", key, r, err)
 		}
+	}
+}
+
+// Reset reads the AllowAll index before removing anything: a key of another
+// type there stops it with nothing removed.
+func TestResetIndexWrongTypeRemovesNothing(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, "acct", PerMinute(5)); err != nil {
+		t.Fatal(err)
+	}
+	_, index := l.allKeys("acct")
+	if err := m.Set(index, "a string"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reset(ctx, "acct"); !errors.Is(err, ErrWrongType) {
+		t.Errorf("Reset: %v, want ErrWrongType", err)
+	}
+	if !m.Exists("slidelog:acct") {
+		t.Error("Reset failed but removed the single-limit log")
 	}
 }

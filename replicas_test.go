@@ -1,0 +1,526 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/redisserver"
+)
+
+// The tests of WithReplicas run a real master and a real replica of it,
+// whose process a test stops (SIGSTOP: it acknowledges nothing) and
+// resumes.
+
+type replicated struct {
+	master, replica *redis.Client
+	pid             int // the replica's
+}
+
+// startReplicated starts a master and a replica, and waits until the
+// replica is online.
+func startReplicated(t *testing.T) *replicated {
+	t.Helper()
+	master := startServer(t, "--repl-diskless-sync-delay", "0")
+	host, port, _ := net.SplitHostPort(master)
+	addr, pid, stop, err := redisserver.StartProcess("--loglevel", "warning", "--replicaof", host, port)
+	if err != nil {
+		t.Fatalf("real redis-server (replica): %v", err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		stop()
+	})
+	r := &replicated{master: client(t, master), replica: client(t, addr), pid: pid}
+	waitFor(t, "the replica online", func() bool {
+		return strings.Contains(infoField(r.master, "slave0"), "state=online") && infoField(r.replica, "master_link_status") == "up"
+	})
+	return r
+}
+
+// stop stops the replica's process until resume (or the test's end).
+func (r *replicated) stop(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(r.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *replicated) resume(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(r.pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// events is how many events the log at key holds on rdb.
+func events(t *testing.T, rdb *redis.Client, key string) int64 {
+	t.Helper()
+	n, err := rdb.ZCard(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// batchingModes are the two ways a limiter sends its decisions.
+var batchingModes = []struct {
+	name string
+	opt  Option
+}{
+	{"batched", WithBatching(0)},
+	{"unbatched", WithoutBatching()},
+}
+
+// Generous: the tests below never wait for a deadline but on a failure.
+const generous = 30 * time.Second
+
+// An admission returns once the replica has it: right after the call, the
+// replica holds every event it was told was admitted (Allow, AllowN,
+// AllowAll), and a denial is answered as usual.
+func TestReplicasAcknowledged(t *testing.T) {
+	r := startReplicated(t)
+	for _, mode := range batchingModes {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), generous)
+			defer cancel()
+			prefix := uniqueKey(t) + ":"
+			l := New(r.master, WithPrefix(prefix), WithReplicas(1, generous), mode.opt)
+			lim := Limit{Events: 5, Window: time.Minute}
+			for i, n := range []int{1, 3, 1} {
+				res, err := l.AllowN(ctx, "k", lim, n)
+				if err != nil || !res.Allowed {
+					t.Fatalf("AllowN %d: %+v, %v", i, res, err)
+				}
+			}
+			if got := events(t, r.replica, prefix+"k"); got != 5 {
+				t.Errorf("the replica holds %d events right after 5 were admitted", got)
+			}
+			if res, err := l.Allow(ctx, "k", lim); err != nil || res.Allowed {
+				t.Errorf("a sixth event: %+v, %v; want denied", res, err)
+			}
+			limits := []Limit{{Events: 2, Window: time.Minute}, {Events: 3, Window: time.Hour}}
+			if res, err := l.AllowAll(ctx, "all", 2, limits...); err != nil || !res.Allowed {
+				t.Fatalf("AllowAll: %+v, %v", res, err)
+			}
+			base, _ := l.allKeys("all")
+			for _, lim := range limits {
+				if got := events(t, r.replica, windowKey(base, lim.Window)); got != 2 {
+					t.Errorf("the replica holds %d events in the %v log, want 2", got, lim.Window)
+				}
+			}
+		})
+	}
+}
+
+// With the replica stopped, an admission fails with ErrNotReplicated once
+// the timeout has passed, and its events are taken back; FailOpen answers
+// it, degraded. Denials and Peeks do not wait: under a WAIT timeout of an
+// hour they answer at once.
+func TestReplicasNotAcknowledged(t *testing.T) {
+	r := startReplicated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
+	defer cancel()
+	prefix := uniqueKey(t) + ":"
+	lim := Limit{Events: 3, Window: time.Minute}
+	// A full key, admitted while the replica is up.
+	full := New(r.master, WithPrefix(prefix), WithReplicas(1, generous))
+	if res, err := full.AllowN(ctx, "full", lim, 3); err != nil || !res.Allowed {
+		t.Fatalf("filling a key: %+v, %v", res, err)
+	}
+	r.stop(t)
+	defer r.resume(t)
+	for _, mode := range batchingModes {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, generous)
+			defer cancel()
+			l := New(r.master, WithPrefix(prefix), WithReplicas(1, 200*time.Millisecond), mode.opt)
+			key := mode.name
+			res, err := l.AllowN(ctx, key, lim, 2)
+			if !errors.Is(err, ErrNotReplicated) || errors.Is(err, context.DeadlineExceeded) || res.Allowed {
+				t.Fatalf("AllowN with the replica stopped: %+v, %v; want ErrNotReplicated", res, err)
+			}
+			t.Log(err)
+			if got := events(t, r.master, prefix+key); got != 0 {
+				t.Errorf("the master holds %d events of a refused admission", got)
+			}
+			limits := []Limit{{Events: 2, Window: time.Minute}, {Events: 3, Window: time.Hour}}
+			if res, err := l.AllowAll(ctx, key, 1, limits...); !errors.Is(err, ErrNotReplicated) || res.Allowed {
+				t.Fatalf("AllowAll with the replica stopped: %+v, %v; want ErrNotReplicated", res, err)
+			}
+			base, _ := l.allKeys(key)
+			for _, lim := range limits {
+				if got := events(t, r.master, windowKey(base, lim.Window)); got != 0 {
+					t.Errorf("the master holds %d events of a refused AllowAll in the %v log", got, lim.Window)
+				}
+			}
+
+			open := New(r.master, WithPrefix(prefix), WithReplicas(1, 200*time.Millisecond), WithPolicy(FailOpen), mode.opt)
+			res, err = open.Allow(ctx, key, lim)
+			if err != nil || !res.Allowed || !res.Degraded() {
+				t.Errorf("FailOpen: %+v (degraded %v), %v; want a degraded admission", res, res.Degraded(), err)
+			}
+			if got := events(t, r.master, prefix+key); got != 0 {
+				t.Errorf("the master holds %d events after FailOpen answered", got)
+			}
+
+			patient := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.opt)
+			if res, err := patient.Allow(ctx, "full", lim); err != nil || res.Allowed {
+				t.Errorf("a denial with the replica stopped: %+v, %v; want denied at once", res, err)
+			}
+			if res, err := patient.Peek(ctx, key, lim); err != nil || !res.Allowed {
+				t.Errorf("a Peek with the replica stopped: %+v, %v; want answered at once", res, err)
+			}
+		})
+	}
+}
+
+// With batching, a pipeline's denials and Peeks are answered while its
+// admissions wait for the replica, and those admissions complete once the
+// replica is back.
+func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
+	r := startReplicated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
+	defer cancel()
+	prefix := uniqueKey(t) + ":"
+	lim := Limit{Events: 3, Window: time.Minute}
+	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(0))
+	if res, err := l.AllowN(ctx, "full", lim, 3); err != nil || !res.Allowed {
+		t.Fatalf("filling a key: %+v, %v", res, err)
+	}
+	r.stop(t)
+	stopped := true
+	defer func() {
+		if stopped {
+			r.resume(t)
+		}
+	}()
+	const admissions = 16
+	results := make(chan error, admissions)
+	for range admissions {
+		go func() {
+			res, err := l.Allow(ctx, "k", Limit{Events: admissions, Window: time.Minute})
+			if err == nil && !res.Allowed {
+				err = errors.New("denied")
+			}
+			results <- err
+		}()
+	}
+	waitFor(t, "the admissions recorded on the master", func() bool { return events(t, r.master, prefix+"k") == admissions })
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dctx, cancel := context.WithTimeout(ctx, generous)
+			defer cancel()
+			if res, err := l.Allow(dctx, "full", lim); err != nil || res.Allowed {
+				t.Errorf("a denial while admissions wait: %+v, %v", res, err)
+			}
+			if _, err := l.Peek(dctx, "k", lim); err != nil {
+				t.Errorf("a Peek while admissions wait: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-results:
+		t.Fatalf("an admission was answered (%v) while the replica was stopped", err)
+	default:
+	}
+	r.resume(t)
+	stopped = false
+	for range admissions {
+		if err := <-results; err != nil {
+			t.Errorf("an admission after the replica resumed: %v", err)
+		}
+	}
+	if got := events(t, r.replica, prefix+"k"); got != admissions {
+		t.Errorf("the replica holds %d events, want %d", got, admissions)
+	}
+}
+
+// Refund and Reset do not wait for replicas: with the replica stopped they
+// take effect on the master at once.
+func TestReplicasRefundAndResetDoNotWait(t *testing.T) {
+	r := startReplicated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	prefix := uniqueKey(t) + ":"
+	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour))
+	lim := Limit{Events: 3, Window: time.Minute}
+	a, err := l.AllowN(ctx, "a", lim, 2)
+	if err != nil || !a.Allowed {
+		t.Fatalf("AllowN: %+v, %v", a, err)
+	}
+	if res, err := l.Allow(ctx, "b", lim); err != nil || !res.Allowed {
+		t.Fatalf("Allow: %+v, %v", res, err)
+	}
+	r.stop(t)
+	defer r.resume(t)
+	if err := l.Refund(ctx, a.Handle()); err != nil {
+		t.Errorf("Refund: %v", err)
+	}
+	if err := l.Reset(ctx, "b"); err != nil {
+		t.Errorf("Reset: %v", err)
+	}
+	if got := events(t, r.master, prefix+"a") + events(t, r.master, prefix+"b"); got != 0 {
+		t.Errorf("%d events left after Refund and Reset", got)
+	}
+}
+
+// New refuses WithReplicas where it cannot work: a Ring (no replicas), n
+// below 1, a timeout that is not positive.
+func TestReplicasMistakes(t *testing.T) {
+	m := newMini(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	var universal redis.UniversalClient = ring
+	for _, c := range []struct {
+		name string
+		rdb  redis.Scripter
+		opt  Option
+		says []string
+	}{
+		{"ring", ring, WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s)", "*redis.Ring", "no replicas"}},
+		{"universal ring", universal, WithReplicas(1, time.Second), []string{"*redis.Ring"}},
+		{"no replica", m.rdb, WithReplicas(0, time.Second), []string{"WithReplicas(0, 1s)", "n below 1"}},
+		{"no timeout", m.rdb, WithReplicas(1, 0), []string{"WithReplicas(1, 0s)", "must be positive"}},
+		{"negative timeout", m.rdb, WithReplicas(1, -time.Second), []string{"WithReplicas(1, -1s)", "must be positive"}},
+		{"unknown client", scripterOnly{m.rdb}, WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s) needs a client"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				msg, _ := recover().(string)
+				for _, s := range c.says {
+					if !strings.Contains(msg, s) {
+						t.Errorf("panic %q, want one saying %q", msg, s)
+					}
+				}
+			}()
+			New(c.rdb, c.opt)
+		})
+	}
+	// Right: a plain client, a Cluster client; the timeout in whole ms.
+	if l := New(m.rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.timeout != 2*time.Millisecond || l.acks.single == nil || l.batch.acks != l.acks {
+		t.Errorf("acks %+v", l.acks)
+	}
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
+	t.Cleanup(func() { _ = cluster.Close() })
+	if l := New(cluster, WithReplicas(1, time.Second)); l.acks.cluster == nil {
+		t.Errorf("acks %+v", l.acks)
+	}
+}
+
+// A one-shard Cluster, a master with all slots and a replica, each a real
+// redis-server in cluster mode; the replica's process can be stopped.
+func startReplicatedCluster(t *testing.T) (r *replicated, masterAddr, replicaAddr string) {
+	t.Helper()
+	ctx := context.Background()
+	args := []string{"--loglevel", "warning", "--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1",
+		"--cluster-node-timeout", "1000", "--repl-diskless-sync-delay", "0"}
+	masterAddr = startServer(t, args[2:]...)
+	replicaAddr, pid, stop, err := redisserver.StartProcess(args...)
+	if err != nil {
+		t.Fatalf("real redis-server (replica): %v", err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		stop()
+	})
+	r = &replicated{master: client(t, masterAddr), replica: client(t, replicaAddr), pid: pid}
+	slots := []any{"CLUSTER", "ADDSLOTS"}
+	for i := range 16384 {
+		slots = append(slots, i)
+	}
+	if err := r.master.Do(ctx, slots...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(masterAddr)
+	if err := r.replica.Do(ctx, "CLUSTER", "MEET", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	id := r.master.Do(ctx, "CLUSTER", "MYID").Val()
+	waitFor(t, "the replica to know the master", func() bool {
+		return strings.Contains(r.replica.Do(ctx, "CLUSTER", "NODES").String(), id.(string))
+	})
+	if err := r.replica.Do(ctx, "CLUSTER", "REPLICATE", id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, r.master, r.replica)
+	return r, masterAddr, replicaAddr
+}
+
+// waitOnline waits until master has one replica online, replica's link is
+// up, and both say cluster_state ok.
+func waitOnline(t *testing.T, master, replica *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, "the replica online, the cluster ok", func() bool {
+		return strings.Contains(infoField(master, "slave0"), "state=online") && infoField(replica, "master_link_status") == "up" &&
+			strings.Contains(master.ClusterInfo(ctx).Val(), "cluster_state:ok") && strings.Contains(replica.ClusterInfo(ctx).Val(), "cluster_state:ok")
+	})
+}
+
+// On a Cluster, an admission waits on the connection of its key's master:
+// allowed with the replica up, ErrNotReplicated (events taken back) with it
+// stopped. After a failover (CLUSTER FAILOVER on the replica) the client's
+// slot map still names the old master, now a replica, which answers MOVED:
+// the limiter reloads the map and decides on the new master.
+func TestReplicasCluster(t *testing.T) {
+	r, masterAddr, replicaAddr := startReplicatedCluster(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{masterAddr, replicaAddr}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
+	defer cancel()
+	prefix := uniqueKey(t) + ":"
+	lim := Limit{Events: 1000, Window: time.Minute}
+	limiters := map[string]*Limiter{}
+	for _, mode := range batchingModes {
+		limiters[mode.name] = New(cc, WithPrefix(prefix+mode.name+":"), WithReplicas(1, 200*time.Millisecond), mode.opt)
+	}
+	for _, mode := range batchingModes {
+		if res, err := limiters[mode.name].AllowAll(ctx, "k", 1, lim, PerHour(1000)); err != nil || !res.Allowed {
+			t.Fatalf("%s: AllowAll with the replica up: %+v, %v", mode.name, res, err)
+		}
+	}
+	r.stop(t)
+	for _, mode := range batchingModes {
+		res, err := limiters[mode.name].Allow(ctx, "stopped", lim)
+		if !errors.Is(err, ErrNotReplicated) || res.Allowed {
+			t.Errorf("%s: Allow with the replica stopped: %+v, %v; want ErrNotReplicated", mode.name, res, err)
+		}
+		if got := events(t, r.master, prefix+mode.name+":stopped"); got != 0 {
+			t.Errorf("%s: the master holds %d events of a refused admission", mode.name, got)
+		}
+	}
+	r.resume(t)
+
+	if err := r.replica.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, r.replica, r.master) // roles swapped
+	for _, mode := range batchingModes {
+		t.Run(mode.name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if res, err := limiters[mode.name].Allow(ctx, "after", lim); err != nil || !res.Allowed {
+						t.Errorf("Allow after the failover: %+v, %v", res, err)
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+	if stats := r.master.Info(ctx, "errorstats").Val(); !strings.Contains(stats, "errorstat_MOVED") {
+		t.Errorf("the old master answered no MOVED: the limiters did not find it stale\n%s", stats)
+	}
+}
+
+// Check compares the replicas connected with WithReplicas' n, and checks
+// that the user may send WAIT.
+func TestReplicasCheck(t *testing.T) {
+	r := startReplicated(t)
+	ctx := context.Background()
+	check := func(rdb *redis.Client, opts ...Option) Report {
+		t.Helper()
+		rep, err := New(rdb, opts...).Check(ctx)
+		if err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		return rep
+	}
+	one(t, check(r.master, WithReplicas(1, time.Second)), "replication", SeverityInfo, "1 replicas connected; WithReplicas: an admission waits until 1 of them")
+	one(t, check(r.master, WithReplicas(2, time.Second)), "replication", SeverityProblem, "1 of the 2 replicas WithReplicas waits for connected", "ErrNotReplicated")
+	one(t, check(r.master), "replication", SeverityInfo, "role master, 1 replica connected")
+
+	if err := r.master.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limited := client(t, r.master.Options().Addr, "nowait", "pw")
+	one(t, check(limited, WithReplicas(1, time.Second)), "acl", SeverityProblem, "WAIT")
+	one(t, check(limited), "acl", SeverityInfo, "may run every command")
+}
+
+// A WAIT the server refuses (the user may not run it) is a mistake: an
+// error under every policy, not ErrNotReplicated; the admission's events
+// are taken back all the same.
+func TestReplicasWaitRefused(t *testing.T) {
+	r := startReplicated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := r.master.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limited := client(t, r.master.Options().Addr, "nowait", "pw")
+	prefix := uniqueKey(t) + ":"
+	for _, mode := range batchingModes {
+		l := New(limited, WithPrefix(prefix), WithReplicas(1, time.Second), WithPolicy(FailOpen), mode.opt)
+		res, err := l.Allow(ctx, mode.name, PerMinute(3))
+		if err == nil || errors.Is(err, ErrNotReplicated) || !strings.Contains(err.Error(), "NOPERM") || res.Allowed {
+			t.Errorf("%s: Allow with WAIT refused: %+v, %v; want the NOPERM error", mode.name, res, err)
+		}
+		if got := events(t, r.master, prefix+mode.name); got != 0 {
+			t.Errorf("%s: the master holds %d events of a refused admission", mode.name, got)
+		}
+	}
+}
+
+// When the caller's context ends while its admission waits for the
+// replicas (a deadline: go-redis interrupts a read at a deadline, not at a
+// cancel), the call fails with the context's error and the events are
+// taken back: unbatched at once, in the background; batched, once the
+// pipeline's WAIT has answered (here, when the replica resumes).
+func TestReplicasContextEndsDuringWait(t *testing.T) {
+	r := startReplicated(t)
+	prefix := uniqueKey(t) + ":"
+	r.stop(t)
+	stopped := true
+	defer func() {
+		if stopped {
+			r.resume(t)
+		}
+	}()
+	keys := map[string]*Limiter{}
+	for _, mode := range batchingModes {
+		l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.opt)
+		for i := range 8 {
+			keys[mode.name+strconv.Itoa(i)] = l
+		}
+	}
+	var wg sync.WaitGroup
+	for key, l := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			res, err := l.Allow(ctx, key, PerMinute(3))
+			if !errors.Is(err, context.DeadlineExceeded) || res.Allowed {
+				t.Errorf("%s: Allow past its deadline: %+v, %v; want context.DeadlineExceeded", key, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for key := range keys {
+		if strings.HasPrefix(key, "unbatched") {
+			waitFor(t, "the unbatched events taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
+		}
+	}
+	r.resume(t)
+	stopped = false
+	for key := range keys {
+		waitFor(t, "every event taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
+	}
+}
