@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"runtime"
 	"slices"
 	"strconv"
@@ -47,9 +48,14 @@ decision (INFO cpu; INFO commandstats usec over decisions, as with batching
 one script call takes many decisions).
 
 variants: ping (the floor: one round trip), reference (a plain sorted-set
-script through EvalSha: client clock, UUID member), slidelog (Allow),
-redis_rate (github.com/go-redis/redis_rate/v10, GCRA), batched (slidelog
-WithBatching), denycache (slidelog WithDenyCache).
+script through EvalSha: client clock, UUID member), slidelog (Allow with
+New's defaults: batching on), redis_rate (github.com/go-redis/redis_rate/v10,
+GCRA), batched (slidelog WithBatching(0), the same as the default),
+unbatched (slidelog WithoutBatching), denycache (slidelog WithDenyCache),
+replicas (slidelog WithReplicas(1, 1s): an admission waits until a replica
+has it; with no --redis, bench starts a replica of its server whenever this
+variant runs, and every variant then runs on a master with a replica; a
+--redis server needs one).
 
 --large instead measures slidelog at 10, 1 000 and 100 000 events per key.
 
@@ -102,6 +108,9 @@ flags:`)
 	if err := cfg.limit.Validate(); err != nil {
 		return usagef("--events %d --window %v: %w", cfg.limit.Events, cfg.limit.Window, err)
 	}
+	if cfg.instructions && slices.Contains(cfg.variants, "replicas") {
+		return usagef("--instructions: the replicas variant needs a replica, and --instructions starts a server without one")
+	}
 	if cfg.instructions {
 		return benchInstructions(ctx, cfg, stdout)
 	}
@@ -114,6 +123,13 @@ flags:`)
 		}
 		defer stop()
 		opts = &redis.Options{Addr: addr}
+		if slices.Contains(cfg.variants, "replicas") {
+			stopReplica, err := startReplica(ctx, addr)
+			if err != nil {
+				return err
+			}
+			defer stopReplica()
+		}
 	} else if opts, err = parseRedis(*url); err != nil {
 		return err
 	}
@@ -131,6 +147,28 @@ flags:`)
 		return benchLarge(ctx, rdb, cfg, stdout)
 	}
 	return benchMatrix(ctx, rdb, cfg, stdout)
+}
+
+// startReplica starts a redis-server replicating the one at master, for
+// the replicas variant, and waits until it is online.
+func startReplica(ctx context.Context, master string) (stop func(), err error) {
+	host, port, _ := net.SplitHostPort(master)
+	addr, stop, err := redisserver.StartWith("--replicaof", host, port, "--repl-diskless-sync-delay", "0")
+	if err != nil {
+		return nil, fmt.Errorf("starting a replica for the replicas variant: %w", err)
+	}
+	replica := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = replica.Close() }()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		info, _ := replica.Info(ctx, "replication").Result()
+		if infoField(info, "master_link_status") == "up" {
+			return stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("the replica at %s did not sync with %s within a minute", addr, master)
+		}
+	}
 }
 
 func ints(s string) ([]int, error) {

@@ -33,6 +33,7 @@ func reportMatrix(out io.Writer, cfg benchConfig, vs []variant, results map[matr
 				med[v.name] = pick(func(s sample) float64 { return s.perSec })
 				med[v.name+".usec"] = pick(func(s sample) float64 { return s.usecPerCall })
 				med[v.name+".p99"] = pick(func(s sample) float64 { return float64(s.p99) })
+				med[v.name+".p50"] = pick(func(s sample) float64 { return float64(s.p50) })
 				errs := 0
 				for _, s := range ss {
 					errs += s.errors
@@ -50,24 +51,27 @@ func reportMatrix(out io.Writer, cfg benchConfig, vs []variant, results map[matr
 					pick(func(s sample) float64 { return s.redisCPU }),
 					med[v.name+".usec"], errs)
 			}
-			// The targets, where the variants they compare ran.
+			// The targets for New(rdb) with no options, where the variants
+			// they compare ran: at 1 caller, at least 0.95x each peer's
+			// throughput and a p50 no worse than 1.05x; from 16 callers up,
+			// at least 1.3x each peer's throughput.
 			sl, ok := med["slidelog"]
 			if !ok {
 				continue
 			}
-			if ref, ok := med["reference"]; ok {
-				verdicts = append(verdicts, fmt.Sprintf("%d callers, %d keys: slidelog/reference throughput %.2f× (target ≥ 0.95), Redis command µs per decision %.2f vs %.2f",
-					conc, keys, sl/ref, med["slidelog.usec"], med["reference.usec"]))
-			}
-			if rr, ok := med["redis_rate"]; ok {
-				verdicts = append(verdicts, fmt.Sprintf("%d callers, %d keys: slidelog/redis_rate throughput %.2f× (target ≥ 1.0)", conc, keys, sl/rr))
-			}
-			if p, ok := med["ping"]; ok && conc == 1 {
-				verdicts = append(verdicts, fmt.Sprintf("%d caller, %d keys: slidelog/PING throughput %.2f× (target ≥ 0.75)", conc, keys, sl/p))
-			}
-			if b, ok := med["batched"]; ok && conc >= 64 {
-				verdicts = append(verdicts, fmt.Sprintf("%d callers, %d keys: batched/slidelog throughput %.2f× (target ≥ 2), p99 %.2f× (target ≤ 2)",
-					conc, keys, b/sl, med["batched.p99"]/med["slidelog.p99"]))
+			for _, peer := range []string{"reference", "redis_rate"} {
+				pt, ok := med[peer]
+				if !ok {
+					continue
+				}
+				if conc == 1 {
+					p50 := med["slidelog.p50"] / med[peer+".p50"]
+					verdicts = append(verdicts, fmt.Sprintf("%d caller, %d keys: slidelog/%s throughput %.2f× (target ≥ 0.95: %s), p50 %.2f× (target ≤ 1.05: %s)",
+						conc, keys, peer, sl/pt, met(sl/pt >= 0.95), p50, met(p50 <= 1.05)))
+				} else if conc >= 16 {
+					verdicts = append(verdicts, fmt.Sprintf("%d callers, %d keys: slidelog/%s throughput %.2f× (target ≥ 1.3: %s)",
+						conc, keys, peer, sl/pt, met(sl/pt >= 1.3)))
+				}
 			}
 		}
 	}
@@ -75,6 +79,14 @@ func reportMatrix(out io.Writer, cfg benchConfig, vs []variant, results map[matr
 	for _, v := range verdicts {
 		fmt.Fprintln(out, v)
 	}
+}
+
+// met words a verdict.
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
 }
 
 // median is the middle of xs (the mean of the two middle ones for an even count).

@@ -40,7 +40,7 @@ type variant struct {
 }
 
 // variantNames are the variants makeVariants builds.
-var variantNames = []string{"ping", "reference", "slidelog", "redis_rate", "batched", "denycache"}
+var variantNames = []string{"ping", "reference", "slidelog", "redis_rate", "batched", "unbatched", "denycache", "replicas"}
 
 // makeVariants builds the named variants on rdb, each on its own key prefix.
 func makeVariants(rdb *redis.Client, names []string, limit slidelog.Limit) ([]variant, error) {
@@ -64,9 +64,11 @@ func makeVariants(rdb *redis.Client, names []string, limit slidelog.Limit) ([]va
 		}, "rate:"},
 	}
 	for name, opts := range map[string][]slidelog.Option{
-		"slidelog":  nil,
+		"slidelog":  nil, // New(rdb): the defaults, batching on
 		"batched":   {slidelog.WithBatching(0)},
+		"unbatched": {slidelog.WithoutBatching()},
 		"denycache": {slidelog.WithDenyCache()},
+		"replicas":  {slidelog.WithReplicas(1, time.Second)},
 	} {
 		l := slidelog.New(rdb, append(opts, slidelog.WithPrefix(name+":"))...)
 		all[name] = variant{name, "evalsha", func(ctx context.Context, key string) error {

@@ -191,13 +191,14 @@ func TestBench(t *testing.T) {
 	}
 	var out bytes.Buffer
 	code := run(context.Background(), []string{"bench", "--rounds", "2", "--duration", "100ms",
-		"--concurrency", "1,4", "--keys", "1,50", "--variants", "ping,reference,slidelog,denycache"}, &out, io.Discard)
+		"--concurrency", "1,16", "--keys", "1,50", "--variants", "ping,reference,slidelog,denycache"}, &out, io.Discard)
 	got := out.String()
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, got)
 	}
-	for _, want := range []string{"| 4 | 50 | slidelog |", "| 1 | 1 | ping |", "| 4 | 1 | denycache |",
-		"1 caller, 1 keys: slidelog/PING throughput", "4 callers, 50 keys: slidelog/reference throughput"} {
+	for _, want := range []string{"| 16 | 50 | slidelog |", "| 1 | 1 | ping |", "| 16 | 1 | denycache |",
+		"1 caller, 1 keys: slidelog/reference throughput", "(target ≤ 1.05: ", "16 callers, 50 keys: slidelog/reference throughput",
+		"(target ≥ 1.3: "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no %q in:\n%s", want, got)
 		}
