@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +39,15 @@ type traffic struct {
 	// exact; the ones before are measured and reported, not enforced.
 	lossy   bool
 	settled int64 // µs
+	// acked: the limiters admit only what replicas acknowledged
+	// (WithReplicas), so even a lossy fault must leave no window with more
+	// admitted answers than Events.
+	acked bool
+	// rounds are the start times (µs) of the faults of a run, which the
+	// windows over the limit are counted by.
+	rounds []int64
+	// options names the limiters' options in reports.
+	options string
 
 	mu        sync.Mutex
 	decisions []decision
@@ -60,9 +73,39 @@ type callErr struct {
 // warmup; fault's return ends nothing: traffic goes on until d.
 func (tr *traffic) run(t *testing.T, d, warmup time.Duration, fault func()) {
 	t.Helper()
-	tr.log = map[string]map[string]int64{}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	wait := tr.start(ctx)
+	if fault != nil {
+		time.Sleep(warmup)
+		fault()
+	}
+	wait()
+}
+
+// runTogether runs several traffics side by side (limiters with different
+// options, on one set of servers): after warmup it calls fault, and once
+// fault has returned and tail has passed, it stops them all.
+func runTogether(trs []*traffic, warmup, tail time.Duration, fault func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waits []func()
+	for _, tr := range trs {
+		waits = append(waits, tr.start(ctx))
+	}
+	time.Sleep(warmup)
+	fault()
+	time.Sleep(tail)
+	cancel()
+	for _, wait := range waits {
+		wait()
+	}
+}
+
+// start sends traffic and watches the logs until ctx ends; wait waits for
+// the end, and reads the logs a last time.
+func (tr *traffic) start(ctx context.Context) (wait func()) {
+	tr.log = map[string]map[string]int64{}
 	var wg sync.WaitGroup
 	for _, l := range tr.limiters {
 		for g := range tr.goroutines {
@@ -99,15 +142,13 @@ func (tr *traffic) run(t *testing.T, d, warmup time.Duration, fault func()) {
 			time.Sleep(tr.limit.Window / 10)
 		}
 	}()
-	if fault != nil {
-		time.Sleep(warmup)
-		fault()
-	}
-	wg.Wait()
-	<-watchDone
-	// The last events are still in their window: read them once more.
-	for i := 0; i < 50 && !tr.read(); i++ {
-		time.Sleep(100 * time.Millisecond)
+	return func() {
+		wg.Wait()
+		<-watchDone
+		// The last events are still in their window: read them once more.
+		for i := 0; i < 50 && !tr.read(); i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
 
@@ -153,11 +194,16 @@ type summary struct {
 	maxSettled                       int           // admitted answers in one window ending after the fault settled
 	worstErr                         time.Duration // slowest failed call
 	outage                           time.Duration // first to last failed call
+	// over the limit: admitted answers whose window (t-W, t] held more than
+	// Events; the windows they make (one per key and fault round); the
+	// fault rounds with any
+	overAnswers, overWindows, overRounds int
 }
 
 func (s summary) String() string {
-	return fmt.Sprintf("admitted %d, denied %d, logged %d, errors %d (slowest %v, for %v), most in a window: %d admitted answers, %d logged events",
-		s.admitted, s.denied, s.logged, s.errors, s.worstErr.Round(time.Millisecond), s.outage.Round(time.Millisecond), s.maxAnswered, s.maxInWindow)
+	return fmt.Sprintf("admitted %d, denied %d, logged %d, errors %d (slowest %v, for %v), most in a window: %d admitted answers, %d logged events; over the limit: %d answers, %d key windows, %d fault rounds",
+		s.admitted, s.denied, s.logged, s.errors, s.worstErr.Round(time.Millisecond), s.outage.Round(time.Millisecond), s.maxAnswered, s.maxInWindow,
+		s.overAnswers, s.overWindows, s.overRounds)
 }
 
 // verify holds the run to the contract and returns what it saw:
@@ -196,6 +242,7 @@ func (tr *traffic) verify(t *testing.T) summary {
 		i := sort.Search(len(ts), func(i int) bool { return ts[i] > tr.settled })
 		s.maxSettled = max(s.maxSettled, mostEndingFrom(ts, w, i))
 	}
+	s.overAnswers, s.overWindows, s.overRounds = overLimit(answered, w, tr.limit.Events, tr.rounds)
 	// count of key's events in (lo, hi]: in the log, or, for a lossy run,
 	// in the answers (the watcher cannot read a key while its master is down)
 	src := times
@@ -246,6 +293,10 @@ func (tr *traffic) verify(t *testing.T) summary {
 		s.outage = last.Sub(first)
 	}
 	if tr.lossy {
+		if tr.acked && s.maxAnswered > tr.limit.Events {
+			t.Errorf("with WithReplicas, callers were told %d admissions in one window, limit %d: %d answers over the limit, in %d key windows of %d fault rounds",
+				s.maxAnswered, tr.limit.Events, s.overAnswers, s.overWindows, s.overRounds)
+		}
 		if s.maxSettled > tr.limit.Events {
 			t.Errorf("after the fault settled callers were told %d admissions in one window, limit %d", s.maxSettled, tr.limit.Events)
 		}
@@ -258,6 +309,33 @@ func (tr *traffic) verify(t *testing.T) summary {
 		t.Errorf("callers were told %d admissions (and %d calls failed) but the log shows %d events", s.admitted, s.errors, s.logged)
 	}
 	return s
+}
+
+// overLimit counts the admitted answers (sorted, µs, per key) whose window
+// (t-w, t] holds more than events, the windows over the limit they make
+// (one per key and fault round: a round runs from its start in rounds to
+// the next one's), and the rounds with any.
+func overLimit(answered map[string][]int64, w int64, events int, rounds []int64) (answers, windows, hit int) {
+	hitRounds := map[int]bool{}
+	for _, ts := range answered {
+		keyRounds := map[int]bool{}
+		lo := 0
+		for hi := range ts {
+			for ts[lo] <= ts[hi]-w {
+				lo++
+			}
+			if hi-lo+1 > events {
+				answers++
+				// the last round started at or before ts[hi]; -1 before any
+				keyRounds[sort.Search(len(rounds), func(i int) bool { return rounds[i] > ts[hi] })-1] = true
+			}
+		}
+		windows += len(keyRounds)
+		for r := range keyRounds {
+			hitRounds[r] = true
+		}
+	}
+	return answers, windows, len(hitRounds)
 }
 
 // mostInAnyWindow returns the most times (sorted, µs) in one window (s-w, s].
@@ -275,6 +353,9 @@ func mostEndingFrom(ts []int64, w int64, from int) int {
 	return most
 }
 
+// addrs matches an IPv4 address and port in an error's text.
+var addrs = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`)
+
 // errorsWithin fails the test unless every failed call ended within its
 // deadline plus margin, and returns the errors' kinds for the report.
 func (tr *traffic) errorsWithin(t *testing.T, margin time.Duration) map[string]int {
@@ -288,8 +369,71 @@ func (tr *traffic) errorsWithin(t *testing.T, margin time.Duration) map[string]i
 		case errors.Is(e.err, context.DeadlineExceeded):
 			kinds["deadline exceeded"]++
 		default:
-			kinds[e.err.Error()]++
+			// one kind whatever the connection's addresses
+			kinds[addrs.ReplaceAllString(e.err.Error(), "ADDR")]++
 		}
 	}
 	return kinds
+}
+
+// failovers is how many failovers a fault test runs per flavor:
+// $SLIDELOG_FAILOVERS (20 for the record run, docs/operations.md), or def,
+// the few that CI runs.
+func failovers(t *testing.T, def int) int {
+	v := os.Getenv("SLIDELOG_FAILOVERS")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("SLIDELOG_FAILOVERS=%q: want a number of failovers, 1 or more", v)
+	}
+	return n
+}
+
+// withAndWithout is the traffic of a fault test: limiters with
+// WithReplicas(1, 100ms), batched (the default) and not, whose callers must
+// never be told more admissions in a window than the limit, and plain
+// limiters beside them on the same servers, whose over-admission is
+// measured. Each traffic has keys of its own (its prefix).
+func withAndWithout(t *testing.T, rdbs []redis.UniversalClient, watch redis.UniversalClient, limit slidelog.Limit, keys ...string) (acked, unbatched, plain *traffic) {
+	replicas := slidelog.WithReplicas(1, 100*time.Millisecond)
+	acked = newTrafficWith(t, []slidelog.Option{replicas}, rdbs, watch, limit, keys...)
+	unbatched = newTrafficWith(t, []slidelog.Option{replicas, slidelog.WithoutBatching()}, rdbs, watch, limit, keys...)
+	plain = newTraffic(t, rdbs, watch, limit, keys...)
+	acked.options = "WithReplicas(1, 100ms)"
+	unbatched.options = "WithReplicas(1, 100ms), WithoutBatching()"
+	plain.options = "without WithReplicas"
+	for _, tr := range []*traffic{acked, unbatched, plain} {
+		tr.goroutines = 8
+		tr.pace = 2 * time.Millisecond
+		tr.deadline = 200 * time.Millisecond
+		tr.lossy = true
+	}
+	acked.acked, unbatched.acked = true, true
+	return acked, unbatched, plain
+}
+
+// verifyEach verifies the traffics of withAndWithout, each in a subtest of
+// its own, and reports what each saw.
+func verifyEach(t *testing.T, what string, trs []*traffic, rounds []int64, settled int64) {
+	t.Helper()
+	for i, name := range []string{"acked", "acked-unbatched", "plain"} {
+		tr := trs[i]
+		tr.rounds, tr.settled = rounds, settled
+		t.Run(name, func(t *testing.T) {
+			s := tr.verify(t)
+			kinds := tr.errorsWithin(t, 150*time.Millisecond)
+			report(t, "%s %s: %v; most admitted answers in a window once settled %d; errors: %v", what, tr.options, s, s.maxSettled, kinds)
+		})
+	}
+}
+
+// durations lists ds rounded to the millisecond.
+func durations(ds []time.Duration) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond).String()
+	}
+	return strings.Join(out, " ")
 }

@@ -306,6 +306,72 @@ func TestCluster(t *testing.T) {
 				report(t, "%s cluster CLUSTER FAILOVER, promoted in %v: %v; errors: %v", f.name, took.Round(time.Millisecond), s, kinds)
 			})
 
+			// A master whose replica lags behind: the replica frozen (docker
+			// pause) and its link cut (CLIENT KILL TYPE replica on the
+			// master), the master admits for a second, dies (docker kill),
+			// and the replica, resumed, takes over (CLUSTER FAILOVER
+			// TAKEOVER) without the master's last writes: their events are
+			// lost, and the new master admits them again. With WithReplicas
+			// they were never acknowledged, so never answered allowed: no
+			// window may hold more admitted answers than the limit; without,
+			// the windows over the limit are measured. The old master is
+			// started again and rejoins as the new one's replica, in sync,
+			// before the next round.
+			t.Run("lagging-replica", func(t *testing.T) {
+				acked, unbatched, plain := withAndWithout(t, instances, c.client(t), limit, keys...)
+				all := []*traffic{acked, unbatched, plain}
+				n := failovers(t, 2)
+				var rounds []int64
+				var took []time.Duration
+				var settled int64
+				runTogether(all, 1500*time.Millisecond, time.Second+limit.Window, func() {
+					for i := range n {
+						// A new client reads the slot map as it is now.
+						m, err := c.client(t).MasterForKey(ctx, acked.prefix+keys[1])
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						master := c.nodeAt(t, m.Options().Addr)
+						replica := c.replicaOf(t, master)
+						waitInfo(t, replica, "replication", "master_link_status:up")
+						start := time.Now()
+						rounds = append(rounds, start.UnixMicro())
+						replica.docker(t, "pause")
+						if err := master.client(t).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+							t.Errorf("round %d: CLIENT KILL TYPE replica: %v", i+1, err)
+							return
+						}
+						time.Sleep(time.Second) // admissions the replica never receives
+						master.docker(t, "kill")
+						replica.docker(t, "unpause")
+						if err := replica.client(t).Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
+							t.Errorf("round %d: CLUSTER FAILOVER TAKEOVER: %v", i+1, err)
+							return
+						}
+						waitRole(t, replica, "master")
+						took = append(took, time.Since(start))
+						if err := master.c.Start(ctx); err != nil {
+							t.Errorf("round %d: restart the old master: %v", i+1, err)
+							return
+						}
+						master.waitReady(t)
+						waitRole(t, master, "slave")
+						waitInfo(t, master, "replication", "master_link_status:up")
+						c.waitOK(t)
+						// every client has reloaded its slot map (1s), the new
+						// master has a replica in sync (until then WithReplicas
+						// refuses admissions), and every event from before has
+						// left the window
+						settled = time.Now().Add(time.Second + limit.Window).UnixMicro()
+						time.Sleep(limit.Window) // a window of traffic on the new master
+					}
+				})
+				report(t, "%s cluster lagging replica: %d rounds of freeze, cut, admit 1s, kill, TAKEOVER (replica master after %v), limit %d per %v",
+					f.name, len(rounds), durations(took), limit.Events, limit.Window)
+				verifyEach(t, f.name+" cluster lagging replica", all, rounds, settled)
+			})
+
 			// A crashed master: its replica is promoted after the node
 			// timeout. Calls for its slots fail until then; afterwards the
 			// decisions are exact again. Replication is asynchronous, so
