@@ -485,13 +485,6 @@ func TestReplicasWaitRefused(t *testing.T) {
 func TestReplicasContextEndsDuringWait(t *testing.T) {
 	r := startReplicated(t)
 	prefix := uniqueKey(t) + ":"
-	r.stop(t)
-	stopped := true
-	defer func() {
-		if stopped {
-			r.resume(t)
-		}
-	}()
 	keys := map[string]*Limiter{}
 	for _, mode := range batchingModes {
 		l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.opt)
@@ -499,7 +492,29 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 			keys[mode.name+strconv.Itoa(i)] = l
 		}
 	}
+	// Warm up: the script loaded and the connections dialed while the
+	// replica acknowledges, so that the deadline below ends a WAIT, not a
+	// script's first run.
 	var wg sync.WaitGroup
+	for key, l := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), generous)
+			defer cancel()
+			if res, err := l.Allow(ctx, "warm:"+key, PerMinute(3)); err != nil || !res.Allowed {
+				t.Errorf("warm-up %s: %+v, %v", key, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	r.stop(t)
+	stopped := true
+	defer func() {
+		if stopped {
+			r.resume(t)
+		}
+	}()
 	for key, l := range keys {
 		wg.Add(1)
 		go func() {
