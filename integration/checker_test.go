@@ -64,6 +64,7 @@ type decision struct {
 }
 
 type callErr struct {
+	key  string
 	at   time.Time
 	took time.Duration
 	err  error
@@ -121,7 +122,7 @@ func (tr *traffic) start(ctx context.Context) (wait func()) {
 					r, err := l.Allow(cctx, key, tr.limit)
 					ccancel()
 					if err != nil {
-						errs = append(errs, callErr{start, time.Since(start), err})
+						errs = append(errs, callErr{key, start, time.Since(start), err})
 					} else {
 						local = append(local, decision{key, r.Time().UnixMicro(), r.Allowed, r.RetryAfter})
 					}
@@ -215,6 +216,11 @@ func (s summary) String() string {
 //     (t-W, t];
 //   - RetryAfter is exact: of the events up to t, the oldest in the window
 //     leaves at t+RetryAfter, not 1µs sooner.
+//
+// A lossy run holds the answers, not the log, to the last two, for the
+// denials after settled whose window no failed call of the key overlaps
+// (a failed call may have recorded an event no answer tells of); with
+// acked, no window may hold more admitted answers than Events, ever.
 func (tr *traffic) verify(t *testing.T) summary {
 	t.Helper()
 	var s summary
@@ -254,6 +260,22 @@ func (tr *traffic) verify(t *testing.T) summary {
 		return sort.Search(len(ts), func(i int) bool { return ts[i] > hi }) -
 			sort.Search(len(ts), func(i int) bool { return ts[i] > lo })
 	}
+	// failedWithin: a call on key failed in (lo, hi]: its outcome is
+	// unknown, and its event may be in the window though no answer says so
+	errStarts := map[string][]int64{} // per key, sorted
+	var longest time.Duration
+	for _, e := range tr.errs {
+		errStarts[e.key] = append(errStarts[e.key], e.at.UnixMicro())
+		longest = max(longest, e.took)
+	}
+	for _, ts := range errStarts {
+		slices.Sort(ts)
+	}
+	failedWithin := func(key string, lo, hi int64) bool {
+		ts := errStarts[key]
+		i := sort.Search(len(ts), func(i int) bool { return ts[i] > lo-longest.Microseconds() })
+		return i < len(ts) && ts[i] <= hi
+	}
 	falseDenials, inexact := 0, 0
 	for _, d := range tr.decisions {
 		if d.allowed {
@@ -263,6 +285,9 @@ func (tr *traffic) verify(t *testing.T) summary {
 		s.denied++
 		if tr.lossy && d.at <= tr.settled {
 			continue // the log may lack events the server had then
+		}
+		if tr.lossy && failedWithin(d.key, d.at-w, d.at) {
+			continue // the answers may lack a failed call's event
 		}
 		if count(d.key, d.at-w, d.at) < tr.limit.Events {
 			falseDenials++
@@ -423,7 +448,10 @@ func verifyEach(t *testing.T, what string, trs []*traffic, rounds []int64, settl
 		tr.rounds, tr.settled = rounds, settled
 		t.Run(name, func(t *testing.T) {
 			s := tr.verify(t)
-			kinds := tr.errorsWithin(t, 150*time.Millisecond)
+			// A generous margin: 96 callers on a busy 2-core machine under
+			// the race detector; a call that ignored its deadline would
+			// take the WAIT's read timeout or a dial timeout, seconds.
+			kinds := tr.errorsWithin(t, time.Second)
 			report(t, "%s %s: %v; most admitted answers in a window once settled %d; errors: %v", what, tr.options, s, s.maxSettled, kinds)
 		})
 	}
