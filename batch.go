@@ -144,7 +144,7 @@ func (b *batcher) send(batch []*pending) {
 	// Callers that gave up before their turn are not sent at all.
 	live := batch[:0]
 	for _, p := range batch {
-		if err := p.ctx.Err(); err != nil {
+		if err := ended(p.ctx); err != nil {
 			p.err = err
 			close(p.done)
 			continue

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,15 +45,31 @@ func badInput(err error) bool {
 		errors.Is(err, ErrExceedsLimit) || errors.Is(err, ErrLimitTooLarge)
 }
 
+// ended is ctx.Err(), or context.DeadlineExceeded once ctx's deadline has
+// passed though ctx.Err() does not tell it yet. go-redis sets a
+// connection's deadline to the context's, so the network can report a
+// deadline before the context's own timer has run (a busy machine delays
+// it): a call cut short by the caller's deadline is told as such either way.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // wrap adds context to a Redis failure. When the caller's context is done,
-// the error also matches ctx.Err(): go-redis reports a deadline that cut a
-// read short as an i/o timeout.
+// the error also matches its error (see ended): go-redis reports a
+// deadline that cut a read short as an i/o timeout.
 func wrap(ctx context.Context, op string, err error) error {
+	done := ended(ctx)
 	switch {
 	case err == nil:
 		return nil
-	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
-		return fmt.Errorf("slidelog: %s: %w: %w", op, ctx.Err(), err)
+	case done != nil && !errors.Is(err, done):
+		return fmt.Errorf("slidelog: %s: %w: %w", op, done, err)
 	case strings.Contains(err.Error(), "WRONGTYPE"):
 		// Redis and miniredis word it differently; both contain WRONGTYPE.
 		return fmt.Errorf("slidelog: %s: %w: %w", op, ErrWrongType, err)

@@ -237,4 +237,36 @@ func TestContextDone(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("deadline: err %v, want one matching context.DeadlineExceeded", err)
 	}
+
+	// The network can see a deadline pass before the context's timer has
+	// run (go-redis sets the connection's deadline to the context's): the
+	// error still tells the deadline, on every path.
+	// Without retries, so that the error is the write's on an open
+	// connection (a dial reports a passed deadline as the context's error
+	// by itself, and go-redis dials for a retry).
+	once := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = once.Close() })
+	for _, opt := range []Option{WithBatching(0), WithoutBatching()} {
+		l := New(once, WithPrefix(uniqueKey(t)+":"), opt)
+		if _, err := l.Allow(ctx, "warm", PerSecond(1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Allow(lateTimer(-time.Second), "k", PerSecond(1)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("deadline passed, timer not run: err %v, want one matching context.DeadlineExceeded", err)
+		}
+	}
 }
+
+// lateTimer is a context whose deadline is d from now but whose timer does
+// not run: Err stays nil and Done never closes, as for a real context on a
+// busy machine in the moment after its deadline.
+func lateTimer(d time.Duration) context.Context {
+	return lateTimerCtx{Context: context.Background(), deadline: time.Now().Add(d)}
+}
+
+type lateTimerCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateTimerCtx) Deadline() (time.Time, bool) { return c.deadline, true }

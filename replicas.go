@@ -216,12 +216,12 @@ func admits(v any) bool {
 // what ended the WAIT), the refund goes on in the background, bounded by
 // the WAIT's timeout.
 func (l *Limiter) takeBack(ctx context.Context, h Handle, unacked error) error {
-	if ctx.Err() == nil {
+	if ended(ctx) == nil {
 		err := l.Refund(ctx, h)
 		if err == nil {
 			return fmt.Errorf("%w; its events were taken back", unacked)
 		}
-		if ctx.Err() == nil {
+		if ended(ctx) == nil {
 			return fmt.Errorf("%w; taking its events back failed: %w", unacked, err)
 		}
 	}
@@ -231,8 +231,8 @@ func (l *Limiter) takeBack(ctx context.Context, h Handle, unacked error) error {
 		_ = l.Refund(rctx, h)
 	}()
 	err := fmt.Errorf("%w; its events are being taken back", unacked)
-	if !errors.Is(err, ctx.Err()) {
-		err = fmt.Errorf("%w: %w", ctx.Err(), err)
+	if done := ended(ctx); !errors.Is(err, done) {
+		err = fmt.Errorf("%w: %w", done, err)
 	}
 	return err
 }

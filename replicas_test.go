@@ -539,3 +539,25 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 		waitFor(t, "every event taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
 	}
 }
+
+// The WAIT's read ends at the caller's deadline before the context's timer
+// has run (a busy machine): the error still matches the deadline, and the
+// events are taken back in the background rather than with the spent
+// context.
+func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
+	r := startReplicated(t)
+	prefix := uniqueKey(t) + ":"
+	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithoutBatching())
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if res, err := l.Allow(ctx, "warm", PerHour(3)); err != nil || !res.Allowed {
+		t.Fatalf("warm-up: %+v, %v", res, err)
+	}
+	r.stop(t)
+	defer r.resume(t)
+	res, err := l.Allow(lateTimer(300*ms), "k", PerHour(3))
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotReplicated) || res.Allowed {
+		t.Errorf("Allow past its deadline: %+v, %v; want context.DeadlineExceeded and ErrNotReplicated", res, err)
+	}
+	waitFor(t, "the events taken back", func() bool { return events(t, r.master, prefix+"k") == 0 })
+}
