@@ -11,6 +11,9 @@
 // printable ASCII is refused by New), and windows and waits are whole
 // seconds, rounded up. A request is answered:
 //
+//   - exempt (Options.Exempt reports true, e.g. a health check): by the
+//     next handler, with no rate-limit field. No key is computed, the limiter is not called
+//     and the request is not counted.
 //   - admitted: by the next handler, with both fields.
 //   - denied: 429 Too Many Requests (RFC 6585) with both fields and
 //     Retry-After in whole seconds, rounded up (never 0 while denied), and
@@ -66,6 +69,12 @@ type Options struct {
 	LimitFor func(*http.Request) slidelog.Limit // a limit per request (e.g. by plan); overrides Limit
 	Key      KeyFunc                            // whom a request counts against; default: ClientIP(IPKey{})
 	Cost     func(*http.Request) int            // events a request weighs (AllowN), at least 1; default 1
+
+	// Exempt, when it reports true, sends the request straight to the next
+	// handler: the limiter is not called, no key is computed, no RateLimit
+	// field is written and the request is not counted. It runs first, before
+	// LimitFor, Cost and Key. Default: nil, no request is exempt.
+	Exempt func(*http.Request) bool
 
 	// Name is the policy's name in the RateLimit fields: printable ASCII
 	// (0x20 to 0x7E) only, as RFC 8941 strings allow. Default: "default".
@@ -124,6 +133,10 @@ func New(o Options) func(http.Handler) http.Handler {
 	name := sfString(o.Name)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if o.Exempt != nil && o.Exempt(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			limit := o.Limit
 			if o.LimitFor != nil {
 				limit = o.LimitFor(r)

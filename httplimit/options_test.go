@@ -1,10 +1,12 @@
 package httplimit_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,5 +130,78 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	if err := (httplimit.Options{Limiter: l, Limit: slidelog.PerMinute(1), Name: `ok "name"`}).Validate(); err != nil {
 		t.Errorf("good options: %v", err)
+	}
+}
+
+// countingDecider counts every call; it admits everything.
+type countingDecider struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (d *countingDecider) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls
+}
+
+func (d *countingDecider) add() {
+	d.mu.Lock()
+	d.calls++
+	d.mu.Unlock()
+}
+
+func (d *countingDecider) AllowN(_ context.Context, _ string, limit slidelog.Limit, n int) (slidelog.Result, error) {
+	d.add()
+	return slidelog.Result{Allowed: true, Limit: limit, Remaining: limit.Events - n}, nil
+}
+
+func (d *countingDecider) Peek(_ context.Context, _ string, limit slidelog.Limit) (slidelog.Result, error) {
+	d.add()
+	return slidelog.Result{Allowed: true, Limit: limit, Remaining: limit.Events}, nil
+}
+
+func (d *countingDecider) AllowAll(_ context.Context, _ string, n int, limits ...slidelog.Limit) (slidelog.Result, error) {
+	d.add()
+	return slidelog.Result{Allowed: true, Limit: limits[0], Remaining: limits[0].Events - n}, nil
+}
+
+func (d *countingDecider) Reset(context.Context, string) error {
+	d.add()
+	return nil
+}
+
+// An exempt request goes straight to the next handler: Exempt runs before
+// LimitFor, Cost and Key (none is called), the limiter is not called, and
+// the response has no rate-limit field. A request Exempt does not exempt
+// is decided as usual.
+func TestOptionsExempt(t *testing.T) {
+	d := &countingDecider{}
+	var others int
+	h := httplimit.New(httplimit.Options{
+		Limiter:       d,
+		LimitFor:      func(*http.Request) slidelog.Limit { others++; return slidelog.PerMinute(5) },
+		Cost:          func(*http.Request) int { others++; return 1 },
+		Key:           func(*http.Request) (string, error) { others++; return "k", nil },
+		LegacyHeaders: true,
+		Exempt:        func(r *http.Request) bool { return r.Header.Get("X-Exempt") == "yes" },
+	})(ok)
+	for range 3 {
+		w := get(h, "192.0.2.1:1", "X-Exempt", "yes")
+		if w.Code != 200 || w.Body.String() != "ok" {
+			t.Fatalf("exempt: %d %q, want 200 from the next handler", w.Code, w.Body)
+		}
+		for _, f := range []string{"RateLimit", "RateLimit-Policy", "Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			if v := w.Header().Get(f); v != "" {
+				t.Errorf("exempt: %s: %s, want none", f, v)
+			}
+		}
+	}
+	if d.count() != 0 || others != 0 {
+		t.Fatalf("exempt requests: %d limiter calls and %d calls of LimitFor, Cost and Key, want none", d.count(), others)
+	}
+	w := get(h, "192.0.2.1:1", "X-Exempt", "no")
+	if w.Code != 200 || w.Header().Get("RateLimit") == "" || d.count() != 1 || others != 3 {
+		t.Errorf("not exempt: %d, RateLimit %q, %d limiter calls, %d other calls; want it decided", w.Code, w.Header().Get("RateLimit"), d.count(), others)
 	}
 }
