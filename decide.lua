@@ -88,6 +88,14 @@ local st = {}
 -- least) deletes a key whose expiry has passed at once, while the decisions
 -- after it in the call are still taken at now and must see its events.
 local later -- deferred expiries: key, ms, key, ms, ...
+local function expire(key, ms, last)
+  if last then
+    redis.call('PEXPIREAT', key, ms)
+  else
+    later = later or {}
+    later[#later + 1], later[#later + 2] = key, ms
+  end
+end
 
 local out -- the replies of a batch
 local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
@@ -236,12 +244,7 @@ while a < #ARGV do
       end
       count = count + added
       local ms = fmt('%d', math.ceil((now + window) / 1000))
-      if last then
-        redis.call('PEXPIREAT', key, ms)
-      else
-        later = later or {}
-        later[#later + 1], later[#later + 2] = key, ms
-      end
+      expire(key, ms, last)
       reply = reply .. ' ' .. count .. ' 0 ' .. nows
       if L > 1 then
         local b = 8 * i - 8
@@ -275,12 +278,7 @@ while a < #ARGV do
         redis.call('ZADD', index, unpack(missing))
       end
       local ms = fmt('%d', math.ceil((now + longest) / 1000))
-      if last then
-        redis.call('PEXPIREAT', index, ms)
-      else
-        later = later or {}
-        later[#later + 1], later[#later + 2] = index, ms
-      end
+      expire(index, ms, last)
     end
     if not fresh then
       -- Some of its events were there already (a retry not marked as one):
