@@ -11,12 +11,7 @@ package slidelog_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,19 +23,13 @@ import (
 )
 
 func TestInstructionsPerDecision(t *testing.T) {
-	for _, tool := range []string{"valgrind", "callgrind_control"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s: %v (apt-get install valgrind)", tool, err)
-		}
-	}
-	dir := t.TempDir()
-	addr, pid, stop, err := redisserver.StartUnder("valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "cg.%p"))
+	cg, err := redisserver.StartCallgrind()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer cg.Stop()
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, ReadTimeout: 20 * time.Second})
+	rdb := redis.NewClient(&redis.Options{Addr: cg.Addr, PoolSize: 64, ReadTimeout: 20 * time.Second})
 	defer func() { _ = rdb.Close() }()
 	l := slidelog.New(rdb)
 	const callers, calls = 16, 8000
@@ -74,46 +63,20 @@ func TestInstructionsPerDecision(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	control := func(arg string) {
-		if out, err := exec.Command("callgrind_control", arg, strconv.Itoa(pid)).CombinedOutput(); err != nil {
-			t.Fatalf("callgrind_control %s: %v: %s", arg, err, out)
-		}
-	}
 	t.Logf("redis-server under callgrind, %d callers, %d decisions after %d of warm-up, limits %v and %v", callers, calls, calls/2, hot, hour)
 	for _, w := range workloads {
 		run(w.op, calls/2, 0)
-		control("--zero")
+		if err := cg.Zero(ctx); err != nil {
+			t.Fatal(err)
+		}
 		run(w.op, calls, calls/2)
-		control("--dump")
-		total := newestDumpTotal(t, dir)
+		total, err := cg.Count(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if total <= 0 {
 			t.Fatalf("%s: no instructions counted", w.name)
 		}
 		t.Logf("| %s | %d |", w.name, total/calls)
 	}
-}
-
-// newestDumpTotal reads the instruction total of the newest callgrind dump.
-func newestDumpTotal(t *testing.T, dir string) int64 {
-	files, _ := filepath.Glob(filepath.Join(dir, "cg.*"))
-	sort.Slice(files, func(i, j int) bool {
-		a, _ := os.Stat(files[i])
-		b, _ := os.Stat(files[j])
-		return a.ModTime().Before(b.ModTime())
-	})
-	if len(files) == 0 {
-		t.Fatal("no callgrind dump")
-	}
-	b, err := os.ReadFile(files[len(files)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && (f[0] == "totals:" || f[0] == "summary:") {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n
-		}
-	}
-	t.Fatal("no totals line in the dump")
-	return 0
 }

@@ -4,12 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,23 +16,12 @@ import (
 // callgrind: for each key count and variant, a warm-up, then the counters
 // zeroed, cfg.calls decisions, and the counters dumped and read.
 func benchInstructions(ctx context.Context, cfg benchConfig, out io.Writer) error {
-	for _, tool := range []string{"valgrind", "callgrind_control"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("--instructions needs %s (apt-get install valgrind): %w", tool, err)
-		}
-	}
-	dir, err := os.MkdirTemp("", "slidelog-callgrind")
+	cg, err := redisserver.StartCallgrind()
 	if err != nil {
-		return err
+		return fmt.Errorf("--instructions: %w", err)
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	addr, pid, stop, err := redisserver.StartUnder("valgrind", "--tool=callgrind",
-		"--callgrind-out-file="+filepath.Join(dir, "cg.%p"))
-	if err != nil {
-		return fmt.Errorf("redis-server under callgrind: %w", err)
-	}
-	defer stop()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128, ReadTimeout: 10 * time.Second})
+	defer cg.Stop()
+	rdb := redis.NewClient(&redis.Options{Addr: cg.Addr, PoolSize: 128, ReadTimeout: 10 * time.Second})
 	defer func() { _ = rdb.Close() }()
 	info, _ := rdb.Info(ctx, "server").Result()
 	conc := slices.Max(cfg.concurrency)
@@ -47,13 +31,6 @@ func benchInstructions(ctx context.Context, cfg benchConfig, out io.Writer) erro
 	if err != nil {
 		return err
 	}
-	control := func(arg string) error {
-		b, err := exec.CommandContext(ctx, "callgrind_control", arg, strconv.Itoa(pid)).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("callgrind_control %s: %w: %s", arg, err, b)
-		}
-		return nil
-	}
 	fmt.Fprintln(out, "| keys | variant | instructions per decision | vs reference |")
 	fmt.Fprintln(out, "| ---: | --- | ---: | ---: |")
 	for _, keys := range cfg.keys {
@@ -62,16 +39,13 @@ func benchInstructions(ctx context.Context, cfg benchConfig, out io.Writer) erro
 			if err := runCalls(ctx, v, conc, keys, cfg.calls/2); err != nil {
 				return err
 			}
-			if err := control("--zero"); err != nil {
+			if err := cg.Zero(ctx); err != nil {
 				return err
 			}
 			if err := runCalls(ctx, v, conc, keys, cfg.calls); err != nil {
 				return err
 			}
-			if err := control("--dump"); err != nil {
-				return err
-			}
-			total, err := newestTotal(dir)
+			total, err := cg.Count(ctx)
 			if err != nil {
 				return err
 			}
@@ -89,33 +63,4 @@ func benchInstructions(ctx context.Context, cfg benchConfig, out io.Writer) erro
 		}
 	}
 	return nil
-}
-
-// newestTotal reads the instruction total of the newest callgrind dump in dir.
-func newestTotal(dir string) (int64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
-	var newest string
-	var at time.Time
-	for _, e := range entries {
-		fi, err := e.Info()
-		if err == nil && fi.ModTime().After(at) {
-			newest, at = e.Name(), fi.ModTime()
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(dir, newest))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "totals: "); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
-		if v, ok := strings.CutPrefix(line, "summary: "); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("%s: no totals line", newest)
 }

@@ -52,13 +52,6 @@ func StartSentinel(master, masterAddr string) (addr string, stop func(), err err
 	return addr, stop, err
 }
 
-// StartUnder is Start with redis-server run by a wrapper command (for
-// example valgrind --tool=callgrind); it also returns the process id of the
-// wrapper, which is the server's under valgrind.
-func StartUnder(wrapper ...string) (addr string, pid int, stop func(), err error) {
-	return start(wrapper, "", nil)
-}
-
 // start runs wrapper, redis-server, its default arguments and then args
 // (in a temporary directory of its own when there are any); with a conf,
 // the server reads it from a file in that directory (a Sentinel's, which
