@@ -11,9 +11,9 @@
 // printable ASCII is refused by New), and windows and waits are whole
 // seconds, rounded up. A request is answered:
 //
-//   - exempt (Options.Exempt reports true, e.g. a health check): by the
-//     next handler, with no rate-limit field. No key is computed, the limiter is not called
-//     and the request is not counted.
+//   - exempt (Options.Exempt reports true: a health check, an internal
+//     caller): by the next handler, with no rate-limit field. No key is
+//     computed, the limiter is not called and the request is not counted.
 //   - admitted: by the next handler, with both fields.
 //   - denied: 429 Too Many Requests (RFC 6585) with both fields and
 //     Retry-After in whole seconds, rounded up (never 0 while denied), and
@@ -38,6 +38,12 @@
 // behind proxies, only the proxies named in IPKey.TrustedProxies are
 // believed, and only in the one header IPKey.Header names, read from the
 // right; a hop that is not an address is answered 400.
+//
+// ExemptPaths, ExemptClients and ExemptAny build Options.Exempt. They match
+// what a client cannot dress up: ExemptPaths the request's path exactly as
+// http.ServeMux routes it (a path made to look exempt, "/healthz/../api" or
+// "//healthz", is counted), ExemptClients the client ClientIP finds (an
+// untrusted peer's X-Forwarded-For is never read).
 //
 // Mistakes a configuration shows on its own (no Limiter, neither Limit nor
 // LimitFor, an invalid Limit, a Name that is not a valid string) make New
@@ -71,9 +77,11 @@ type Options struct {
 	Cost     func(*http.Request) int            // events a request weighs (AllowN), at least 1; default 1
 
 	// Exempt, when it reports true, sends the request straight to the next
-	// handler: the limiter is not called, no key is computed, no RateLimit
+	// handler: the limiter is not called, no key is computed, no rate-limit
 	// field is written and the request is not counted. It runs first, before
-	// LimitFor, Cost and Key. Default: nil, no request is exempt.
+	// LimitFor, Cost and Key, on every request, and must be safe for
+	// concurrent use. ExemptPaths, ExemptClients and ExemptAny build it.
+	// Default: nil, no request is exempt.
 	Exempt func(*http.Request) bool
 
 	// Name is the policy's name in the RateLimit fields: printable ASCII

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -87,42 +88,56 @@ func ClientIP(cfg IPKey) KeyFunc {
 	if err := cfg.Validate(); err != nil {
 		panic(err.Error())
 	}
-	if cfg.IPv6Prefix == 0 {
-		cfg.IPv6Prefix = 64
+	bits := cfg.IPv6Prefix
+	if bits == 0 {
+		bits = 64
 	}
+	client := clientAddr(cfg)
+	return func(r *http.Request) (string, error) {
+		addr, err := client(r)
+		if err != nil {
+			return "", err
+		}
+		if addr.Is6() {
+			p, _ := addr.Prefix(bits)
+			return "ip:" + p.String(), nil
+		}
+		return "ip:" + addr.String(), nil
+	}
+}
+
+// clientAddr returns the client's whole address as ClientIP finds it (see
+// there), for a valid cfg: ClientIP keys by it and ExemptClients matches
+// it, so that both believe exactly the same proxies and header.
+func clientAddr(cfg IPKey) func(*http.Request) (netip.Addr, error) {
 	header := textproto.CanonicalMIMEHeaderKey(cfg.Header)
 	if header == "" {
 		header = "X-Forwarded-For"
 	}
 	forwarded := header == "Forwarded"
+	proxies := slices.Clone(cfg.TrustedProxies) // a caller's later change to its slice changes nothing
 	trusted := func(a netip.Addr) bool {
-		for _, p := range cfg.TrustedProxies {
+		for _, p := range proxies {
 			if p.Contains(a) {
 				return true
 			}
 		}
 		return false
 	}
-	return func(r *http.Request) (string, error) {
+	return func(r *http.Request) (netip.Addr, error) {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
 			host = r.RemoteAddr
 		}
 		addr, err := netip.ParseAddr(host)
 		if err != nil {
-			return "", errors.New("no client address")
+			return netip.Addr{}, errors.New("no client address")
 		}
 		addr = addr.WithZone("").Unmap()
 		if trusted(addr) {
-			if addr, err = walk(r.Header[header], header, forwarded, addr, trusted); err != nil {
-				return "", err
-			}
+			return walk(r.Header[header], header, forwarded, addr, trusted)
 		}
-		if addr.Is6() {
-			p, _ := addr.Prefix(cfg.IPv6Prefix)
-			return "ip:" + p.String(), nil
-		}
-		return "ip:" + addr.String(), nil
+		return addr, nil
 	}
 }
 

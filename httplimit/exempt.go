@@ -1,0 +1,171 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"path"
+	"strings"
+)
+
+// ExemptPaths returns an Options.Exempt that exempts the requests for
+// paths, matched against r.URL.Path (percent-decoded, without the query) as
+// http.ServeMux matches a pattern without a host, a method or wildcards:
+//
+//   - "/healthz" exempts the path "/healthz" alone: also "/healthz?probe=1",
+//     whose path is the same, but not "/healthz/", "/Healthz", "//healthz"
+//     or "/healthz/../api".
+//   - A path ending in "/" exempts its subtree: "/static/" exempts
+//     "/static/" and "/static/app.js". Only a clean request path is in a
+//     subtree: "/static/../api", "/static//x" and "/static/./x" are not
+//     exempt.
+//
+// Nothing is cleaned, decoded or case-folded on the way: a request whose
+// path is not exactly an exempt one, or in an exempt subtree, is counted.
+// So is a request whose path was sent percent-encoded where it need not be
+// ("/%68ealthz", "/api%2Fhealth": r.URL.RawPath is set and differs from
+// r.URL.Path), on which routers differ: ServeMux routes the first to
+// "/healthz" and the second not to "/api/health", and some routers match
+// the encoded text. A ServeMux answers an unclean path with a redirect to
+// the clean one, not with the exempt handler, and another router may route
+// it elsewhere: either way, dressing a path up as an exempt one escapes no
+// limit. The path is r.URL.Path where the middleware runs (inside an
+// http.StripPrefix, the stripped path); the request's host and method are
+// not looked at.
+//
+// ExemptPaths panics on a path that does not begin with '/', that is "/"
+// (which would exempt every request), that cleaning would change ("//a",
+// "/a/../b", "/a/."), or that holds '?', '#', '{' or '}' (it takes decoded
+// paths, not URLs or patterns).
+func ExemptPaths(paths ...string) func(*http.Request) bool {
+	exact := make(map[string]bool, len(paths))
+	var trees []string
+	for _, p := range paths {
+		if err := checkExemptPath(p); err != nil {
+			panic(err.Error())
+		}
+		if strings.HasSuffix(p, "/") {
+			trees = append(trees, p)
+		} else {
+			exact[p] = true
+		}
+	}
+	return func(r *http.Request) bool {
+		if r.URL == nil || r.URL.RawPath != "" && r.URL.RawPath != r.URL.Path {
+			return false // percent-encoded as no client needs to: see above
+		}
+		p := r.URL.Path
+		if exact[p] {
+			return true
+		}
+		if len(trees) == 0 || cleanPath(p) != p {
+			return false
+		}
+		for _, t := range trees {
+			if strings.HasPrefix(p, t) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// checkExemptPath reports why ExemptPaths refuses p, or nil.
+func checkExemptPath(p string) error {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Errorf("httplimit: ExemptPaths: %s does not begin with '/'", short(p))
+	case p == "/":
+		return fmt.Errorf("httplimit: ExemptPaths: %q would exempt every request", p)
+	case cleanPath(p) != p:
+		return fmt.Errorf("httplimit: ExemptPaths: %s is not clean (%q): a request for it is never routed to it", short(p), cleanPath(p))
+	case strings.ContainsAny(p, "?#"):
+		return fmt.Errorf("httplimit: ExemptPaths: %s holds '?' or '#': give the path alone, decoded, as r.URL.Path holds it", short(p))
+	case strings.ContainsAny(p, "{}"):
+		return fmt.Errorf("httplimit: ExemptPaths: %s holds '{' or '}': wildcards are not supported", short(p))
+	}
+	return nil
+}
+
+// cleanPath is p as http.ServeMux cleans it before routing: path.Clean,
+// keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if strings.HasSuffix(p, "/") && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// ExemptClients returns an Options.Exempt that exempts the requests whose
+// client address is in one of prefixes: networks such as 10.0.0.0/8, or
+// single addresses as /32 or /128 prefixes (netip.PrefixFrom(addr,
+// addr.BitLen())). The client is found exactly as ClientIP(cfg) finds it;
+// give it the IPKey of the middleware's Key, so that only the trusted
+// proxies' header is believed and a client cannot claim an exempt address
+// in X-Forwarded-For, Forwarded or any other header. The address is matched
+// whole: cfg.IPv6Prefix, which groups keys, is not used. A request whose
+// client is not found (answered 400 by ClientIP) is not exempt.
+//
+// An IPv4-mapped IPv6 prefix of 96 bits or more (::ffff:10.0.0.0/104) is
+// its IPv4 prefix (10.0.0.0/8), as a mapped client address is its IPv4
+// address. ExemptClients panics if cfg.Validate reports a mistake, or on a
+// prefix that is not valid (the zero netip.Prefix) or IPv4-mapped with
+// fewer than 96 bits.
+func ExemptClients(cfg IPKey, prefixes ...netip.Prefix) func(*http.Request) bool {
+	if err := cfg.Validate(); err != nil {
+		panic(err.Error())
+	}
+	allowed := make([]netip.Prefix, 0, len(prefixes))
+	for i, p := range prefixes {
+		if !p.IsValid() {
+			panic(fmt.Sprintf("httplimit: ExemptClients: prefix %d is not a valid prefix", i))
+		}
+		if p.Addr().Is4In6() {
+			if p.Bits() < 96 {
+				panic(fmt.Sprintf("httplimit: ExemptClients: prefix %d, %v, is IPv4-mapped with fewer than 96 bits", i, p))
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		allowed = append(allowed, p.Masked())
+	}
+	client := clientAddr(cfg)
+	return func(r *http.Request) bool {
+		if len(allowed) == 0 {
+			return false
+		}
+		addr, err := client(r)
+		if err != nil {
+			return false
+		}
+		for _, p := range allowed {
+			if p.Contains(addr) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// ExemptAny returns an Options.Exempt that exempts a request when any of
+// fns does, asking them in order and stopping at the first that does. With
+// no fns it exempts nothing. ExemptAny panics on a nil fn.
+func ExemptAny(fns ...func(*http.Request) bool) func(*http.Request) bool {
+	for i, f := range fns {
+		if f == nil {
+			panic(fmt.Sprintf("httplimit: ExemptAny: function %d is nil", i))
+		}
+	}
+	fns = append([]func(*http.Request) bool(nil), fns...)
+	return func(r *http.Request) bool {
+		for _, f := range fns {
+			if f(r) {
+				return true
+			}
+		}
+		return false
+	}
+}
