@@ -99,21 +99,25 @@ func (r Report) Problems() []Finding {
 // Check inspects the Redis the limiter uses, before traffic does, and
 // reports what may cost slidelog its exactness:
 //
-//   - server: the server (Redis or Valkey) and its version; a server older
-//     than Redis 6.0, a Sentinel and a replica are problems;
+//   - server: the server (Redis or Valkey), its version and mode
+//     (standalone, cluster); a server older than Redis 6.0 and a Sentinel
+//     are problems;
 //   - maxmemory-policy: anything but noeviction is a problem. Every
 //     slidelog log has a TTL, so the volatile-* policies evict logs as
 //     readily as the allkeys-* ones, and an evicted log is a limit that
 //     silently restarts;
 //   - persistence (appendonly, appendfsync, save): a warning saying what a
 //     restart or a crash would forget;
-//   - replication: the server's role and the replicas connected to it;
-//     with WithReplicas(n, ...), fewer than n replicas connected is a
+//   - replication: the server's role (a replica is a problem) and the
+//     replicas connected to it; with WithReplicas(n, ...), fewer than n
+//     of them online (connected and done with their first sync) is a
 //     problem (every admission would fail with ErrNotReplicated);
 //   - cluster: cluster_state on a Cluster node; a Cluster node behind a
 //     plain *redis.Client (MOVED for other nodes' slots) is a problem;
 //   - script: that EVALSHA runs a script that calls TIME, falling back to
-//     EVAL on NOSCRIPT (some managed services refuse TIME in scripts);
+//     EVAL on NOSCRIPT (some managed services refuse TIME in scripts); on
+//     Redis 6, lua-replicate-commands no is a problem (a script may then
+//     not write after TIME);
 //   - acl: on Redis 7 and later (ACL DRYRUN), that the connection's user
 //     may run every command slidelog sends (EVALSHA, EVAL, and in its
 //     scripts ZADD, ZCARD, ZRANGE, ZCOUNT, ZREMRANGEBYSCORE, PEXPIREAT,
@@ -125,8 +129,8 @@ func (r Report) Problems() []Finding {
 // checked and why; Check reads maxmemory-policy from INFO when CONFIG GET
 // is refused. A *redis.Client (also a Sentinel failover client) is checked
 // as one server (a failover client's findings name the master it is
-// connected to), a *redis.ClusterClient on every master, a *redis.Ring on
-// every shard. Check writes no key; it loads one small script.
+// connected to), a *redis.ClusterClient on every master (each compared
+// with WithReplicas' n), a *redis.Ring on every shard. Check writes no key; it loads one small script.
 //
 // The error is for a check that could not be made at all: a server that
 // cannot be reached, the context's end, a client of another type.

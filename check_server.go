@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 
@@ -79,7 +80,7 @@ func (s *serverCheck) run(ctx context.Context) {
 	for _, step := range []func(context.Context){
 		s.readInfo, s.readConfig, s.server, s.maxmemory, s.persistence, s.replication, s.clusterState, s.script, s.acl,
 	} {
-		if step(ctx); s.fatal != nil || s.info["redis_mode"] == "sentinel" && s.found != nil {
+		if step(ctx); s.fatal != nil || s.mode() == "sentinel" && s.found != nil {
 			return
 		}
 	}
@@ -89,12 +90,23 @@ func (s *serverCheck) run(ctx context.Context) {
 const failoverAddr = "FailoverClient"
 
 // masterAddr is the address of the master a failover client is connected
-// to, as the master says (CLIENT INFO's laddr, Redis 6.2 and later).
+// to: as the master says (CLIENT INFO's laddr, Redis 6.2 and later), or
+// else (Redis 6.0 has no CLIENT INFO) the address of a connection the
+// failover client's dialer opens to the master its sentinels name.
 func (s *serverCheck) masterAddr(ctx context.Context) string {
 	info, err := s.node.Do(ctx, "CLIENT", "INFO").Text()
 	for _, field := range strings.Fields(info) {
 		if v, ok := strings.CutPrefix(field, "laddr="); ok && err == nil {
 			return v
+		}
+	}
+	if opts := s.node.Options(); opts.Dialer != nil {
+		if conn, err := opts.Dialer(ctx, opts.Network, opts.Addr); err == nil {
+			addr := conn.RemoteAddr().String()
+			_ = conn.Close()
+			if _, _, err := net.SplitHostPort(addr); err == nil {
+				return addr
+			}
 		}
 	}
 	return "the failover client's master"
@@ -120,10 +132,11 @@ func (s *serverCheck) readInfo(ctx context.Context) {
 }
 
 // readConfig reads the settings Check needs with CONFIG GET, one at a
-// time (several in one CONFIG GET need Redis 7).
+// time (several in one CONFIG GET need Redis 7). A parameter the server
+// does not have (lua-replicate-commands since Redis 7) answers nothing.
 func (s *serverCheck) readConfig(ctx context.Context) {
 	s.config = map[string]string{}
-	for _, p := range []string{"maxmemory-policy", "maxmemory", "appendonly", "appendfsync", "save"} {
+	for _, p := range []string{"maxmemory-policy", "maxmemory", "appendonly", "appendfsync", "save", "lua-replicate-commands"} {
 		m, err := s.node.ConfigGet(ctx, p).Result()
 		if err != nil {
 			if s.refused(err) {
@@ -159,7 +172,7 @@ func (s *serverCheck) server(context.Context) {
 	if v := s.info["valkey_version"]; v != "" {
 		name = "Valkey " + v
 	}
-	mode := s.info["redis_mode"]
+	mode := s.mode()
 	switch {
 	case mode == "sentinel":
 		s.add(SeverityProblem, "server", "%s is a Sentinel, not a data server: connect through a failover client (redis.NewFailoverClient) that asks it for the master", name)
@@ -170,6 +183,15 @@ func (s *serverCheck) server(context.Context) {
 	default:
 		s.add(SeverityInfo, "server", "%s (%s)", name, mode)
 	}
+}
+
+// mode is INFO's redis_mode (Redis), or server_mode (Valkey 8):
+// standalone, cluster or sentinel.
+func (s *serverCheck) mode() string {
+	if m := s.info["redis_mode"]; m != "" {
+		return m
+	}
+	return s.info["server_mode"]
 }
 
 func (s *serverCheck) maxmemory(context.Context) {
@@ -242,23 +264,50 @@ func (s *serverCheck) replication(context.Context) {
 			s.info["role"], s.info["master_host"], s.info["master_port"])
 		return
 	}
-	n, _ := strconv.Atoi(s.info["connected_slaves"])
-	if n < s.acks {
-		s.add(SeverityProblem, "replication", "role master, %d of the %d replicas WithReplicas waits for connected: every admission waits its timeout and fails with ErrNotReplicated; connect more replicas or lower WithReplicas' n", n, s.acks)
+	n, online := s.replicas()
+	syncing := ""
+	if online < n {
+		syncing = fmt.Sprintf("; %d of the %d connected still in their first sync, acknowledging no write yet", n-online, n)
+	}
+	if online < s.acks {
+		s.add(SeverityProblem, "replication", "role master, %d of the %d replicas WithReplicas waits for connected and online: every admission waits its timeout and fails with ErrNotReplicated; connect more replicas or lower WithReplicas' n%s", online, s.acks, syncing)
 		return
 	}
 	if s.acks > 0 {
-		s.add(SeverityInfo, "replication", "role master, %d replicas connected; WithReplicas: an admission waits until %d of them have it", n, s.acks)
+		s.add(SeverityInfo, "replication", "role master, %d replicas connected; WithReplicas: an admission waits until %d of them have it%s", n, s.acks, syncing)
 		return
 	}
 	switch n {
 	case 0:
 		s.add(SeverityInfo, "replication", "role master, 0 replicas connected")
 	case 1:
-		s.add(SeverityInfo, "replication", "role master, 1 replica connected (replication is asynchronous: a failover may lose the last admissions)")
+		s.add(SeverityInfo, "replication", "role master, 1 replica connected (replication is asynchronous: a failover may lose the last admissions)%s", syncing)
 	default:
-		s.add(SeverityInfo, "replication", "role master, %d replicas connected (replication is asynchronous: a failover may lose the last admissions)", n)
+		s.add(SeverityInfo, "replication", "role master, %d replicas connected (replication is asynchronous: a failover may lose the last admissions)%s", n, syncing)
 	}
+}
+
+// replicas are INFO's replicas connected (connected_slaves) and how many
+// of them are online (a slaveN line with state=online): a replica still
+// in its first sync acknowledges no WAIT.
+func (s *serverCheck) replicas() (connected, online int) {
+	connected, _ = strconv.Atoi(s.info["connected_slaves"])
+	lines := 0
+	for k, v := range s.info {
+		if n, ok := strings.CutPrefix(k, "slave"); !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+			continue
+		}
+		lines++
+		for _, field := range strings.Split(v, ",") {
+			if field == "state=online" {
+				online++
+			}
+		}
+	}
+	if lines == 0 {
+		online = connected // no details: take them as online
+	}
+	return connected, online
 }
 
 func (s *serverCheck) clusterState(ctx context.Context) {
@@ -290,7 +339,10 @@ func (s *serverCheck) clusterState(ctx context.Context) {
 }
 
 // script runs checkScript by EVALSHA; on NOSCRIPT by EVAL, and then again
-// by EVALSHA, as go-redis' Script.Run does with slidelog's scripts.
+// by EVALSHA, as go-redis' Script.Run does with slidelog's scripts. On
+// Redis 6, lua-replicate-commands no (yes by default; gone in Redis 7,
+// which always replicates a script's effects) makes every write after TIME
+// in a script fail: checkScript writes nothing, so the setting is read.
 func (s *serverCheck) script(ctx context.Context) {
 	fail := func(how string, err error) {
 		if s.refused(err) {
@@ -311,6 +363,10 @@ func (s *serverCheck) script(ctx context.Context) {
 		how = "EVALSHA, NOSCRIPT then EVAL, and TIME in a script work"
 	} else if err != nil {
 		fail("EVALSHA", err)
+		return
+	}
+	if s.config["lua-replicate-commands"] == "no" {
+		s.add(SeverityProblem, "script", "%s, but lua-replicate-commands is no: Redis 6 then refuses a script's writes after TIME (Write commands not allowed after non deterministic commands), and slidelog's scripts write after TIME: every admission fails; set lua-replicate-commands yes (the default)", how)
 		return
 	}
 	s.add(SeverityInfo, "script", "%s", how)

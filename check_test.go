@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -432,4 +433,179 @@ func TestCheckSentinel(t *testing.T) {
 		t.Errorf("findings %v, want the one problem", r.Findings)
 	}
 	one(t, r, "server", SeverityProblem, "is a Sentinel, not a data server", "redis.NewFailoverClient")
+}
+
+// serverAnswers is a go-redis hook that turns a real redis-server 7.0's
+// answers into another server's, for the findings that depend on what the
+// server says: it sees each command after the server answered. The
+// integration suite runs the same checks on the real servers.
+type serverAnswers func(cmd redis.Cmder)
+
+func (serverAnswers) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (a serverAnswers) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		// The client sets a command's error once the hooks have returned.
+		if err := next(ctx, cmd); err != nil {
+			cmd.SetErr(err)
+		}
+		a(cmd)
+		return cmd.Err()
+	}
+}
+
+func (serverAnswers) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// serverError is an error reply.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}
+
+// isCmd reports whether cmd's arguments start with args (any case).
+func isCmd(cmd redis.Cmder, args ...string) bool {
+	if len(cmd.Args()) < len(args) {
+		return false
+	}
+	for i, a := range args {
+		if !strings.EqualFold(fmt.Sprint(cmd.Args()[i]), a) {
+			return false
+		}
+	}
+	return true
+}
+
+// asValkey8 gives INFO's answer the fields of Valkey 8.1: server_mode in
+// place of redis_mode, valkey_version, redis_version 7.2.4.
+var asValkey8 = serverAnswers(func(cmd redis.Cmder) {
+	if c, ok := cmd.(*redis.StringCmd); ok && isCmd(cmd, "info") && cmd.Err() == nil {
+		v := c.Val()
+		v = regexp.MustCompile(`redis_version:[^\r\n]*`).ReplaceAllString(v, "redis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.1.1")
+		c.SetVal(strings.ReplaceAll(v, "redis_mode:", "server_mode:"))
+	}
+})
+
+// Valkey 8 names its mode server_mode (not redis_mode): the server finding
+// says it, and a Valkey Sentinel is told for what it is.
+func TestCheckValkeyMode(t *testing.T) {
+	rdb := client(t, startServer(t, safeArgs...))
+	rdb.AddHook(asValkey8)
+	if !strings.Contains(rdb.Info(context.Background()).Val(), "server_mode:standalone") {
+		t.Fatal("INFO not rewritten")
+	}
+	r := runCheck(t, rdb)
+	if !r.OK() {
+		t.Errorf("problems %v", r.Problems())
+	}
+	one(t, r, "server", SeverityInfo, "Valkey 8.1.1 (standalone)")
+
+	sentinel, stop, err := redisserver.StartSentinel("main", startServer(t, safeArgs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	s := client(t, sentinel)
+	s.AddHook(asValkey8)
+	r = runCheck(t, s)
+	if len(r.Findings) != 1 {
+		t.Errorf("findings %v, want the one problem", r.Findings)
+	}
+	one(t, r, "server", SeverityProblem, "Valkey 8.1.1 is a Sentinel, not a data server")
+}
+
+// Redis 6.0 has no CLIENT INFO: a failover client's findings still name
+// its master, by the address its dialer connects to.
+func TestCheckSentinelBeforeClientInfo(t *testing.T) {
+	master := startServer(t, safeArgs...)
+	sentinel, stop, err := redisserver.StartSentinel("main", master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "main", SentinelAddrs: []string{sentinel}, MaxRetries: -1})
+	defer func() { _ = fc.Close() }()
+	asked := false
+	fc.AddHook(serverAnswers(func(cmd redis.Cmder) {
+		if isCmd(cmd, "client", "info") {
+			asked = true
+			cmd.SetErr(serverError("ERR Unknown subcommand or wrong number of arguments for 'info'. Try CLIENT HELP"))
+		}
+	}))
+	r := runCheck(t, fc)
+	if !asked || !r.OK() || len(r.Findings) == 0 {
+		t.Errorf("CLIENT INFO asked %v; problems %v", asked, r.Problems())
+	}
+	for _, f := range r.Findings {
+		if f.Server != master {
+			t.Errorf("%v: server %q, want the master %s", f, f.Server, master)
+		}
+	}
+}
+
+// On Redis 6, lua-replicate-commands no makes a script's writes after TIME
+// fail ("Write commands not allowed after non deterministic commands"):
+// a problem. Redis 7 has no such setting (CONFIG GET answers nothing).
+func TestCheckLuaReplicateCommands(t *testing.T) {
+	for _, c := range []struct {
+		setting string // CONFIG GET lua-replicate-commands' answer; "": none
+		sev     Severity
+		want    string
+	}{
+		{"no", SeverityProblem, "EVALSHA, NOSCRIPT then EVAL, and TIME in a script work, but lua-replicate-commands is no: Redis 6 then refuses a script's writes after TIME (Write commands not allowed after non deterministic commands), and slidelog's scripts write after TIME: every admission fails; set lua-replicate-commands yes (the default)"},
+		{"yes", SeverityInfo, "EVALSHA, NOSCRIPT then EVAL, and TIME in a script work"},
+		{"", SeverityInfo, "EVALSHA, NOSCRIPT then EVAL, and TIME in a script work"},
+	} {
+		t.Run(c.setting, func(t *testing.T) {
+			rdb := client(t, startServer(t, safeArgs...))
+			rdb.AddHook(serverAnswers(func(cmd redis.Cmder) {
+				switch {
+				case isCmd(cmd, "info") && cmd.Err() == nil:
+					s := cmd.(*redis.StringCmd)
+					s.SetVal(regexp.MustCompile(`redis_version:[^\r\n]*`).ReplaceAllString(s.Val(), "redis_version:6.0.16"))
+				case isCmd(cmd, "config", "get", "lua-replicate-commands") && c.setting != "":
+					cmd.(*redis.MapStringStringCmd).SetVal(map[string]string{"lua-replicate-commands": c.setting})
+				}
+			}))
+			r := runCheck(t, rdb)
+			f := one(t, r, "script", c.sev)
+			if f.Text != c.want {
+				t.Errorf("script: %q, want %q", f.Text, c.want)
+			}
+			if r.OK() != (c.sev != SeverityProblem) || len(r.Problems()) > 1 {
+				t.Errorf("problems %v", r.Problems())
+			}
+			one(t, r, "acl", SeverityWarning, "ACL DRYRUN needs Redis 7 or later")
+		})
+	}
+}
+
+// A replica in its first sync is connected but acknowledges no WAIT:
+// WithReplicas counts only the replicas online. The master delays the
+// replica's sync (repl-diskless-sync-delay) for the length of the test.
+func TestCheckReplicaSyncing(t *testing.T) {
+	master := startServer(t, append(safeArgs, "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "60")...)
+	host, port, _ := net.SplitHostPort(master)
+	startServer(t, append(safeArgs, "--replicaof", host, port)...)
+	m := client(t, master)
+	waitFor(t, "the replica's link", func() bool {
+		return infoField(m, "connected_slaves") == "1"
+	})
+	if s := infoField(m, "slave0"); !strings.Contains(s, "state=wait_bgsave") {
+		t.Fatalf("slave0:%s, want state=wait_bgsave", s)
+	}
+	const syncing = "; 1 of the 1 connected still in their first sync, acknowledging no write yet"
+	f := one(t, runCheck(t, m), "replication", SeverityInfo)
+	if want := "role master, 1 replica connected (replication is asynchronous: a failover may lose the last admissions)" + syncing; f.Text != want {
+		t.Errorf("replication: %q, want %q", f.Text, want)
+	}
+	r, err := New(m, WithReplicas(1, time.Second)).Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = one(t, r, "replication", SeverityProblem)
+	if want := "role master, 0 of the 1 replicas WithReplicas waits for connected and online: every admission waits its timeout and fails with ErrNotReplicated; connect more replicas or lower WithReplicas' n" + syncing; f.Text != want {
+		t.Errorf("replication: %q, want %q", f.Text, want)
+	}
 }
