@@ -98,6 +98,14 @@ local function expire(key, ms, last)
 end
 
 local out -- the replies of a batch
+
+-- A denial writes nothing, so within one call the same decision on the same
+-- log gets the same answer until an admission writes to that log: a flood
+-- of decisions on one hot key reads the log once per call, not once per
+-- decision. seen[log] = {events, window, n, answer}: the last denial of a
+-- one-limit decision on the log in this call (its answer without the
+-- leading "0 at"), forgotten when an admission writes to the log.
+local seen
 local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
 local d = 0
 while a < #ARGV do
@@ -125,197 +133,213 @@ while a < #ARGV do
   local peek = first == ''
   local last = a + 2 + 2 * L == #ARGV -- the call's last decision
 
-  -- A retry of a call that was admitted already (its reply was lost and the
-  -- client sent it again) finds its events, in any of its logs (one may
-  -- have expired since), before anything is removed: it stays admitted, as
-  -- of the time its events were recorded at, and writes nothing.
-  local at, retried = nows, false -- the decision's time
-  if resent then
-    for i = 1, L do
-      local recorded = redis.call('ZSCORE', KEYS[k + i], first)
-      if recorded then
-        at, retried = recorded, true
-        break
-      end
-    end
-  end
-
-  -- 1-2. Count each log's live events: all (ZCARD), less the expired ones
-  --      at the head of the set. Nothing is written before the decision:
-  --      Redis refuses a script for maxmemory (noeviction) only up to its
-  --      first write, and a first write that frees memory (ZREMRANGEBYSCORE)
-  --      would let every later ZADD through past maxmemory. So the first
-  --      write is a ZADD: over maxmemory an admission fails whole with OOM,
-  --      writing nothing, while denials (read only) stay exact. WRONGTYPE
-  --      stops the script here too, before anything is written.
-  --      When a log is full unless something expired (a denial is likely),
-  --      its oldest event answers both questions at once: if it is live,
-  --      nothing expired, and it is the event a one-event request waits for.
-  --      When the request fits even if nothing expired, an admission learns
-  --      how many had from their removal (ZREMRANGEBYSCORE's reply) instead:
-  --      gone is unknown until then.
-  local fits = true
-  for i = 1, L do
-    key = KEYS[k + i]
-    limit, window = tonumber(ARGV[a + 1 + 2 * i]), tonumber(ARGV[a + 2 + 2 * i])
-    local card = redis.call('ZCARD', key)
-    gone, unknown, oldest, exps = 0, false, false, false
-    if card + n > limit then
-      oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
-      if tonumber(oldest) <= now - window then
-        exps = fmt('%d', now - window)
-        gone = redis.call('ZCOUNT', key, '-inf', exps)
-      end
-    elseif card > 0 then
-      exps = fmt('%d', now - window)
-      if peek then
-        gone = redis.call('ZCOUNT', key, '-inf', exps)
-      else
-        unknown = true
-      end
-    end
-    count = card - gone
-    if count + n > limit then
-      fits = false
-    end
-    if L > 1 then -- keep this log's state while the others are read
-    local b = 8 * i - 8
-      st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
-      st[b + 5], st[b + 6], st[b + 7], st[b + 8] = gone, unknown, oldest, exps
-    end
-  end
-
   local reply -- the decision's answer
-  fits = fits or retried
-  local named -- the index's windows (AllowAll)
-  if fits and not peek and not retried and indexed then
-    -- read before the first write, so that a key of another type there
-    -- (WRONGTYPE) stops the script with nothing written
-    named = redis.call('ZRANGE', KEYS[k + L + 1], '0', '-1')
-  end
-
-  if fits and not peek and not retried then
-    -- 3. Admit: record n events at now in every log. NX keeps an event that
-    --    is already there untouched, so a retried call (same ids) records
-    --    nothing twice.
-    local ids
-    if n > 1 then
-      -- the members: the first id, then counter+1, ... (mod 2^40)
-      ids = {first}
-      local prefix = string.sub(first, 1, 3)
-      local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
-      local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
-      for e = 1, n - 1 do
-        local c = (counter + e) % 1099511627776
-        ids[e + 1] = prefix .. string.char(
-          math.floor(c / 4294967296), math.floor(c / 16777216) % 256,
-          math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
-      end
-    end
-    local fresh = true
-    reply = '1 ' .. at
-    for i = 1, L do
-      if L > 1 then
-        local b = 8 * i - 8
-        key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
-        gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
-      end
-      local added = 0
-      if n == 1 then
-        added = redis.call('ZADD', key, 'NX', nows, first)
-      else
-        -- unpack has a stack limit: at most 1000 events per ZADD
-        for j = 1, n, 1000 do
-          local args = {'NX'}
-          for e = j, math.min(j + 999, n) do
-            args[#args + 1] = nows
-            args[#args + 1] = ids[e]
-          end
-          added = added + redis.call('ZADD', key, unpack(args))
+  local hit = seen and not resent and L == 1 and seen[KEYS[k + 1]]
+  if hit and hit[1] == ARGV[a + 3] and hit[2] == ARGV[a + 4] and hit[3] == n then
+    reply = '0 ' .. nows .. hit[4]
+  else
+    -- A retry of a call that was admitted already (its reply was lost and the
+    -- client sent it again) finds its events, in any of its logs (one may
+    -- have expired since), before anything is removed: it stays admitted, as
+    -- of the time its events were recorded at, and writes nothing.
+    local at, retried = nows, false -- the decision's time
+    if resent then
+      for i = 1, L do
+        local recorded = redis.call('ZSCORE', KEYS[k + i], first)
+        if recorded then
+          at, retried = recorded, true
+          break
         end
       end
-      fresh = fresh and added == n
-      -- Forget the expired events: a log never holds more than its window's.
-      if unknown then
-        gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', exps)
-        count, unknown = count - gone, false
-      elseif gone > 0 then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', exps)
+    end
+
+    -- 1-2. Count each log's live events: all (ZCARD), less the expired ones
+    --      at the head of the set. Nothing is written before the decision:
+    --      Redis refuses a script for maxmemory (noeviction) only up to its
+    --      first write, and a first write that frees memory (ZREMRANGEBYSCORE)
+    --      would let every later ZADD through past maxmemory. So the first
+    --      write is a ZADD: over maxmemory an admission fails whole with OOM,
+    --      writing nothing, while denials (read only) stay exact. WRONGTYPE
+    --      stops the script here too, before anything is written.
+    --      When a log is full unless something expired (a denial is likely),
+    --      its oldest event answers both questions at once: if it is live,
+    --      nothing expired, and it is the event a one-event request waits for.
+    --      When the request fits even if nothing expired, an admission learns
+    --      how many had from their removal (ZREMRANGEBYSCORE's reply) instead:
+    --      gone is unknown until then.
+    local fits = true
+    for i = 1, L do
+      key = KEYS[k + i]
+      limit, window = tonumber(ARGV[a + 1 + 2 * i]), tonumber(ARGV[a + 2 + 2 * i])
+      local card = redis.call('ZCARD', key)
+      gone, unknown, oldest, exps = 0, false, false, false
+      if card + n > limit then
+        oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
+        if tonumber(oldest) <= now - window then
+          exps = fmt('%d', now - window)
+          gone = redis.call('ZCOUNT', key, '-inf', exps)
+        end
+      elseif card > 0 then
+        exps = fmt('%d', now - window)
+        if peek then
+          gone = redis.call('ZCOUNT', key, '-inf', exps)
+        else
+          unknown = true
+        end
       end
-      count = count + added
-      local ms = fmt('%d', math.ceil((now + window) / 1000))
-      expire(key, ms, last)
-      reply = reply .. ' ' .. count .. ' 0 ' .. nows
-      if L > 1 then
-        local b = 8 * i - 8
+      count = card - gone
+      if count + n > limit then
+        fits = false
+      end
+      if L > 1 then -- keep this log's state while the others are read
+      local b = 8 * i - 8
         st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
         st[b + 5], st[b + 6], st[b + 7], st[b + 8] = gone, unknown, oldest, exps
       end
     end
-    if indexed then
-      -- Name the windows in the index, which lives as long as the longest
-      -- window it names would from now: no log outlives it. Usually every
-      -- window is named already, and one read tells it.
-      local index = KEYS[k + L + 1]
-      local longest = tonumber(named[#named]) or 0
-      local missing = {}
+
+    fits = fits or retried
+    local named -- the index's windows (AllowAll)
+    if fits and not peek and not retried and indexed then
+      -- read before the first write, so that a key of another type there
+      -- (WRONGTYPE) stops the script with nothing written
+      named = redis.call('ZRANGE', KEYS[k + L + 1], '0', '-1')
+    end
+
+    if fits and not peek and not retried then
+      -- 3. Admit: record n events at now in every log. NX keeps an event that
+      --    is already there untouched, so a retried call (same ids) records
+      --    nothing twice.
+      local ids
+      if n > 1 then
+        -- the members: the first id, then counter+1, ... (mod 2^40)
+        ids = {first}
+        local prefix = string.sub(first, 1, 3)
+        local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
+        local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
+        for e = 1, n - 1 do
+          local c = (counter + e) % 1099511627776
+          ids[e + 1] = prefix .. string.char(
+            math.floor(c / 4294967296), math.floor(c / 16777216) % 256,
+            math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
+        end
+      end
+      local fresh = true
+      reply = '1 ' .. at
       for i = 1, L do
-        local w = ARGV[a + 2 + 2 * i]
-        local found = false
-        for j = 1, #named do
-          if named[j] == w then
-            found = true
-            break
+        if L > 1 then
+          local b = 8 * i - 8
+          key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
+          gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
+        end
+        local added = 0
+        if n == 1 then
+          added = redis.call('ZADD', key, 'NX', nows, first)
+        else
+          -- unpack has a stack limit: at most 1000 events per ZADD
+          for j = 1, n, 1000 do
+            local args = {'NX'}
+            for e = j, math.min(j + 999, n) do
+              args[#args + 1] = nows
+              args[#args + 1] = ids[e]
+            end
+            added = added + redis.call('ZADD', key, unpack(args))
           end
         end
-        if not found then
-          missing[#missing + 1] = w
-          missing[#missing + 1] = w
+        fresh = fresh and added == n
+        if seen then
+          seen[key] = nil
         end
-        longest = math.max(longest, tonumber(w))
+        -- Forget the expired events: a log never holds more than its window's.
+        if unknown then
+          gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', exps)
+          count, unknown = count - gone, false
+        elseif gone > 0 then
+          redis.call('ZREMRANGEBYSCORE', key, '-inf', exps)
+        end
+        count = count + added
+        local ms = fmt('%d', math.ceil((now + window) / 1000))
+        expire(key, ms, last)
+        reply = reply .. ' ' .. count .. ' 0 ' .. nows
+        if L > 1 then
+          local b = 8 * i - 8
+          st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
+          st[b + 5], st[b + 6], st[b + 7], st[b + 8] = gone, unknown, oldest, exps
+        end
       end
-      if #missing > 0 then
-        redis.call('ZADD', index, unpack(missing))
+      if indexed then
+        -- Name the windows in the index, which lives as long as the longest
+        -- window it names would from now: no log outlives it. Usually every
+        -- window is named already, and one read tells it.
+        local index = KEYS[k + L + 1]
+        local longest = tonumber(named[#named]) or 0
+        local missing = {}
+        for i = 1, L do
+          local w = ARGV[a + 2 + 2 * i]
+          local found = false
+          for j = 1, #named do
+            if named[j] == w then
+              found = true
+              break
+            end
+          end
+          if not found then
+            missing[#missing + 1] = w
+            missing[#missing + 1] = w
+          end
+          longest = math.max(longest, tonumber(w))
+        end
+        if #missing > 0 then
+          redis.call('ZADD', index, unpack(missing))
+          if seen then
+            seen[index] = nil
+          end
+        end
+        local ms = fmt('%d', math.ceil((now + longest) / 1000))
+        expire(index, ms, last)
       end
-      local ms = fmt('%d', math.ceil((now + longest) / 1000))
-      expire(index, ms, last)
+      if not fresh then
+        -- Some of its events were there already (a retry not marked as one):
+        -- the answer is read below.
+        reply = nil
+      end
     end
-    if not fresh then
-      -- Some of its events were there already (a retry not marked as one):
-      -- the answer is read below.
-      reply = nil
-    end
-  end
 
-  if not reply then
-    -- Peek, a retry, or 4. Deny: write nothing (expired events wait for the
-    -- next admission or the key's expiry), leave the expiries alone. Each
-    -- log's count must be exact now.
-    reply = fits and '1 ' or '0 '
-    reply = reply .. at
-    for i = 1, L do
-      if L > 1 then
-        local b = 8 * i - 8
-        key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
-        gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
-      end
-      if unknown then
-        gone = redis.call('ZCOUNT', key, '-inf', exps)
-        count = count - gone
-      end
-      local kth = '0'
-      local short = count + n - limit
-      if not fits and short > 0 then
-        -- The same request fits under this limit once the k-th oldest live
-        -- event has expired; the live events follow the expired ones.
-        kth = oldest
-        if gone > 0 or short > 1 or not kth then
-          local j = fmt('%d', gone + short - 1)
-          kth = redis.call('ZRANGE', key, j, j, 'WITHSCORES')[2]
+    if not reply then
+      -- Peek, a retry, or 4. Deny: write nothing (expired events wait for the
+      -- next admission or the key's expiry), leave the expiries alone. Each
+      -- log's count must be exact now.
+      reply = fits and '1 ' or '0 '
+      reply = reply .. at
+      for i = 1, L do
+        if L > 1 then
+          local b = 8 * i - 8
+          key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
+          gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
+        end
+        if unknown then
+          gone = redis.call('ZCOUNT', key, '-inf', exps)
+          count = count - gone
+        end
+        local kth = '0'
+        local short = count + n - limit
+        if not fits and short > 0 then
+          -- The same request fits under this limit once the k-th oldest live
+          -- event has expired; the live events follow the expired ones.
+          kth = oldest
+          if gone > 0 or short > 1 or not kth then
+            local j = fmt('%d', gone + short - 1)
+            kth = redis.call('ZRANGE', key, j, j, 'WITHSCORES')[2]
+          end
+        end
+        local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
+        local answer = ' ' .. count .. ' ' .. kth .. ' ' .. newest
+        reply = reply .. answer
+        if L == 1 and not fits and not last then
+          seen = seen or {}
+          seen[key] = {ARGV[a + 3], ARGV[a + 4], n, answer}
         end
       end
-      local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
-      reply = reply .. ' ' .. count .. ' ' .. kth .. ' ' .. newest
     end
   end
 

@@ -3,6 +3,10 @@ package slidelog
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,6 +214,61 @@ func TestAllowAllIndexWrongTypeWritesNothing(t *testing.T) {
 	for _, w := range []time.Duration{time.Second, time.Hour} {
 		if n, _ := m.ZMembers(windowKey(base, w)); len(n) != 0 {
 			t.Errorf("the %v log holds %d events after refused calls", w, len(n))
+		}
+	}
+}
+
+// Within one call (batching), every decision is taken exactly as if it were
+// alone at the call's time, although the script remembers a log's denials
+// for the rest of the call: an admission on the same log (under another
+// limit, or for fewer events) must be seen by the decisions after it.
+// Random calls of up to 40 decisions on two keys run on a real Redis; each
+// of their decisions then runs alone, in the same order, on a miniredis set
+// to the call's time: the answers must be the same strings.
+func TestMergedCallEachAsIfAlone(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 11))
+	limits := []Limit{{Events: 3, Window: time.Hour}, {Events: 5, Window: time.Minute}, {Events: 8, Window: time.Hour}}
+	for round := range 100 {
+		m := newMini(t)
+		keys := []string{fmt.Sprintf("%s:%d:a", uniqueKey(t), round), fmt.Sprintf("%s:%d:b", uniqueKey(t), round)}
+		type call struct {
+			keys []string
+			args []any
+		}
+		var calls []call
+		var allKeys []string
+		var allArgs []any
+		for range 2 + rng.IntN(39) {
+			k, a := decision(keys[rng.IntN(len(keys))], 1+rng.IntN(3), limits[rng.IntN(len(limits))])
+			if rng.IntN(5) == 0 {
+				a[1] = "" // Peek
+			}
+			calls = append(calls, call{k, a})
+			allKeys, allArgs = append(allKeys, k...), append(allArgs, a...)
+		}
+		v, err := decideScript.Run(ctx, rdb, allKeys, allArgs...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies, _ := v.([]any)
+		if len(replies) != len(calls) {
+			t.Fatalf("%d replies for %d decisions: %v", len(replies), len(calls), v)
+		}
+		at, err := strconv.ParseInt(strings.Fields(replies[0].(string))[1], 10, 64)
+		if err != nil {
+			t.Fatal(replies[0], err)
+		}
+		m.at(time.UnixMicro(at).Sub(epoch))
+		for i, c := range calls {
+			alone, err := decideScript.Run(ctx, m.rdb, c.keys, c.args...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if replies[i] != alone {
+				t.Fatalf("round %d, decision %d of %d (%v %v): %q in the call, %q alone", round, i, len(calls), c.keys, c.args, replies[i], alone)
+			}
 		}
 	}
 }
