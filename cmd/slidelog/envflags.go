@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -63,6 +64,68 @@ func (e envDefaults) bool(flagName, env string) bool {
 		return false
 	}
 	return b
+}
+
+// list is a flag of comma-separated items, each accepted by check, that may
+// be given many times: every --flag adds its items. Its default comes from
+// a variable, and the first --flag given drops it (an empty --flag "" drops
+// it and adds nothing).
+type list struct {
+	items []string
+	check func(string) error
+	given bool
+}
+
+func (l *list) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(l.items, ",")
+}
+
+func (l *list) Set(v string) error {
+	items, err := splitList(v, l.check)
+	if err != nil {
+		return err
+	}
+	if !l.given {
+		l.items, l.given = nil, true
+	}
+	l.items = append(l.items, items...)
+	return nil
+}
+
+// splitList is v's comma-separated items, blanks trimmed and empty ones
+// left out, or the error of the first that check refuses.
+func splitList(v string, check func(string) error) ([]string, error) {
+	var items []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if err := check(s); err != nil {
+			return nil, err
+		}
+		items = append(items, s)
+	}
+	return items, nil
+}
+
+// list is the flag of flagName with $env's items as its default (none when
+// $env is unset or empty).
+func (e envDefaults) list(flagName, env string, check func(string) error) *list {
+	l := &list{check: check}
+	v := os.Getenv(env)
+	if v == "" {
+		return l
+	}
+	items, err := splitList(v, check)
+	if err != nil {
+		e[flagName] = fmt.Errorf("%s=%q: %w (it sets --%s)", env, v, err, flagName)
+		return l
+	}
+	l.items = items
+	return l
 }
 
 // check returns the error of the first variable whose flag was not given.

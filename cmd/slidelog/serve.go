@@ -22,6 +22,7 @@ import (
 
 type serveConfig struct {
 	listen, key, policy, name, trusted, ipHeader string
+	exemptPaths, exemptClients                   []string // as given; serveHandler checks them
 	limit                                        slidelog.Limit
 	instances                                    int
 	deadline                                     time.Duration
@@ -38,6 +39,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
                       [--key ip|header:NAME] [--trusted-proxies CIDRS] [--client-ip-header NAME]
                       [--policy closed|open|local] [--instances N] [--deadline D]
                       [--name NAME] [--legacy-headers]
+                      [--exempt-path PATHS] [--exempt-client ADDRS]
 
 A small HTTP service guarded by slidelog's middleware: "/" answers 200 "ok"
 when the request is admitted, 429 when it is not, with the RateLimit and
@@ -54,6 +56,15 @@ With --key ip behind proxies, --trusted-proxies names them and
 header holds something else than an address where the client should be
 ("unknown", "_hidden") is answered 400.
 
+--exempt-path and --exempt-client exempt requests from the limit: they are
+answered without a Redis call, without RateLimit fields, and not counted.
+Both take comma-separated values and may be repeated. A path is exact
+(/public), or a subtree when it ends in "/" (/static/), matched exactly:
+a path dressed up to look exempt (/public/../x, //public, /Public,
+/p%75blic) is not exempt. A client is an address (192.0.2.7) or a
+network (10.0.0.0/8), found as --key ip finds it: behind --trusted-proxies
+only, from --client-ip-header only.
+
 flags:`)
 		fs.PrintDefaults()
 	}
@@ -69,9 +80,14 @@ flags:`)
 	fs.DurationVar(&cfg.deadline, "deadline", env.duration("deadline", "SLIDELOG_DEADLINE", 100*time.Millisecond), "longest a decision may wait for Redis; 0: no bound [SLIDELOG_DEADLINE]")
 	fs.StringVar(&cfg.name, "name", env.str("SLIDELOG_NAME", "default"), "the policy's name in the headers: printable ASCII [SLIDELOG_NAME]")
 	fs.BoolVar(&cfg.legacy, "legacy-headers", env.bool("legacy-headers", "SLIDELOG_LEGACY_HEADERS"), "also send X-RateLimit-* [SLIDELOG_LEGACY_HEADERS=true]")
+	exemptPaths := env.list("exempt-path", "SLIDELOG_EXEMPT_PATH", checkExemptPath)
+	fs.Var(exemptPaths, "exempt-path", "comma-separated `paths` exempt from the limit: exact (/public), or a subtree (/static/); repeatable [SLIDELOG_EXEMPT_PATH]")
+	exemptClients := env.list("exempt-client", "SLIDELOG_EXEMPT_CLIENT", checkExemptClient)
+	fs.Var(exemptClients, "exempt-client", "comma-separated client `addresses` or CIDRs exempt from the limit, found as --key ip finds them; repeatable [SLIDELOG_EXEMPT_CLIENT]")
 	if err := parse(fs, args, "", env, stdout); err != nil {
 		return err
 	}
+	cfg.exemptPaths, cfg.exemptClients = exemptPaths.items, exemptClients.items
 	h, stop, err := serveHandler(cfg, *url, stderr)
 	if err != nil {
 		return err
@@ -81,7 +97,7 @@ flags:`)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "listening on %s: %v per key (%s), policy %s\n", ln.Addr(), cfg.limit, cfg.key, cfg.policy)
+	fmt.Fprintf(stdout, "listening on %s: %v per key (%s), policy %s%s\n", ln.Addr(), cfg.limit, cfg.key, cfg.policy, exemptions(cfg))
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -107,23 +123,29 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	if cfg.deadline < 0 {
 		return nil, nil, usagef("--deadline %v: want 0 (no bound) or more", cfg.deadline)
 	}
+	// The proxies and their header find the client for --key ip and for
+	// --exempt-client alike.
+	ipk := httplimit.IPKey{Header: cfg.ipHeader}
+	for _, c := range strings.Split(cfg.trusted, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, nil, usagef("--trusted-proxies: %w", err)
+		}
+		ipk.TrustedProxies = append(ipk.TrustedProxies, p)
+	}
+	if err := ipk.Validate(); err != nil {
+		return nil, nil, usagef("--client-ip-header: %w", err)
+	}
+	exempt, err := serveExempt(cfg, ipk)
+	if err != nil {
+		return nil, nil, err
+	}
 	var key httplimit.KeyFunc
 	switch {
 	case cfg.key == "ip":
-		ipk := httplimit.IPKey{Header: cfg.ipHeader}
-		for _, c := range strings.Split(cfg.trusted, ",") {
-			if c = strings.TrimSpace(c); c == "" {
-				continue
-			}
-			p, err := netip.ParsePrefix(c)
-			if err != nil {
-				return nil, nil, usagef("--trusted-proxies: %w", err)
-			}
-			ipk.TrustedProxies = append(ipk.TrustedProxies, p)
-		}
-		if err := ipk.Validate(); err != nil {
-			return nil, nil, usagef("--client-ip-header: %w", err)
-		}
 		key = httplimit.ClientIP(ipk)
 	case strings.HasPrefix(cfg.key, "header:") && len(cfg.key) > len("header:"):
 		key = httplimit.Header(strings.TrimPrefix(cfg.key, "header:"))
@@ -154,7 +176,7 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	limiter := slidelog.New(rdb, slidelog.WithPolicy(policy), slidelog.WithName(cfg.name), slidelog.WithTimeout(cfg.deadline),
 		slidelog.WithHook(failures))
 	mwOpts := httplimit.Options{
-		Limiter: limiter, Limit: cfg.limit, Key: key,
+		Limiter: limiter, Limit: cfg.limit, Key: key, Exempt: exempt,
 		Name: cfg.name, LegacyHeaders: cfg.legacy,
 	}
 	if err := mwOpts.Validate(); err != nil {
@@ -173,4 +195,92 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	return mux, closeAll, nil
+}
+
+// serveExempt is the middleware's Exempt of --exempt-path and
+// --exempt-client (nil when neither is given), its clients found with ipk.
+func serveExempt(cfg serveConfig, ipk httplimit.IPKey) (func(*http.Request) bool, error) {
+	var fns []func(*http.Request) bool
+	if len(cfg.exemptPaths) > 0 {
+		for _, p := range cfg.exemptPaths {
+			if err := checkExemptPath(p); err != nil {
+				return nil, usagef("--exempt-path: %w", err)
+			}
+		}
+		fns = append(fns, httplimit.ExemptPaths(cfg.exemptPaths...))
+	}
+	if len(cfg.exemptClients) > 0 {
+		prefixes := make([]netip.Prefix, 0, len(cfg.exemptClients))
+		for _, c := range cfg.exemptClients {
+			p, err := parseExemptClient(c)
+			if err != nil {
+				return nil, usagef("--exempt-client: %w", err)
+			}
+			prefixes = append(prefixes, p)
+		}
+		fns = append(fns, httplimit.ExemptClients(ipk, prefixes...))
+	}
+	switch len(fns) {
+	case 0:
+		return nil, nil
+	case 1:
+		return fns[0], nil
+	}
+	return httplimit.ExemptAny(fns...), nil
+}
+
+// checkExemptPath reports why httplimit.ExemptPaths refuses p (it panics),
+// or nil.
+func checkExemptPath(p string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New(strings.TrimPrefix(fmt.Sprint(r), "httplimit: ExemptPaths: "))
+		}
+	}()
+	httplimit.ExemptPaths(p)
+	return nil
+}
+
+// checkExemptClient reports why parseExemptClient refuses s, or nil.
+func checkExemptClient(s string) error {
+	_, err := parseExemptClient(s)
+	return err
+}
+
+// parseExemptClient reads an address (a prefix of its whole length) or a
+// CIDR, as httplimit.ExemptClients takes them.
+func parseExemptClient(s string) (netip.Prefix, error) {
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8: %w", s, err)
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an address (192.0.2.7, 2001:db8::1) or a CIDR (10.0.0.0/8)", s)
+		}
+		if a.Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("%q has an IPv6 zone, which a client's address never has", s)
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	if p.Addr().Is4In6() && p.Bits() < 96 {
+		return netip.Prefix{}, fmt.Errorf("%q is IPv4-mapped with fewer than 96 bits", s)
+	}
+	return p, nil
+}
+
+// exemptions describes --exempt-path and --exempt-client for the start-up
+// line: "" when neither is given.
+func exemptions(cfg serveConfig) string {
+	var b strings.Builder
+	if len(cfg.exemptPaths) > 0 {
+		b.WriteString("; exempt paths " + strings.Join(cfg.exemptPaths, " "))
+	}
+	if len(cfg.exemptClients) > 0 {
+		b.WriteString("; exempt clients " + strings.Join(cfg.exemptClients, " "))
+	}
+	return b.String()
 }
