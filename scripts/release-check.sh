@@ -4,7 +4,8 @@
 #
 #  1. Takes a git archive of HEAD (committed files only: commit first).
 #  2. Reads the release version V: the version of the library that
-#     cmd/slidelog, contrib/prometheus and contrib/otel require (they must
+#     cmd/slidelog, contrib/prometheus, contrib/otel and contrib/grpclimit
+#     require (they must
 #     agree, be a release version and have no replace directive). With an
 #     argument (scripts/release-check.sh v0.2.0), V is that version and their
 #     require lines are first bumped to it, as the release does.
@@ -22,6 +23,12 @@
 #       it, same go line check;
 #     - go get github.com/slidelog/slidelog/contrib/otel@V, build with it,
 #       same go line check;
+#     - go get github.com/slidelog/slidelog/contrib/grpclimit@V, build with
+#       it: the one module whose go line is "go 1.24.0" (gRPC v1.79.3, the
+#       first with the fix for GO-2026-4762, says so), so the importer's
+#       "go 1.24" must become exactly "go 1.24.0", still on Go 1.24.0 and
+#       with no toolchain line; it runs last, after the checks that the
+#       other modules keep "go 1.24";
 #     - go install github.com/slidelog/slidelog/cmd/slidelog@V (refused if
 #       its go.mod had a replace) and run slidelog --help.
 #
@@ -62,7 +69,7 @@ git archive --format=tar HEAD | tar -x -C "$src"
 stamp=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD)
 
 # The modules released with the library, at its version.
-released="cmd/slidelog contrib/prometheus contrib/otel"
+released="cmd/slidelog contrib/prometheus contrib/otel contrib/grpclimit"
 
 # required DIR: the version of the library DIR/go.mod requires.
 required() {
@@ -226,6 +233,42 @@ after=$(goline "$imp")
 echo "importer go.mod still: $after"
 "$gobin" list -m "$root/contrib/otel" go.opentelemetry.io/otel/metric
 
+# The gRPC middleware last: it raises the importer's go line, as every gRPC
+# release with the fix for GO-2026-4762 (v1.79.3) does ("go 1.24.0", the
+# same language and the same oldest Go), and nothing else may.
+echo "--- importer: go get $root/contrib/grpclimit@$version"
+"$gobin" get "$root/contrib/grpclimit@$version"
+cat >grpc.go <<'GO'
+package main
+
+import (
+	"google.golang.org/grpc"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/contrib/grpclimit"
+	"github.com/slidelog/slidelog/local"
+)
+
+func init() {
+	limit := grpclimit.Options{Limiter: local.New(), Limit: slidelog.PerSecond(10), Name: "importer"}
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(limit)),
+		grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(limit)),
+	)
+	srv.Stop()
+	_ = grpclimit.UnaryClientInterceptor(grpclimit.ClientOptions{Waiter: local.New(), Limit: slidelog.PerSecond(10), Key: "partner"})
+}
+GO
+"$gobin" mod tidy
+"$gobin" vet ./...
+"$gobin" build -o "$work/bin/importer" .
+"$work/bin/importer"
+after=$(goline "$imp")
+[ "$after" = "go 1.24.0 " ] ||
+  fail "the gRPC middleware at $version changed the importer's go.mod from '$before' to '$after', not to 'go 1.24.0 ' (no toolchain line)"
+echo "importer go.mod now: $after(gRPC v1.79.3 and later say go 1.24.0), built on $("$gobin" env GOVERSION)"
+"$gobin" list -m "$root/contrib/grpclimit" google.golang.org/grpc
+
 echo "--- go install $root/cmd/slidelog@$version"
 cd "$work"
 GOBIN=$work/bin "$gobin" install "$root/cmd/slidelog@$version"
@@ -233,4 +276,4 @@ GOBIN=$work/bin "$gobin" install "$root/cmd/slidelog@$version"
 help=$("$work/bin/slidelog" --help) || fail "slidelog --help exited with status $?"
 [ -n "$help" ] || fail "slidelog --help printed nothing on standard output"
 printf '%s\n' "$help" | head -5
-echo "release check ok: $root, contrib/prometheus, contrib/otel and cmd/slidelog at $version import and install on $("$gobin" env GOVERSION)"
+echo "release check ok: $root, contrib/prometheus, contrib/otel, contrib/grpclimit and cmd/slidelog at $version import and install on $("$gobin" env GOVERSION)"
