@@ -93,8 +93,14 @@ func (o ClientOptions) Validate() error {
 //   - codes.Unavailable when the limiter is unavailable (Redis down under
 //     slidelog.FailClosed; FailOpen and FailLocal answer for it instead).
 //
-// Every such error wraps the limiter's, for errors.Is. It panics if
-// o.Validate reports a mistake.
+// Every such error wraps the limiter's, for errors.Is.
+//
+// The interceptor runs once per call: the attempts gRPC itself retries or
+// hedges (a service config's retryPolicy or hedgingPolicy) go out below it,
+// each a call to the partner, and are not paced. Retry in the caller, above
+// the interceptor, to have every attempt wait its turn.
+//
+// It panics if o.Validate reports a mistake.
 func UnaryClientInterceptor(o ClientOptions) grpc.UnaryClientInterceptor {
 	c := newClient(o)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
