@@ -16,6 +16,8 @@ var (
 	resetSrc string
 	//go:embed refund.lua
 	refundSrc string
+	//go:embed renew.lua
+	renewSrc string
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
 	// and batches of them.
@@ -24,4 +26,6 @@ var (
 	resetScript = redis.NewScript(resetSrc)
 	// refundScript takes an admission's events back (Refund).
 	refundScript = redis.NewScript(refundSrc)
+	// renewScript moves an in-flight lease's events to now (Lease.Renew).
+	renewScript = redis.NewScript(renewSrc)
 )

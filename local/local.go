@@ -84,6 +84,7 @@ type Limiter struct {
 	seed   maphash.Seed
 	shards [64]shard
 	waits  waiting.Lines // Wait's callers, in line per key
+	held   holders       // the in-flight logs (AcquireN): see inflight.go
 }
 
 type shard struct {

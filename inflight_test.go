@@ -1,0 +1,463 @@
+package slidelog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/conformance"
+	"github.com/slidelog/slidelog/local"
+)
+
+const sec = time.Second
+
+// holdStep is one call of an in-flight trace at a fixed instant: an
+// acquisition ("acquire", its lease named as), a release or a renewal of a
+// lease by name, or a Reset of the key. want is the Result an acquisition
+// or a renewal gets; notHeld, that the renewal fails with ErrNotHeld.
+type holdStep struct {
+	at      time.Duration
+	op      string
+	name    string
+	n       int
+	want    slidelog.Result // Allowed, Remaining, RetryAfter, ResetAfter
+	notHeld bool
+}
+
+func acquire(at time.Duration, name string, n int, allowed bool, remaining int, retry, reset time.Duration) holdStep {
+	return holdStep{at: at, op: "acquire", name: name, n: n,
+		want: slidelog.Result{Allowed: allowed, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}}
+}
+
+func release(at time.Duration, name string) holdStep {
+	return holdStep{at: at, op: "release", name: name}
+}
+
+func renew(at time.Duration, name string, remaining int, reset time.Duration) holdStep {
+	return holdStep{at: at, op: "renew", name: name, want: slidelog.Result{Allowed: true, Remaining: remaining, ResetAfter: reset}}
+}
+
+func lost(at time.Duration, name string) holdStep {
+	return holdStep{at: at, op: "renew", name: name, notHeld: true}
+}
+
+// holdTrace: 3 holders, a lease of 10 s. Holders that release, renew, and
+// die (never release), denials that name the instant the oldest lease ends,
+// Reset that does not release, a release through a copy of a renewed lease.
+var holdTrace = []holdStep{
+	acquire(0, "a", 1, true, 2, 0, 10*sec),
+	acquire(1*sec, "b", 2, true, 0, 0, 10*sec),
+	// full: a's lease ends at 10 s; b (at 1 s) is the newest
+	acquire(2*sec, "c", 1, false, 0, 8*sec, 9*sec),
+	release(2*sec, "a"),
+	release(2*sec, "a"), // idempotent: frees nothing more
+	acquire(2*sec, "c", 1, true, 0, 0, 10*sec),
+	acquire(3*sec, "d", 1, false, 0, 8*sec, 9*sec), // b's two at 1 s are the oldest
+	renew(4*sec, "b", 0, 10*sec),                   // b's two move to 4 s
+	acquire(5*sec, "d", 1, false, 0, 7*sec, 9*sec), // c (2 s) is the oldest now
+	acquire(5*sec, "e", 2, false, 0, 9*sec, 9*sec), // two free when b's run out at 14 s
+	// c died: its slot frees exactly at 12 s, not a microsecond earlier
+	acquire(12*sec-time.Microsecond, "d", 1, false, 0, time.Microsecond, 2*sec+time.Microsecond),
+	acquire(12*sec, "d", 1, true, 0, 0, 10*sec),
+	lost(12*sec, "c"), // its lease ran out: Renew never takes the slot back
+	release(12*sec, "c"),
+	{at: 12 * sec, op: "reset"},                      // forgets rate logs, releases no holder
+	acquire(12*sec, "e", 1, false, 0, 2*sec, 10*sec), // b (4 s) and d (12 s) hold all 3
+	acquire(14*sec, "e", 1, true, 1, 0, 10*sec),      // b ran out at 14 s
+	lost(14*sec, "b"),
+	renew(15*sec, "d", 1, 10*sec),
+	release(15*sec, "d"), // the lease before the renewal releases the renewed slot
+	lost(15*sec, "d"),
+	acquire(15*sec, "f", 2, true, 0, 0, 10*sec),
+	acquire(15*sec, "g", 1, false, 0, 9*sec, 10*sec),
+}
+
+// acquirer is a fresh Acquirer and its clock.
+type acquirer struct {
+	slidelog.Acquirer
+	reset   func(key string) error
+	setTime func(d time.Duration)
+}
+
+func miniAcquirer(t *testing.T, opts ...slidelog.Option) acquirer {
+	s := miniSubject(t, opts...)
+	return acquirer{s.Limiter.(slidelog.Acquirer), func(k string) error { return s.Limiter.Reset(context.Background(), k) }, s.SetTime}
+}
+
+func localAcquirer(*testing.T) acquirer {
+	var now time.Time
+	l := local.New(local.WithClock(func() time.Time { return now }))
+	return acquirer{l, func(k string) error { return l.Reset(context.Background(), k) }, func(d time.Duration) { now = conformance.Epoch.Add(d) }}
+}
+
+// replayHolds runs holdTrace and checks every answer: the Redis limiter and
+// slidelog/local must both pass it.
+func replayHolds(t *testing.T, a acquirer) {
+	ctx := context.Background()
+	lim := slidelog.InFlight(3, 10*sec)
+	leases := map[string]slidelog.Lease{}
+	first := map[string]slidelog.Lease{} // each name's lease as acquired
+	for i, s := range holdTrace {
+		a.setTime(s.at)
+		at := conformance.Epoch.Add(s.at)
+		switch s.op {
+		case "acquire":
+			l, err := a.AcquireN(ctx, "tenant", lim, s.n)
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			if got := l.Result; got.Allowed != s.want.Allowed || got.Remaining != s.want.Remaining ||
+				got.RetryAfter != s.want.RetryAfter || got.ResetAfter != s.want.ResetAfter || got.Limit != lim || !got.Time().Equal(at) {
+				t.Errorf("step %d: acquire %s: got %+v at %v, want %+v at %v", i, s.name, got, got.Time(), s.want, at)
+			}
+			if l.Allowed {
+				leases[s.name], first[s.name] = l, l
+			}
+		case "release":
+			// the lease as first acquired: a copy releases what a renewal moved
+			if err := first[s.name].Release(ctx); err != nil {
+				t.Fatalf("step %d: release %s: %v", i, s.name, err)
+			}
+		case "renew":
+			l, err := leases[s.name].Renew(ctx)
+			switch {
+			case s.notHeld:
+				if !errors.Is(err, slidelog.ErrNotHeld) {
+					t.Errorf("step %d: renew %s: %v, want ErrNotHeld", i, s.name, err)
+				}
+			case err != nil:
+				t.Fatalf("step %d: renew %s: %v", i, s.name, err)
+			case !l.Allowed || l.Remaining != s.want.Remaining || l.RetryAfter != 0 || l.ResetAfter != s.want.ResetAfter ||
+				l.Limit != lim || !l.Time().Equal(at):
+				t.Errorf("step %d: renew %s: got %+v at %v, want %+v at %v", i, s.name, l.Result, l.Time(), s.want, at)
+			default:
+				leases[s.name] = l
+			}
+		case "reset":
+			if err := a.reset("tenant"); err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		}
+	}
+}
+
+func TestInFlightTrace(t *testing.T) {
+	t.Run("redis", func(t *testing.T) { replayHolds(t, miniAcquirer(t)) })
+	t.Run("redis batched", func(t *testing.T) { replayHolds(t, miniAcquirer(t, slidelog.WithBatching(8))) })
+	t.Run("redis deny cache", func(t *testing.T) { replayHolds(t, miniAcquirer(t, slidelog.WithDenyCache())) })
+	t.Run("local", func(t *testing.T) { replayHolds(t, localAcquirer(t)) })
+}
+
+// A denied AcquireN takes nothing, whatever its n; an admitted one all n.
+func TestAcquireNAllOrNothing(t *testing.T) {
+	for _, a := range []struct {
+		name string
+		new  func(*testing.T) acquirer
+	}{{"redis", func(t *testing.T) acquirer { return miniAcquirer(t) }}, {"local", localAcquirer}} {
+		t.Run(a.name, func(t *testing.T) {
+			ctx := context.Background()
+			acq := a.new(t)
+			lim := slidelog.InFlight(5, time.Minute)
+			held, err := acq.AcquireN(ctx, "k", lim, 3)
+			if err != nil || !held.Allowed || held.Remaining != 2 {
+				t.Fatalf("AcquireN(3): %+v %v", held.Result, err)
+			}
+			for range 3 { // denials write nothing: 2 slots stay free
+				if l, err := acq.AcquireN(ctx, "k", lim, 3); err != nil || l.Allowed || l.Remaining != 2 {
+					t.Fatalf("AcquireN(3) with 2 free: %+v %v", l.Result, err)
+				}
+			}
+			two, err := acq.AcquireN(ctx, "k", lim, 2)
+			if err != nil || !two.Allowed || two.Remaining != 0 {
+				t.Fatalf("AcquireN(2) with 2 free: %+v %v", two.Result, err)
+			}
+			// Releasing the 3 frees exactly 3.
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if l, err := acq.AcquireN(ctx, "k", lim, 4); err != nil || l.Allowed {
+				t.Fatalf("AcquireN(4) with 3 free: %+v %v", l.Result, err)
+			}
+			if l, err := acq.AcquireN(ctx, "k", lim, 3); err != nil || !l.Allowed || l.Remaining != 0 {
+				t.Fatalf("AcquireN(3) with 3 free: %+v %v", l.Result, err)
+			}
+			if _, err := acq.AcquireN(ctx, "k", lim, 6); !errors.Is(err, slidelog.ErrExceedsLimit) {
+				t.Errorf("AcquireN(6) of 5 holders: %v", err)
+			}
+			if _, err := acq.AcquireN(ctx, "", lim, 1); !errors.Is(err, slidelog.ErrEmptyKey) {
+				t.Errorf("empty key: %v", err)
+			}
+			if _, err := acq.AcquireN(ctx, "k", slidelog.InFlight(0, time.Minute), 1); !errors.Is(err, slidelog.ErrInvalidLimit) {
+				t.Errorf("0 holders: %v", err)
+			}
+		})
+	}
+}
+
+// Leases that hold nothing release nothing and renew with ErrNotHeld.
+func TestLeaseHoldingNothing(t *testing.T) {
+	ctx := context.Background()
+	var zero slidelog.Lease
+	if err := zero.Release(ctx); err != nil {
+		t.Errorf("zero Lease: Release %v", err)
+	}
+	if _, err := zero.Renew(ctx); !errors.Is(err, slidelog.ErrNotHeld) {
+		t.Errorf("zero Lease: Renew %v, want ErrNotHeld", err)
+	}
+	// NewLease without a renew: an Acquirer outside the module that cannot.
+	released := 0
+	l := slidelog.NewLease(slidelog.Result{Allowed: true}, func(context.Context) error { released++; return nil })
+	if _, err := l.Renew(ctx); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("NewLease without WithRenew: Renew %v, want errors.ErrUnsupported", err)
+	}
+	if err := l.Release(ctx); err != nil || released != 1 {
+		t.Errorf("NewLease: Release %v, released %d times", err, released)
+	}
+	denied := slidelog.NewLease(slidelog.Result{}, func(context.Context) error { released++; return nil })
+	if err := denied.Release(ctx); err != nil || released != 1 {
+		t.Errorf("a denied lease released: %v, %d", err, released)
+	}
+}
+
+// An in-flight log is not the key's rate log: an acquisition and an
+// admission of one key never count against each other, Reset does not
+// release holders, and the log has a name of its own.
+func TestInFlightApartFromRate(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	l := slidelog.New(rdb)
+	lim := slidelog.Limit{Events: 1, Window: time.Minute} // the same Limit for both
+	if r, err := l.Allow(ctx, "acct", lim); err != nil || !r.Allowed {
+		t.Fatalf("Allow: %+v %v", r, err)
+	}
+	held, err := l.Acquire(ctx, "acct", lim)
+	if err != nil || !held.Allowed {
+		t.Fatalf("Acquire after Allow of the same key: %+v %v", held.Result, err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Allow(ctx, "acct", lim); err != nil || r.Allowed {
+		t.Fatalf("a release must not free the rate log: %+v %v", r, err)
+	}
+	if _, err := l.Acquire(ctx, "acct", lim); err != nil {
+		t.Fatal(err)
+	}
+	keys := m.Keys()
+	if fmt.Sprint(keys) != "[slidelog:acct slidelog:{slidelog:acct}:inflight]" {
+		t.Errorf("keys %v", keys)
+	}
+	if err := l.Reset(ctx, "acct"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Acquire(ctx, "acct", lim); err != nil || r.Allowed {
+		t.Errorf("Reset released a holder: %+v %v", r.Result, err)
+	}
+	if r, err := l.Allow(ctx, "acct", lim); err != nil || !r.Allowed {
+		t.Errorf("Reset did not forget the rate log: %+v %v", r, err)
+	}
+	// Every kind of key keeps its in-flight log on its other logs' slot.
+	for _, key := range []string{"a{tag}b", "}x", "{}", "plain"} {
+		base := "slidelog:" + key
+		if _, err := l.Acquire(ctx, key, lim); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.AllowAll(ctx, key, 1, lim); err != nil {
+			t.Fatal(err)
+		}
+		var inflight, all string
+		for _, k := range m.Keys() {
+			switch {
+			case k == base:
+			case strings.HasSuffix(k, ":inflight") && strings.Contains(k, key):
+				inflight = k
+			case strings.HasSuffix(k, ":60000000") && strings.Contains(k, key):
+				all = k
+			}
+		}
+		if inflight == "" || all == "" || inflight[:len(inflight)-len("inflight")] != all[:len(all)-len("60000000")] {
+			t.Errorf("key %q: in-flight log %q beside AllowAll log %q", key, inflight, all)
+		}
+	}
+}
+
+// Policies: a degraded acquisition under FailLocal takes and releases its
+// slot in the fallback; under FailOpen it holds nothing; FailClosed is the
+// error. The hook sees "acquire".
+func TestAcquirePolicies(t *testing.T) {
+	ctx := context.Background()
+	lim := slidelog.InFlight(4, time.Hour)
+
+	t.Run("closed", func(t *testing.T) {
+		h := &recorder{}
+		l := slidelog.New(downClient(t), slidelog.WithHook(h))
+		s, err := l.Acquire(ctx, "k", lim)
+		if err == nil || s.Allowed {
+			t.Fatalf("got %+v, %v; want the Redis error", s.Result, err)
+		}
+		if err := s.Release(ctx); err != nil {
+			t.Errorf("release of a failed acquisition: %v", err)
+		}
+		if o := h.last(); o.Op != "acquire" || o.Err == nil || o.Limit != lim {
+			t.Errorf("observation %+v", o)
+		}
+	})
+
+	t.Run("open", func(t *testing.T) {
+		l := slidelog.New(downClient(t), slidelog.WithPolicy(slidelog.FailOpen))
+		for range 3 {
+			s, err := l.Acquire(ctx, "k", lim)
+			if err != nil || !s.Allowed || !s.Degraded() {
+				t.Fatalf("got %+v, %v; want a degraded admission", s.Result, err)
+			}
+			if _, err := s.Renew(ctx); err != nil {
+				t.Errorf("renew of a lease holding nothing: %v", err)
+			}
+			if err := s.Release(ctx); err != nil {
+				t.Errorf("release of a lease holding nothing: %v", err)
+			}
+		}
+	})
+
+	t.Run("local", func(t *testing.T) {
+		h := &recorder{}
+		fallback := local.New()
+		l := slidelog.New(downClient(t), slidelog.WithPolicy(slidelog.FailLocal(fallback, 2)), slidelog.WithHook(h))
+		// this instance's share: 2 of 4
+		a, err := l.Acquire(ctx, "k", lim)
+		if err != nil || !a.Allowed || !a.Degraded() || a.Limit.Events != 2 {
+			t.Fatalf("first: %+v %v", a.Result, err)
+		}
+		b, err := l.Acquire(ctx, "k", lim)
+		if err != nil || !b.Allowed || b.Remaining != 0 {
+			t.Fatalf("second: %+v %v", b.Result, err)
+		}
+		if c, err := l.Acquire(ctx, "k", lim); err != nil || c.Allowed || !c.Degraded() {
+			t.Fatalf("third, over the share: %+v %v", c.Result, err)
+		}
+		if o := h.last(); o.Op != "acquire" || !o.Degraded || o.Allowed || o.Err == nil || o.Limit.Events != 2 {
+			t.Errorf("observation %+v", o)
+		}
+		// Renew and Release reach the fallback: the slot frees there.
+		if r, err := a.Renew(ctx); err != nil || !r.Degraded() || !r.Allowed {
+			t.Fatalf("renew in the fallback: %+v %v", r.Result, err)
+		}
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Renew(ctx); !errors.Is(err, slidelog.ErrNotHeld) {
+			t.Errorf("renew after release: %v", err)
+		}
+		c, err := l.Acquire(ctx, "k", lim)
+		if err != nil || !c.Allowed || !c.Degraded() {
+			t.Fatalf("after a release in the fallback: %+v %v", c.Result, err)
+		}
+		// The fallback's in-flight log is its own, apart from its rate logs.
+		if r, err := fallback.Allow(ctx, "k", slidelog.InFlight(1, time.Hour)); err != nil || !r.Allowed {
+			t.Errorf("the fallback's rate log of k: %+v %v", r, err)
+		}
+		// More slots than the share can hold: fail closed.
+		if _, err := l.AcquireN(ctx, "k", lim, 3); err == nil {
+			t.Error("AcquireN(3) over a local share of 2: no error")
+		}
+	})
+
+	t.Run("local, a fallback that is no Acquirer", func(t *testing.T) {
+		fallback := deciderOnly{local.New()}
+		l := slidelog.New(downClient(t), slidelog.WithPolicy(slidelog.FailLocal(fallback, 4)))
+		a, err := l.Acquire(ctx, "k", lim)
+		if err != nil || !a.Allowed || !a.Degraded() {
+			t.Fatalf("%+v %v", a.Result, err)
+		}
+		// It cannot be released: the slot is held until its lease ends.
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := l.Acquire(ctx, "k", lim); err != nil || b.Allowed {
+			t.Errorf("%+v %v", b.Result, err)
+		}
+	})
+}
+
+// deciderOnly is a Decider that is not an Acquirer.
+type deciderOnly struct{ slidelog.Decider }
+
+// Shadow mode: a denial it admits holds nothing, and its release frees
+// nothing; a real admission's release frees its slot.
+func TestAcquireShadow(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	h := &recorder{}
+	l := slidelog.New(rdb, slidelog.WithShadow(), slidelog.WithHook(h))
+	lim := slidelog.InFlight(1, time.Minute)
+	admitted, err := l.Acquire(ctx, "k", lim)
+	if err != nil || !admitted.Allowed {
+		t.Fatal(admitted.Result, err)
+	}
+	shadowed, err := l.Acquire(ctx, "k", lim)
+	if err != nil || !shadowed.Allowed {
+		t.Fatalf("shadow mode admits: %+v %v", shadowed.Result, err)
+	}
+	if o := h.last(); o.Allowed || !o.Shadow || o.Op != "acquire" {
+		t.Errorf("observation %+v", o)
+	}
+	if err := shadowed.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shadowed.Renew(ctx); err != nil {
+		t.Errorf("renew of a shadowed lease: %v", err)
+	}
+	log := "slidelog:{slidelog:k}:inflight"
+	if n := rdb.ZCard(ctx, log).Val(); n != 1 {
+		t.Errorf("the shadowed lease's release changed the log: %d events", n)
+	}
+	if err := admitted.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.ZCard(ctx, log).Val(); n != 0 {
+		t.Errorf("after the real lease's release: %d events", n)
+	}
+}
+
+// A Redis lease released or renewed while Redis is down: the error, and
+// the slot stays held until Redis is back and the lease is released.
+func TestLeaseRedisDown(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	l := slidelog.New(rdb)
+	lim := slidelog.InFlight(1, time.Minute)
+	s, err := l.Acquire(ctx, "k", lim)
+	if err != nil || !s.Allowed {
+		t.Fatal(s.Result, err)
+	}
+	m.SetError("LOADING Redis is loading the dataset in memory")
+	if err := s.Release(ctx); err == nil {
+		t.Error("release with Redis failing: no error")
+	}
+	if _, err := s.Renew(ctx); err == nil || errors.Is(err, slidelog.ErrNotHeld) {
+		t.Errorf("renew with Redis failing: %v, want the Redis error", err)
+	}
+	m.SetError("")
+	if d, err := l.Acquire(ctx, "k", lim); err != nil || d.Allowed {
+		t.Errorf("the failed release freed the slot: %+v %v", d.Result, err)
+	}
+	if err := s.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := l.Acquire(ctx, "k", lim); err != nil || !a.Allowed {
+		t.Errorf("after the release went through: %+v %v", a.Result, err)
+	}
+}

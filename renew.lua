@@ -1,0 +1,69 @@
+-- slidelog: renew an in-flight lease (Lease.Renew), atomically: move the
+-- holder's events to now, so that its slot lasts another lease from now.
+--
+-- KEYS[1]  the in-flight log the lease's events are in (a sorted set:
+--          score = Redis TIME in microseconds, member = the event's id).
+-- ARGV[1]  the lease in microseconds (the limit's window, integer >= 1).
+-- ARGV[2…] the events' ids (members).
+--
+-- An event is moved only while it still holds its slot: it is in the log
+-- and was recorded after now - lease. One that has left the window (its
+-- holder's lease ran out: another caller may hold the slot now) or that was
+-- taken back (Release) is left alone, and ZADD XX never adds a member: a
+-- renewal never takes a slot back, never adds one. Moving an event keeps
+-- the live count as it was, so no decision ever sees more holders than the
+-- limit. An event already later than now (the server's clock stepped back)
+-- keeps its time: a renewal never shortens a lease.
+--
+-- Retry safety: a re-run (go-redis re-sends a script whose reply was lost)
+-- moves the same events again, to its own now: still one slot per event.
+--
+-- Writes come after every read: a key of another type (WRONGTYPE) stops the
+-- script before anything is written, and over maxmemory the first write
+-- (ZADD) refuses the script whole (OOM).
+--
+-- Reply    {renewed, now, live}: the events moved, now in microseconds, and
+--          the log's live events after the renewal. Nothing is written when
+--          no event was moved.
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local key = KEYS[1]
+local lease = tonumber(ARGV[1])
+local fmt = string.format
+
+local renewed = 0 -- the events still holding their slot
+local move = {} -- those of them recorded before now
+for i = 2, #ARGV do
+  local score = redis.call('ZSCORE', key, ARGV[i])
+  if score and tonumber(score) > now - lease then
+    renewed = renewed + 1
+    if tonumber(score) < now then
+      move[#move + 1] = ARGV[i]
+    end
+  end
+end
+
+if renewed == 0 then
+  return {0, now, 0}
+end
+if #move > 0 then
+  -- Every score is a string built here, never a Lua number: Redis' Lua
+  -- prints 14 significant digits.
+  local nows = fmt('%d', now)
+  -- unpack has a stack limit: at most 1000 events per ZADD
+  for j = 1, #move, 1000 do
+    local args = {'XX'}
+    for e = j, math.min(j + 999, #move) do
+      args[#args + 1] = nows
+      args[#args + 1] = move[e]
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+end
+-- As an admission does: forget the expired events, and let the log live
+-- until its newest event (now) leaves the window, rounded up to a whole
+-- millisecond (PEXPIREAT: Redis' millisecond clock lags TIME).
+redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now - lease))
+redis.call('PEXPIREAT', key, fmt('%d', math.ceil((now + lease) / 1000)))
+return {renewed, now, redis.call('ZCARD', key)}
