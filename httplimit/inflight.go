@@ -1,0 +1,229 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/slidelog/slidelog"
+)
+
+// InFlightOptions configure InFlight. Options' fields mean what they mean
+// for New, with these differences:
+//
+//   - Limiter must also be a slidelog.Acquirer (*slidelog.Limiter and
+//     *local.Limiter are): InFlight panics, and Validate reports it,
+//     otherwise.
+//   - Limit (or what LimitFor returns) is an in-flight limit,
+//     slidelog.InFlight(holders, lease): at most holders requests of a key
+//     at once. Cost is how many slots a request holds.
+//   - Name and LegacyHeaders are not used: no RateLimit field is written.
+//     Those fields describe a quota per window, which an in-flight limit is
+//     not, and they belong to the rate limit's middleware if one is
+//     mounted too.
+//   - OnDenied gets the denial's Result; its default says the client's
+//     slots are all held.
+type InFlightOptions struct {
+	Options
+
+	// OnLeaseError is told, on a goroutine of its own or the request's,
+	// when a running request's lease could not be renewed (the error wraps
+	// slidelog.ErrNotHeld if the slot was lost: the lease ran out before a
+	// renewal got through, and another request may hold it now) or a
+	// finished request's lease could not be released (Redis failed: its
+	// slots stay held until the lease runs out). It is the place to log.
+	// Default: nil, not told.
+	OnLeaseError func(r *http.Request, err error)
+}
+
+// Validate reports the configuration mistake InFlight would panic on, or
+// nil: Options' mistakes, and a Limiter that is not a slidelog.Acquirer.
+func (o InFlightOptions) Validate() error {
+	if err := o.Options.Validate(); err != nil {
+		return err
+	}
+	if _, ok := o.Limiter.(slidelog.Acquirer); !ok {
+		return fmt.Errorf("httplimit: Options.Limiter (%T) is not a slidelog.Acquirer: an in-flight limit needs AcquireN, which *slidelog.Limiter and *local.Limiter have", o.Limiter)
+	}
+	return nil
+}
+
+// InFlight returns middleware that holds each request to an in-flight
+// (concurrency) limit: at most Events requests of a key run at once, across
+// every instance sharing the limiter's Redis. A request takes its slots
+// (AcquireN) before the next handler runs and gives them back (Release)
+// when the handler returns, or panics (the panic then goes on). While it
+// runs, its lease is renewed every third of the lease, so a request may run
+// longer than the lease; the lease is how long the slots of an instance
+// that died (and stopped renewing) stay taken. It panics if o.Validate
+// reports a mistake.
+//
+// A request is answered:
+//
+//   - exempt (Options.Exempt reports true): by the next handler, neither
+//     counted nor holding a slot.
+//   - admitted: by the next handler.
+//   - denied (every slot is held): 429 Too Many Requests with Retry-After,
+//     in whole seconds rounded up (never 0): when a slot frees at the
+//     latest, as the oldest holder's lease runs out; a release frees one
+//     sooner. Then OnDenied (default: an application/problem+json body).
+//   - heavier than the limit (Cost over Events, which never fits): 413,
+//     nothing held; without a key: 400; a bug in the configuration's
+//     functions or a limiter error no recovery of Redis cures: 500; the
+//     limiter unavailable: 503. As New, through OnError.
+//
+// The release and each renewal use the request's context without its
+// cancellation (a client that went away does not keep its slots), bounded
+// by a third of the lease; their failures go to OnLeaseError.
+func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
+	if err := o.Validate(); err != nil {
+		panic(err.Error())
+	}
+	acq := o.Limiter.(slidelog.Acquirer)
+	if o.Key == nil {
+		o.Key = ClientIP(IPKey{})
+	}
+	if o.OnDenied == nil {
+		o.OnDenied = inFlightDenied
+	}
+	if o.OnError == nil {
+		o.OnError = errorProblem
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if o.Exempt != nil && o.Exempt(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			limit, cost, key, ok := o.request(w, r)
+			if !ok {
+				return
+			}
+			lease, err := acq.AcquireN(r.Context(), key, limit, cost)
+			if err != nil {
+				o.OnError(w, r, errorStatus(err), err)
+				return
+			}
+			if !lease.Allowed {
+				w.Header().Set("Retry-After", strconv.FormatInt(seconds(lease.RetryAfter, 1), 10))
+				o.OnDenied(w, r, lease.Result)
+				return
+			}
+			h := hold(r, lease, o.OnLeaseError)
+			defer h.end()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// request is what a request is decided on: its limit, cost and key; or,
+// when one of Options' functions fails, false, with the error answered.
+func (o *Options) request(w http.ResponseWriter, r *http.Request) (limit slidelog.Limit, cost int, key string, ok bool) {
+	limit = o.Limit
+	if o.LimitFor != nil {
+		limit = o.LimitFor(r)
+		if err := limit.Validate(); err != nil {
+			o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.LimitFor returned %v: %w", limit, err))
+			return limit, 0, "", false
+		}
+	}
+	cost = 1
+	if o.Cost != nil {
+		if cost = o.Cost(r); cost < 1 {
+			o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.Cost returned %d, not at least 1: %w", cost, slidelog.ErrInvalidN))
+			return limit, cost, "", false
+		}
+	}
+	key, err := o.Key(r)
+	if err != nil {
+		o.OnError(w, r, http.StatusBadRequest, err)
+		return limit, cost, "", false
+	}
+	if key == "" {
+		o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.Key returned an empty key and no error: %w", slidelog.ErrEmptyKey))
+		return limit, cost, "", false
+	}
+	return limit, cost, key, true
+}
+
+// errorStatus is the status of a request the limiter answered err: 413 for
+// one heavier than the limit (it never fits), 500 for an error no recovery
+// of Redis cures (isBug), 503 for the limiter unavailable.
+func errorStatus(err error) int {
+	switch {
+	case errors.Is(err, slidelog.ErrExceedsLimit):
+		return http.StatusRequestEntityTooLarge
+	case isBug(err):
+		return http.StatusInternalServerError
+	}
+	return http.StatusServiceUnavailable
+}
+
+// timer is what a holding needs of a *time.Timer.
+type timer interface {
+	Reset(d time.Duration) bool
+	Stop() bool
+}
+
+// afterFunc is time.AfterFunc; the tests replace it to renew at will.
+var afterFunc = func(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
+
+// holding is a running request's lease: renewed every third of the lease
+// until the handler returns, then released.
+type holding struct {
+	r     *http.Request
+	lease slidelog.Lease
+	every time.Duration // a third of the lease: between renewals, and their bound
+	onErr func(*http.Request, error)
+
+	mu    sync.Mutex
+	timer timer
+	done  bool // the handler returned: no renewal any more
+}
+
+func hold(r *http.Request, lease slidelog.Lease, onErr func(*http.Request, error)) *holding {
+	h := &holding{r: r, lease: lease, every: max(lease.Limit.Window/3, time.Microsecond), onErr: onErr}
+	h.mu.Lock()
+	h.timer = afterFunc(h.every, h.renew)
+	h.mu.Unlock()
+	return h
+}
+
+// renew renews the lease, and plans the next renewal unless the slot was
+// lost or the handler returned.
+func (h *holding) renew() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), h.every)
+	_, err := h.lease.Renew(ctx)
+	cancel()
+	h.mu.Lock()
+	done := h.done
+	if !done && !errors.Is(err, slidelog.ErrNotHeld) {
+		h.timer.Reset(h.every)
+	}
+	h.mu.Unlock()
+	if err != nil && !done && h.onErr != nil {
+		h.onErr(h.r, fmt.Errorf("httplimit: renew the request's lease: %w", err))
+	}
+}
+
+// end stops the renewals and releases the lease.
+func (h *holding) end() {
+	h.mu.Lock()
+	h.done = true
+	h.timer.Stop()
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), h.every)
+	defer cancel()
+	if err := h.lease.Release(ctx); err != nil && h.onErr != nil {
+		h.onErr(h.r, fmt.Errorf("httplimit: release the request's lease: %w", err))
+	}
+}
+
+func inFlightDenied(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {
+	writeProblem(w, problem{Type: "about:blank", Title: "Too Many Requests", Status: http.StatusTooManyRequests,
+		Detail: fmt.Sprintf("all %d slots of this client's in-flight limit are held; one frees within %d s at the latest", res.Limit.Events, seconds(res.RetryAfter, 1))})
+}

@@ -1,0 +1,531 @@
+package httplimit_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/httplimit"
+	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/local"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// clock is a settable clock for local.WithClock, read by request goroutines.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) set(d time.Duration) {
+	c.mu.Lock()
+	c.t = epoch.Add(d)
+	c.mu.Unlock()
+}
+
+// fakeTimer is a renewal timer that fires when the test says.
+type fakeTimer struct {
+	mu    sync.Mutex
+	d     time.Duration
+	fn    func()
+	armed bool
+}
+
+func (f *fakeTimer) Reset(d time.Duration) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	was := f.armed
+	f.d, f.armed = d, true
+	return was
+}
+
+func (f *fakeTimer) Stop() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	was := f.armed
+	f.armed = false
+	return was
+}
+
+// fire runs the renewal if the timer is armed, and reports whether it was.
+func (f *fakeTimer) fire() bool {
+	f.mu.Lock()
+	armed := f.armed
+	f.armed = false
+	f.mu.Unlock()
+	if armed {
+		f.fn()
+	}
+	return armed
+}
+
+// fakeTimers replaces the renewals' timers for the test, and returns the
+// timers made so far.
+func fakeTimers(t *testing.T) func() []*fakeTimer {
+	var mu sync.Mutex
+	var made []*fakeTimer
+	t.Cleanup(httplimit.SetAfterFunc(func(d time.Duration, fn func()) httplimit.Timer {
+		f := &fakeTimer{d: d, fn: fn, armed: true}
+		mu.Lock()
+		made = append(made, f)
+		mu.Unlock()
+		return f
+	}))
+	return func() []*fakeTimer {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]*fakeTimer(nil), made...)
+	}
+}
+
+// gate is a handler whose requests with "X-Block" wait, once inside, until
+// the test lets one go; the others answer at once.
+type gate struct {
+	entered chan struct{}
+	proceed chan struct{}
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}), proceed: make(chan struct{})} }
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Block") != "" {
+		g.entered <- struct{}{}
+		<-g.proceed
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+// hold sends a request that waits in the gate, and returns once it is
+// inside; its response comes on the channel when the gate lets it go. A
+// request answered without entering fails the test.
+func (g *gate) hold(t *testing.T, h http.Handler, remote string) <-chan *httptest.ResponseRecorder {
+	t.Helper()
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- get(h, remote, "X-Block", "1") }()
+	select {
+	case <-g.entered:
+	case w := <-done:
+		t.Fatalf("a request to hold was answered %d without running", w.Code)
+	}
+	return done
+}
+
+// Two requests of a client hold both slots: a third is answered 429 with
+// Retry-After at the oldest lease's end, rounded up, never 0, and no
+// RateLimit field; a request that returns frees its slot at once.
+func TestInFlightHoldsAndReleases(t *testing.T) {
+	fakeTimers(t)
+	c := &clock{t: epoch}
+	l := local.New(local.WithClock(c.now))
+	g := newGate()
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
+		Limit: slidelog.InFlight(2, 10*time.Second), Name: "api", LegacyHeaders: true}})(g)
+	a := g.hold(t, h, "192.0.2.1:1")
+	b := g.hold(t, h, "192.0.2.1:2")
+	for _, s := range []struct {
+		at    time.Duration
+		retry string
+	}{{0, "10"}, {2500 * time.Millisecond, "8"}, {10*time.Second - time.Microsecond, "1"}} {
+		c.set(s.at)
+		w := get(h, "192.0.2.1:3")
+		hd := w.Header()
+		if w.Code != 429 || hd.Get("Retry-After") != s.retry || hd.Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(w.Body.String(), "all 2 slots") {
+			t.Errorf("at %v: %d %v %s", s.at, w.Code, hd, w.Body)
+		}
+		for _, f := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit"} {
+			if hd.Get(f) != "" {
+				t.Errorf("at %v: an in-flight limit wrote %s", s.at, f)
+			}
+		}
+	}
+	if w := get(h, "198.51.100.7:1"); w.Code != 200 {
+		t.Errorf("another client: %d", w.Code)
+	}
+	g.proceed <- struct{}{}
+	var first *httptest.ResponseRecorder
+	other := b
+	select {
+	case first = <-a:
+	case first = <-b:
+		other = a
+	}
+	if first.Code != 200 || first.Header().Get("RateLimit") != "" {
+		t.Errorf("a held request: %d %v", first.Code, first.Header())
+	}
+	// Its slot is free at once, well before any lease ends.
+	third := g.hold(t, h, "192.0.2.1:3")
+	if w := get(h, "192.0.2.1:3"); w.Code != 429 {
+		t.Errorf("the other holder and the third hold both slots: %d", w.Code)
+	}
+	c.set(10 * time.Second) // the other's lease, never renewed here, ran out
+	if w := get(h, "192.0.2.1:3"); w.Code != 200 {
+		t.Errorf("after the lease ran out: %d", w.Code)
+	}
+	g.proceed <- struct{}{}
+	g.proceed <- struct{}{}
+	<-other
+	<-third
+}
+
+// A handler that panics gives its slot back, and the panic goes on.
+func TestInFlightPanicReleases(t *testing.T) {
+	fakeTimers(t)
+	_, l := server(t)
+	boom := errors.New("boom")
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
+		Limit: slidelog.InFlight(1, time.Hour)}})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(boom) }))
+	for i := range 3 {
+		got := func() (v any) {
+			defer func() { v = recover() }()
+			get(h, "192.0.2.1:1")
+			return nil
+		}()
+		if err, _ := got.(error); !errors.Is(err, boom) {
+			t.Fatalf("request %d: recovered %v, want the handler's panic", i, got)
+		}
+	}
+}
+
+type cancelKey struct{}
+
+// The client went away (its context canceled) while the handler ran: the
+// slot is still released.
+func TestInFlightReleasesAfterCancel(t *testing.T) {
+	fakeTimers(t)
+	_, l := server(t)
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
+		Limit: slidelog.InFlight(1, time.Hour)}})(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		r.Context().Value(cancelKey{}).(context.CancelFunc)()
+	}))
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r := httptest.NewRequestWithContext(context.WithValue(ctx, cancelKey{}, cancel), "GET", "/", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 {
+			t.Fatalf("request %d: %d: the slot of the request before was not released", i, w.Code)
+		}
+	}
+}
+
+// Errors answer as New's do: 413, 400, 500, 503, through OnError.
+func TestInFlightErrors(t *testing.T) {
+	fakeTimers(t)
+	_, l := server(t, slidelog.WithMaxEvents(10))
+	m2, down := server(t)
+	m2.Close()
+	lim := slidelog.InFlight(2, time.Minute)
+	for _, c := range []struct {
+		name   string
+		o      httplimit.Options
+		status int
+		want   error
+	}{
+		{"heavier than the limit", httplimit.Options{Limiter: l, Limit: lim, Cost: func(*http.Request) int { return 3 }}, 413, slidelog.ErrExceedsLimit},
+		{"no key", httplimit.Options{Limiter: l, Limit: lim, Key: httplimit.Header("X-API-Key")}, 400, nil},
+		{"zero cost", httplimit.Options{Limiter: l, Limit: lim, Cost: func(*http.Request) int { return 0 }}, 500, slidelog.ErrInvalidN},
+		{"invalid LimitFor", httplimit.Options{Limiter: l, LimitFor: func(*http.Request) slidelog.Limit { return slidelog.InFlight(0, time.Second) }}, 500, slidelog.ErrInvalidLimit},
+		{"empty key", httplimit.Options{Limiter: l, Limit: lim, Key: func(*http.Request) (string, error) { return "", nil }}, 500, slidelog.ErrEmptyKey},
+		{"over WithMaxEvents", httplimit.Options{Limiter: l, Limit: slidelog.InFlight(11, time.Minute)}, 500, slidelog.ErrLimitTooLarge},
+		{"redis down", httplimit.Options{Limiter: down, Limit: lim}, 503, nil},
+	} {
+		var status int
+		var got error
+		c.o.OnError = func(w http.ResponseWriter, _ *http.Request, s int, err error) {
+			status, got = s, err
+			w.WriteHeader(s)
+		}
+		called := false
+		next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
+		w := get(httplimit.InFlight(httplimit.InFlightOptions{Options: c.o})(next), "192.0.2.1:1")
+		if w.Code != c.status || status != c.status || got == nil || (c.want != nil && !errors.Is(got, c.want)) || called {
+			t.Errorf("%s: %d, OnError(%d, %v), handler called %v; want %d", c.name, w.Code, status, got, called, c.status)
+		}
+		if w.Header().Get("Retry-After") != "" || w.Header().Get("RateLimit-Policy") != "" {
+			t.Errorf("%s: headers %v", c.name, w.Header())
+		}
+	}
+	// The default OnError: a problem body.
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: down, Limit: lim}})(ok)
+	if w := get(h, "192.0.2.1:1"); w.Code != 503 || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("default OnError: %d %v", w.Code, w.Header())
+	}
+}
+
+// An exempt request is neither counted nor holding a slot.
+func TestInFlightExempt(t *testing.T) {
+	fakeTimers(t)
+	_, l := server(t)
+	g := newGate()
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, time.Hour),
+		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" }}})(g)
+	health := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		r := httptest.NewRequest("GET", "/healthz", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		r.Header.Set("X-Block", "1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		health <- w
+	}()
+	<-g.entered
+	// The exempt request runs; the one slot is still free.
+	held := g.hold(t, h, "192.0.2.1:1")
+	if w := get(h, "192.0.2.1:1"); w.Code != 429 {
+		t.Errorf("the one slot is held: %d", w.Code)
+	}
+	r := httptest.NewRequest("GET", "/healthz", nil)
+	r.RemoteAddr = "192.0.2.1:1"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Errorf("an exempt request while the slot is held: %d", w.Code)
+	}
+	g.proceed <- struct{}{}
+	g.proceed <- struct{}{}
+	<-health
+	<-held
+}
+
+// A running request renews its lease every third of it, so it holds its
+// slot for as long as it runs; a renewal that comes too late is told to
+// OnLeaseError, and stops.
+func TestInFlightRenews(t *testing.T) {
+	timers := fakeTimers(t)
+	c := &clock{t: epoch}
+	l := local.New(local.WithClock(c.now))
+	g := newGate()
+	var mu sync.Mutex
+	var leaseErrs []error
+	h := httplimit.InFlight(httplimit.InFlightOptions{
+		Options: httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, 9*time.Second)},
+		OnLeaseError: func(_ *http.Request, err error) {
+			mu.Lock()
+			leaseErrs = append(leaseErrs, err)
+			mu.Unlock()
+		},
+	})(g)
+	a := g.hold(t, h, "192.0.2.1:1")
+	tm := timers()
+	if len(tm) != 1 || tm[0].d != 3*time.Second {
+		t.Fatalf("timers %v: want one, every 3 s", tm)
+	}
+	renewer := tm[0]
+	for i, at := range []time.Duration{8 * time.Second, 16 * time.Second} {
+		c.set(at)
+		if !renewer.fire() {
+			t.Fatalf("renewal %d: the timer was not armed", i)
+		}
+		// without the renewal the lease would have run out at 9 s (18 s)
+		c.set(at + 8*time.Second)
+		if w := get(h, "192.0.2.1:2"); w.Code != 429 || w.Header().Get("Retry-After") != "1" {
+			t.Errorf("renewal %d: %d, Retry-After %q", i, w.Code, w.Header().Get("Retry-After"))
+		}
+	}
+	// No renewal for 9 s: the slot frees, another request takes it, and the
+	// late renewal finds the slot gone.
+	c.set(33 * time.Second)
+	b := g.hold(t, h, "192.0.2.1:2")
+	if !renewer.fire() {
+		t.Fatal("the timer was not armed")
+	}
+	mu.Lock()
+	if len(leaseErrs) != 1 || !errors.Is(leaseErrs[0], slidelog.ErrNotHeld) {
+		t.Errorf("OnLeaseError got %v, want ErrNotHeld", leaseErrs)
+	}
+	mu.Unlock()
+	if renewer.fire() {
+		t.Error("a lost lease is renewed again")
+	}
+	g.proceed <- struct{}{}
+	g.proceed <- struct{}{}
+	<-a
+	<-b
+	if tm := timers(); tm[1].fire() {
+		t.Error("a finished request's renewal is still armed")
+	}
+	mu.Lock()
+	if len(leaseErrs) != 1 {
+		t.Errorf("lease errors %v: a finished request must release without error", leaseErrs)
+	}
+	mu.Unlock()
+}
+
+// A release that fails (Redis failing) is told to OnLeaseError; the slot
+// then stays held until its lease runs out.
+func TestInFlightReleaseFails(t *testing.T) {
+	fakeTimers(t)
+	m, l := server(t)
+	var got error
+	h := httplimit.InFlight(httplimit.InFlightOptions{
+		Options:      httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, time.Hour)},
+		OnLeaseError: func(_ *http.Request, err error) { got = err },
+	})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		m.SetError("LOADING Redis is loading the dataset in memory")
+	}))
+	if w := get(h, "192.0.2.1:1"); w.Code != 200 || got == nil || !strings.Contains(got.Error(), "release") {
+		t.Fatalf("%d, OnLeaseError(%v)", w.Code, got)
+	}
+	m.SetError("")
+	if w := get(h, "192.0.2.1:1"); w.Code != 429 {
+		t.Errorf("the unreleased slot: %d, want 429 until its lease runs out", w.Code)
+	}
+}
+
+// Configuration mistakes fail when the middleware is built.
+func TestInFlightRefusesMisconfiguration(t *testing.T) {
+	_, l := server(t)
+	notAcquirer := struct{ slidelog.Decider }{l}
+	for _, c := range []struct {
+		name string
+		o    httplimit.InFlightOptions
+		want string
+	}{
+		{"not an Acquirer", httplimit.InFlightOptions{Options: httplimit.Options{Limiter: notAcquirer, Limit: slidelog.InFlight(1, time.Minute)}}, "Acquirer"},
+		{"no limiter", httplimit.InFlightOptions{Options: httplimit.Options{Limit: slidelog.InFlight(1, time.Minute)}}, "Limiter"},
+		{"no limit", httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l}}, "Limit"},
+		{"invalid limit", httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l, Limit: slidelog.InFlight(-1, time.Minute)}}, "Options.Limit"},
+	} {
+		err := c.o.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Validate %v, want an error naming %s", c.name, err, c.want)
+		}
+		got := func() (msg string) {
+			defer func() {
+				if r := recover(); r != nil {
+					msg = r.(string)
+				}
+			}()
+			httplimit.InFlight(c.o)
+			return ""
+		}()
+		if err != nil && got != err.Error() {
+			t.Errorf("%s: panic %q, want %q", c.name, got, err)
+		}
+	}
+	if err := (httplimit.InFlightOptions{Options: httplimit.Options{Limiter: local.New(), Limit: slidelog.InFlight(1, time.Minute)}}).Validate(); err != nil {
+		t.Errorf("local: %v", err)
+	}
+}
+
+// End to end on a real redis-server, through an HTTP server: many clients
+// at once, never more than the limit's handlers running, every slot back
+// at the end.
+func TestInFlightRealRedis(t *testing.T) {
+	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
+		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
+	}
+	addr, stop, err := redisserver.Start()
+	if err != nil {
+		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", err)
+	}
+	t.Cleanup(stop)
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
+	t.Cleanup(func() { _ = rdb.Close() })
+	const holders = 4
+	var running, most atomic.Int64
+	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(time.Millisecond)
+		running.Add(-1)
+		_, _ = w.Write([]byte("ok"))
+	})
+	// Two instances of the service, each with its own limiter and server.
+	var urls []string
+	for range 2 {
+		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
+		t.Cleanup(func() { _ = client.Close() })
+		l := slidelog.New(client)
+		srv := httptest.NewServer(httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
+			Limit: slidelog.InFlight(holders, time.Minute), Key: httplimit.Header("X-Tenant")}})(handler))
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	var codes sync.Map
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				req, _ := http.NewRequest("GET", urls[i%2], nil)
+				req.Header.Set("X-Tenant", "acme")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = resp.Body.Close()
+				if ra := resp.Header.Get("Retry-After"); resp.StatusCode == 429 && (len(ra) == 0 || ra == "0" || len(ra) > 2) {
+					t.Errorf("Retry-After %q", resp.Header.Get("Retry-After"))
+				}
+				n, _ := codes.LoadOrStore(resp.StatusCode, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	count := func(code int) int64 {
+		if n, ok := codes.Load(code); ok {
+			return n.(*atomic.Int64).Load()
+		}
+		return 0
+	}
+	if most.Load() > holders || count(200) == 0 || count(429) == 0 || count(200)+count(429) != 24*20 {
+		t.Errorf("at most %d handlers at once (limit %d); %d admitted, %d denied", most.Load(), holders, count(200), count(429))
+	}
+	if n := rdb.ZCard(context.Background(), "slidelog:{slidelog:header:acme}:inflight").Val(); n != 0 {
+		t.Errorf("every request returned, and the log holds %d", n)
+	}
+}
+
+// A rate limit and an in-flight limit on one limiter and one key do not
+// count each other: the rate middleware counts every request, the
+// in-flight one only those running.
+func TestInFlightWithRateLimit(t *testing.T) {
+	fakeTimers(t)
+	_, l := server(t)
+	g := newGate()
+	key := httplimit.Header("X-API-Key")
+	rate := httplimit.New(httplimit.Options{Limiter: l, Limit: slidelog.PerMinute(3), Key: key})
+	inflight := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
+		Limit: slidelog.InFlight(1, time.Hour), Key: key}})
+	h := rate(inflight(g))
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- get(h, "192.0.2.1:1", "X-API-Key", "abc", "X-Block", "1") }()
+	<-g.entered
+	w := get(h, "192.0.2.1:1", "X-API-Key", "abc")
+	if w.Code != 429 || w.Header().Get("Retry-After") != "3600" || w.Header().Get("RateLimit") != `"default";r=1;t=0` {
+		t.Errorf("second request, the slot held: %d %v", w.Code, w.Header())
+	}
+	g.proceed <- struct{}{}
+	<-done
+	if w := get(h, "192.0.2.1:1", "X-API-Key", "abc"); w.Code != 200 {
+		t.Errorf("third request, the slot free and one left in the minute: %d", w.Code)
+	}
+	if w := get(h, "192.0.2.1:1", "X-API-Key", "abc"); w.Code != 429 || w.Header().Get("Retry-After") != "60" {
+		t.Errorf("fourth request, over the rate: %d %v", w.Code, w.Header())
+	}
+}
