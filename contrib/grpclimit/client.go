@@ -148,6 +148,7 @@ func newClient(o ClientOptions) *client {
 // wait waits until a call of fullMethod fits, or returns the status it
 // fails with.
 func (c *client) wait(ctx context.Context, fullMethod string) error {
+	fullMethod = canonicalMethod(fullMethod)
 	call, ok, err := c.resolve(ctx, fullMethod)
 	if !ok || err != nil {
 		return err

@@ -86,7 +86,9 @@ type Options struct {
 	// each a budget of its own per key: the call counts against the key
 	// fullMethod + " " + Key's key, so that one log is never decided under
 	// two windows. A method mapped to the zero Limit is passed through,
-	// uncounted (a health check).
+	// uncounted (a health check). A call's name is looked up with its
+	// leading '/', and Key, Cost, LimitFor and OnError are told it so,
+	// whether or not the client sent the slash.
 	Methods map[string]slidelog.Limit
 	// LimitFor is a limit per call (e.g. by the caller's plan), in place of
 	// Limit and Methods; ok false passes the call through, uncounted. The
@@ -186,6 +188,7 @@ func newServer(o Options) *server {
 // decide decides a call of fullMethod: the header metadata to send (nil for
 // none), and the error to answer it with, or nil to let it through.
 func (s *server) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
+	fullMethod = canonicalMethod(fullMethod)
 	c, ok, err := s.resolve(ctx, fullMethod)
 	if !ok || err != nil {
 		return nil, err

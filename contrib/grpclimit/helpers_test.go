@@ -97,6 +97,7 @@ type service struct {
 	health *health.Server
 	client healthpb.HealthClient
 	calls  atomic.Int64 // calls and streams that reached the service
+	conn   *grpc.ClientConn
 }
 
 // serve starts the health service on 127.0.0.1:0 with server options (the
@@ -129,6 +130,7 @@ func serve(t *testing.T, server []grpc.ServerOption, dial ...grpc.DialOption) *s
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	s.client = healthpb.NewHealthClient(conn)
+	s.conn = conn
 	return s
 }
 

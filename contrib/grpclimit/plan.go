@@ -56,9 +56,22 @@ const (
 	msgUnavailable = "grpclimit: the rate limiter is unavailable"
 )
 
+// canonicalMethod is fullMethod with its leading '/', the name gRPC's
+// generated code and Options.Methods use. A gRPC server routes a :path
+// without the slash ("pkg.Service/Method") to the same handler when
+// GRPC_GO_EXPERIMENTAL_DISABLE_STRICT_PATH_CHECKING is set, and hands a
+// stream's interceptors the :path as the client sent it: decided under
+// that name, the call would escape its method's limit.
+func canonicalMethod(fullMethod string) string {
+	if strings.HasPrefix(fullMethod, "/") {
+		return fullMethod
+	}
+	return "/" + fullMethod
+}
+
 // resolve finds fullMethod's limit, the call's cost and its key. ok false:
 // the call is not limited (pass it through). An error is the status to
-// answer the call with.
+// answer the call with. fullMethod is canonical (canonicalMethod).
 func (p *plan) resolve(ctx context.Context, fullMethod string) (c call, ok bool, err error) {
 	scoped := false
 	if p.limitFor != nil {
