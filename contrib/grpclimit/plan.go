@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -134,11 +135,26 @@ func (p *plan) fail(ctx context.Context, fullMethod string, c call, res slidelog
 		}
 		p.report(ctx, fullMethod, codes.ResourceExhausted, err)
 		return deniedError(limit, res, err)
-	case ctx.Err() != nil:
-		st := status.FromContextError(ctx.Err())
+	case ended(ctx) != nil:
+		st := status.FromContextError(ended(ctx))
 		return p.answer(ctx, fullMethod, st.Code(), st.Message(), err)
 	}
 	return p.answer(ctx, fullMethod, codes.Unavailable, msgUnavailable, err)
+}
+
+// ended is ctx.Err(), or context.DeadlineExceeded once ctx's deadline has
+// passed though ctx.Err() does not tell it yet: go-redis sets a
+// connection's deadline to the context's, so on a busy machine the limiter
+// fails with an i/o timeout before the context's timer has run. Such a
+// call ended with its deadline; the limiter is not unavailable.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // isBug: an error no retry and no recovery of Redis cures (httplimit's
