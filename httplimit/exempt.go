@@ -128,9 +128,8 @@ func ExemptClients(cfg IPKey, prefixes ...netip.Prefix) func(*http.Request) bool
 			if p.Bits() < 96 {
 				panic(fmt.Sprintf("httplimit: ExemptClients: prefix %d, %v, is IPv4-mapped with fewer than 96 bits", i, p))
 			}
-			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
-		allowed = append(allowed, p.Masked())
+		allowed = append(allowed, unmapPrefix(p).Masked())
 	}
 	client := clientAddr(cfg)
 	return func(r *http.Request) bool {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -32,7 +31,9 @@ func Header(name string) KeyFunc {
 type IPKey struct {
 	// TrustedProxies are the proxies whose Header is believed. A request
 	// from anywhere else is keyed by its own address, whatever its headers
-	// say. Default: none.
+	// say. An IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104) is its IPv4
+	// prefix (10.0.0.0/8), as a mapped address is its IPv4 address; one of
+	// fewer than 96 bits is a mistake. Default: none.
 	TrustedProxies []netip.Prefix
 	// Header is the one header the trusted proxies append the address of
 	// their peer to: "X-Forwarded-For" (comma-separated addresses), or
@@ -57,8 +58,22 @@ func (k IPKey) Validate() error {
 		if !p.IsValid() {
 			return fmt.Errorf("httplimit: IPKey.TrustedProxies[%d] is not a valid prefix", i)
 		}
+		if p.Addr().Is4In6() && p.Bits() < 96 {
+			return fmt.Errorf("httplimit: IPKey.TrustedProxies[%d], %v, is IPv4-mapped with fewer than 96 bits: it matches no address", i, p)
+		}
 	}
 	return nil
+}
+
+// unmapPrefix is p, or for an IPv4-mapped IPv6 prefix of 96 bits or more
+// (::ffff:10.0.0.0/104) its IPv4 prefix (10.0.0.0/8): addresses are
+// unmapped before they are matched, and an IPv4 address is in no IPv6
+// prefix.
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p
 }
 
 // ClientIP keys requests by the client's address. A request whose peer (the
@@ -115,7 +130,10 @@ func clientAddr(cfg IPKey) func(*http.Request) (netip.Addr, error) {
 		header = "X-Forwarded-For"
 	}
 	forwarded := header == "Forwarded"
-	proxies := slices.Clone(cfg.TrustedProxies) // a caller's later change to its slice changes nothing
+	proxies := make([]netip.Prefix, len(cfg.TrustedProxies)) // a caller's later change to its slice changes nothing
+	for i, p := range cfg.TrustedProxies {
+		proxies[i] = unmapPrefix(p)
+	}
 	trusted := func(a netip.Addr) bool {
 		for _, p := range proxies {
 			if p.Contains(a) {

@@ -205,6 +205,34 @@ func TestClientIPForwarded(t *testing.T) {
 	}
 }
 
+// A trusted proxy given as an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104)
+// is its IPv4 prefix, as a mapped peer or hop is its IPv4 address: the
+// proxy is trusted whichever way its address arrives, and the clients
+// behind it keep their own keys. (Before the fix, the prefix never matched
+// the unmapped address: every client behind the proxy shared the proxy's
+// key, and one of them could spend the others' budget; ExemptClients
+// behind it exempted nobody.)
+func TestClientIPMappedTrustedProxy(t *testing.T) {
+	cfg := httplimit.IPKey{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/104")}}
+	key := httplimit.ClientIP(cfg)
+	exempt := httplimit.ExemptClients(cfg, netip.MustParsePrefix("198.51.100.0/24"))
+	for _, remote := range []string{"10.1.2.3:80", "[::ffff:10.1.2.3]:80"} {
+		if got, err := keyOf(key, remote, "X-Forwarded-For", "203.0.113.9"); err != nil || got != "ip:203.0.113.9" {
+			t.Errorf("from %s: %q, %v; want ip:203.0.113.9", remote, got, err)
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		r.Header.Set("X-Forwarded-For", "198.51.100.7")
+		if !exempt(r) {
+			t.Errorf("from %s: 198.51.100.7 behind the trusted proxy is not exempt", remote)
+		}
+	}
+	// Not the proxy: its header is not read.
+	if got, err := keyOf(key, "192.0.2.1:80", "X-Forwarded-For", "203.0.113.9"); err != nil || got != "ip:192.0.2.1" {
+		t.Errorf("from an untrusted peer: %q, %v; want ip:192.0.2.1", got, err)
+	}
+}
+
 // A mistake in IPKey fails when the KeyFunc is built.
 func TestClientIPConfig(t *testing.T) {
 	for _, cfg := range []httplimit.IPKey{
@@ -213,6 +241,7 @@ func TestClientIPConfig(t *testing.T) {
 		{IPv6Prefix: 129},
 		{IPv6Prefix: -1},
 		{TrustedProxies: []netip.Prefix{{}}},
+		{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:0.0.0.0/80")}},
 	} {
 		if cfg.Validate() == nil {
 			t.Errorf("%+v: no error", cfg)

@@ -136,6 +136,9 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 		}
 		ipk.TrustedProxies = append(ipk.TrustedProxies, p)
 	}
+	if err := (httplimit.IPKey{TrustedProxies: ipk.TrustedProxies}).Validate(); err != nil {
+		return nil, nil, usagef("--trusted-proxies: %w", err)
+	}
 	if err := ipk.Validate(); err != nil {
 		return nil, nil, usagef("--client-ip-header: %w", err)
 	}

@@ -79,6 +79,9 @@ func TestServeExemptBadValues(t *testing.T) {
 		{[]string{"--exempt-client", "fe80::1%eth0"}, "zone"},
 		{[]string{"--exempt-client", "::ffff:0:0/90"}, "fewer than 96"},
 		{[]string{"--exempt-client", "10.0.0.0/8", "--trusted-proxies", "nonsense"}, "--trusted-proxies"},
+		// A mapped proxy prefix of fewer than 96 bits matches no address:
+		// every client behind that proxy would have shared its key.
+		{[]string{"--exempt-client", "10.0.0.0/8", "--trusted-proxies", "::ffff:0:0/80"}, "--trusted-proxies: httplimit: IPKey.TrustedProxies[0], ::ffff:0.0.0.0/80, is IPv4-mapped with fewer than 96 bits"},
 	} {
 		code, _, errs := startLine(t, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
