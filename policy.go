@@ -113,6 +113,13 @@ func (l *Limiter) fallback(ctx context.Context, q request) (Result, bool) {
 		r, err = l.policy.fallback.Peek(ctx, q.key, shared[0])
 	case opAllowAll:
 		r, err = l.policy.fallback.AllowAll(ctx, q.key, q.n, shared...)
+	case opAcquire:
+		if acq, ok := l.policy.fallback.(Acquirer); ok {
+			*q.held, err = acq.AcquireN(ctx, q.user, shared[0], q.n)
+			r = q.held.Result
+			break
+		}
+		r, err = l.policy.fallback.AllowN(ctx, q.key, shared[0], q.n)
 	default:
 		r, err = l.policy.fallback.AllowN(ctx, q.key, shared[0], q.n)
 	}
