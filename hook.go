@@ -9,7 +9,7 @@ import (
 // the limiter's name, never the key: keys are unbounded, metric labels must
 // not be.
 type Observation struct {
-	Op       string        // "allow" (Allow and AllowN), "peek" or "allow_all"
+	Op       string        // "allow" (Allow and AllowN), "peek", "allow_all" or "acquire" (Acquire and AcquireN)
 	Name     string        // WithName
 	Limit    Limit         // the limit that decided
 	N        int           // events asked for
