@@ -13,12 +13,7 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 	if h.n == 0 {
 		return nil
 	}
-	members := make([]any, h.n)
-	prefix, counter := split(h.id)
-	for j := range members {
-		id := idAt(prefix, counter+uint64(j))
-		members[j] = string(id[:])
-	}
+	members := h.members()
 	if l.deny != nil {
 		l.deny.forget(h.user)
 	}
