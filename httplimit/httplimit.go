@@ -145,42 +145,18 @@ func New(o Options) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			limit := o.Limit
-			if o.LimitFor != nil {
-				limit = o.LimitFor(r)
-				if err := limit.Validate(); err != nil {
-					o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.LimitFor returned %v: %w", limit, err))
-					return
-				}
-			}
-			cost := 1
-			if o.Cost != nil {
-				if cost = o.Cost(r); cost < 1 {
-					o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.Cost returned %d, not at least 1: %w", cost, slidelog.ErrInvalidN))
-					return
-				}
-			}
-			key, err := o.Key(r)
-			if err != nil {
-				o.OnError(w, r, http.StatusBadRequest, err)
-				return
-			}
-			if key == "" {
-				o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.Key returned an empty key and no error: %w", slidelog.ErrEmptyKey))
+			limit, cost, key, ok := o.request(w, r)
+			if !ok {
 				return
 			}
 			res, err := o.Limiter.AllowN(r.Context(), key, limit, cost)
-			switch {
-			case errors.Is(err, slidelog.ErrExceedsLimit):
-				// A request that weighs more than the limit never fits.
-				o.setPolicy(w, limit, name)
-				o.OnError(w, r, http.StatusRequestEntityTooLarge, err)
-				return
-			case isBug(err):
-				o.OnError(w, r, http.StatusInternalServerError, err)
-				return
-			case err != nil:
-				o.OnError(w, r, http.StatusServiceUnavailable, err)
+			if err != nil {
+				status := errorStatus(err)
+				if status == http.StatusRequestEntityTooLarge {
+					// A request that weighs more than the limit never fits.
+					o.setPolicy(w, limit, name)
+				}
+				o.OnError(w, r, status, err)
 				return
 			}
 			if res.Limit.Events > 0 {
