@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path"
+	"reflect"
 	"strings"
 )
 
@@ -32,6 +33,14 @@ import (
 // limit. The path is r.URL.Path where the middleware runs (inside an
 // http.StripPrefix, the stripped path); the request's host and method are
 // not looked at.
+//
+// So the router must send every request for an exempt path to the exempt
+// handler, whatever its method and host. With a ServeMux whose exempt
+// handler is registered with a method ("GET /healthz"), POST /healthz goes
+// to "/", exempt; with host patterns ("api.example.com/"), a request for
+// /healthz with that Host goes to the host's handler, exempt; a more
+// specific pattern under an exempt subtree ("/static/admin/" under
+// "/static/") is exempt too. ExemptRoutes asks the ServeMux instead.
 //
 // ExemptPaths panics on a path that does not begin with '/', that is "/"
 // (which would exempt every request), that cleaning would change ("//a",
@@ -98,6 +107,64 @@ func cleanPath(p string) string {
 		np += "/"
 	}
 	return np
+}
+
+// ExemptRoutes returns an Options.Exempt that exempts the requests mux
+// routes to the handler of one of patterns, each given exactly as it was
+// registered on mux ("GET /healthz", "/static/", "api.example.com/status",
+// "/items/{id}"). mux decides, by its own rules: methods, hosts,
+// precedence, wildcards, cleaning and decoding. A request mux answers
+// itself (a redirect to a clean path or to a subtree's "/", 404, 405, the
+// 400 of "OPTIONS *") is not exempt, nor is a request the handler of any
+// other pattern serves; a pattern mux does not hold exempts nothing.
+//
+// Use it where ExemptPaths cannot know the routes: when an exempt handler
+// is registered with a method ("GET /healthz": ExemptPaths("/healthz")
+// would exempt POST /healthz, which mux hands to "/"), when mux has host
+// patterns (a request for /healthz with Host api.example.com goes to
+// "api.example.com/" if it is registered), or when a more specific pattern
+// lies under an exempt subtree. The middleware must hand the request to mux
+// as it received it (New(o)(mux), not through http.StripPrefix or another
+// wrapper that changes it). Each request is looked up in mux once more, for
+// the exemption.
+//
+// ExemptRoutes panics on a nil mux or on a pattern that http.ServeMux
+// would not register.
+func ExemptRoutes(mux *http.ServeMux, patterns ...string) func(*http.Request) bool {
+	if mux == nil {
+		panic("httplimit: ExemptRoutes: mux is nil")
+	}
+	set := make(map[string]bool, len(patterns))
+	for _, p := range patterns {
+		if err := checkPattern(p); err != nil {
+			panic(fmt.Sprintf("httplimit: ExemptRoutes: pattern %s: %v", short(p), err))
+		}
+		set[p] = true
+	}
+	return func(r *http.Request) bool {
+		if r.URL == nil || r.RequestURI == "*" || len(set) == 0 {
+			return false // ServeMux answers "*" 400 itself
+		}
+		h, pattern := mux.Handler(r)
+		// A redirect mux generates names the pattern the request would match
+		// after it: its handler is not the pattern's.
+		return set[pattern] && reflect.TypeOf(h) != redirectType
+	}
+}
+
+// redirectType is the type of the handlers ServeMux generates for its
+// redirects (it builds them with http.RedirectHandler).
+var redirectType = reflect.TypeOf(http.RedirectHandler("/", http.StatusMovedPermanently))
+
+// checkPattern reports why http.ServeMux would not register p, or nil.
+func checkPattern(p string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	http.NewServeMux().Handle(p, http.NotFoundHandler())
+	return nil
 }
 
 // ExemptClients returns an Options.Exempt that exempts the requests whose
