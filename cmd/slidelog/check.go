@@ -23,18 +23,24 @@ const checkTimeout = 10 * time.Second
 func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: slidelog check [--redis URL] [--prefix P] [--json]
+		fmt.Fprintln(fs.Output(), `usage: slidelog check [--redis URL] [--prefix P] [--replicas N] [--json]
 
 Inspects a Redis before traffic does: the server and its version,
 maxmemory-policy (anything but noeviction can evict slidelog's logs, and an
 evicted log is a limit that silently restarts), persistence (appendonly,
 appendfsync, save: what a restart would forget), the replicas connected,
 cluster_state, that a script may call TIME by EVALSHA (and, when the script
-is not cached yet, that NOSCRIPT falls back to EVAL), and (Redis 7 and
-later) that the user may run every command slidelog sends on keys under
-the prefix. On a Cluster node, every
-master is checked. What the server refuses to tell (CONFIG GET on a managed
-Redis) is a warning saying what could not be checked.
+is not cached yet, that NOSCRIPT falls back to EVAL; on Redis 6, that
+lua-replicate-commands lets it write after TIME), and (Redis 7 and later)
+that the user may run every command slidelog sends on keys under the
+prefix. On a Cluster node, every master is checked. What the server
+refuses to tell (CONFIG GET on a managed Redis) is a warning saying what
+could not be checked.
+
+--replicas N checks for a limiter with WithReplicas(N, ...), which answers
+an admission allowed only once N replicas have it: a master with fewer
+than N replicas connected and online is a problem (every admission would
+fail with ErrNotReplicated), and the user must be allowed WAIT.
 
 Prints one line per finding, "problem:", "warning:" or "info:" first. Exit
 0 when the Redis keeps slidelog's events safely (warnings aside), 1 when a
@@ -46,6 +52,7 @@ flags:`)
 	}
 	url := fs.String("redis", os.Getenv("REDIS_URL"), "Redis `URL` (redis://host:6379/0) or host:port (default $REDIS_URL)")
 	prefix := fs.String("prefix", "slidelog:", "the limiter's key prefix, for the ACL check")
+	replicas := fs.Int("replicas", 0, "the replicas each admission waits for, as WithReplicas(`N`, ...): a master with fewer online is a problem; 0: no WithReplicas")
 	asJSON := fs.Bool("json", false, `print the report as JSON: {"ok": bool, "findings": [{"severity", "check", "server", "text"}]}`)
 	if err := parse(fs, args, "", nil, stdout); err != nil {
 		return err
@@ -53,24 +60,32 @@ flags:`)
 	if *url == "" {
 		return usagef("--redis (or REDIS_URL) is required: check inspects a Redis of yours, never an embedded one")
 	}
-	opts, err := parseRedis(*url)
+	var opts []slidelog.Option
+	switch {
+	case *replicas < 0:
+		return usagef("--replicas %d: want the replicas each admission waits for (WithReplicas' n, 1 or more), or 0 for none", *replicas)
+	case *replicas > 0:
+		// The timeout is WAIT's, which the check never sends.
+		opts = append(opts, slidelog.WithReplicas(*replicas, time.Second))
+	}
+	ropts, err := parseRedis(*url)
 	if err != nil {
 		return err
 	}
-	opts.MaxRetries = 1
+	ropts.MaxRetries = 1
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	rdb := redis.NewClient(opts)
-	if _, err := newLimiter(rdb, *prefix); err != nil {
+	rdb := redis.NewClient(ropts)
+	if _, err := newLimiter(rdb, *prefix, opts...); err != nil {
 		_ = rdb.Close()
 		return err
 	}
-	client, err := checkClient(ctx, rdb, opts)
+	client, err := checkClient(ctx, rdb, ropts)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = client.Close() }()
-	limiter, _ := newLimiter(client, *prefix)
+	limiter, _ := newLimiter(client, *prefix, opts...)
 	r, err := limiter.Check(ctx)
 	if err != nil {
 		return err
@@ -120,14 +135,15 @@ flags:`)
 	}
 }
 
-// newLimiter is slidelog.New, with New's panic on a bad prefix as an error.
-func newLimiter(rdb redis.Scripter, prefix string) (l *slidelog.Limiter, err error) {
+// newLimiter is slidelog.New with the prefix and opts, with New's panic on
+// a bad prefix as an error.
+func newLimiter(rdb redis.Scripter, prefix string, opts ...slidelog.Option) (l *slidelog.Limiter, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = usagef("--prefix %q: %v", prefix, p)
 		}
 	}()
-	return slidelog.New(rdb, slidelog.WithPrefix(prefix)), nil
+	return slidelog.New(rdb, append([]slidelog.Option{slidelog.WithPrefix(prefix)}, opts...)...), nil
 }
 
 // checkClient is the client to check the Redis of rdb (built from opts)

@@ -216,3 +216,58 @@ func TestCheckMiniredis(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
 }
+
+// --replicas N checks what WithReplicas(N, ...) needs: a master with one
+// replica online passes with 1 and fails with 2, naming both counts; a
+// bad value is one line, exit 2.
+func TestCheckReplicas(t *testing.T) {
+	ctx := context.Background()
+	master := startRedis(t, append(safeRedis, "--repl-diskless-sync-delay", "0")...)
+	host, port, _ := strings.Cut(master, ":")
+	startRedis(t, append(safeRedis, "--replicaof", host, port)...)
+	rdb := redis.NewClient(&redis.Options{Addr: master})
+	defer func() { _ = rdb.Close() }()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(rdb.Info(ctx, "replication").Val(), "state=online"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no replica online after a minute")
+		}
+	}
+
+	code, out, errs := check("--redis", master, "--replicas", "1")
+	if want := "info: " + master + ": role master, 1 replicas connected; WithReplicas: an admission waits until 1 of them have it"; code != 0 || errs != "" ||
+		len(lines(out, want)) != 1 || !strings.HasSuffix(out, "\nok: no problem found\n") {
+		t.Errorf("--replicas 1: exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+	code, out, errs = check("--redis", master, "--replicas", "2")
+	p := lines(out, "problem: ")
+	if want := "problem: " + master + ": role master, 1 of the 2 replicas WithReplicas waits for connected and online: every admission waits its timeout and fails with ErrNotReplicated"; code != 1 ||
+		errs != "slidelog check: 1 problem: this Redis may lose slidelog's events, or cannot run slidelog\n" || len(p) != 1 || !strings.HasPrefix(p[0], want) {
+		t.Errorf("--replicas 2: exit %d, stderr %q, problems %q, stdout:\n%s", code, errs, p, out)
+	}
+	// Without --replicas, the replica is counted and nothing is required.
+	if code, out, _ := check("--redis", master); code != 0 || len(lines(out, "info: "+master+": role master, 1 replica connected (replication is asynchronous")) != 1 {
+		t.Errorf("no --replicas: exit %d, stdout:\n%s", code, out)
+	}
+	// --json: the same problem.
+	code, out, _ = check("--json", "--redis", master, "--replicas", "2")
+	var report struct {
+		OK       bool               `json:"ok"`
+		Findings []slidelog.Finding `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil || code != 1 || report.OK {
+		t.Fatalf("--json --replicas 2: exit %d, %v, stdout:\n%s", code, err, out)
+	}
+	if p := (slidelog.Report{Findings: report.Findings}).Problems(); len(p) != 1 || p[0].Check != "replication" || !strings.Contains(p[0].Text, "1 of the 2 replicas") {
+		t.Errorf("--json --replicas 2: problems %v", p)
+	}
+
+	for _, bad := range []string{"-1", "two", "1.5", "99999999999999999999"} {
+		code, out, errs := check("--redis", master, "--replicas", bad)
+		if code != 2 || out != "" || !strings.Contains(errs, "replicas") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("--replicas %s: exit %d, stdout %q, stderr %q", bad, code, out, errs)
+		}
+	}
+	if _, _, errs := check("--redis", master, "--replicas", "-1"); !strings.Contains(errs, "--replicas -1: want the replicas each admission waits for (WithReplicas' n, 1 or more), or 0 for none") {
+		t.Errorf("--replicas -1: stderr %q", errs)
+	}
+}
