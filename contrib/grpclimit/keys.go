@@ -64,13 +64,21 @@ func PeerIP(cfg IPKey) KeyFunc {
 	}
 }
 
+// maxMetadataKey is the longest metadata value Metadata keys by. gRPC
+// accepts metadata of up to 16 MiB; the key is stored in Redis for the
+// window, so a longer value would let a client's bandwidth, not its
+// budget, decide how much of Redis' memory its calls take.
+const maxMetadataKey = 4096
+
 // Metadata keys calls by the value of a metadata entry (an API key, a
 // tenant): "header:" + value, httplimit.Header's key for the same HTTP
-// header. A call without the entry, with an empty value or with several
-// values (which one counts would be ambiguous) is answered InvalidArgument,
-// uncounted. name is a metadata key: letters, digits, '-', '_' and '.'
-// (matched whatever its case); a key ending in "-bin" keys by the value's
-// bytes. Metadata panics on any other name.
+// header. A call without the entry, with an empty value, with several
+// values (which one counts would be ambiguous) or with a value of more
+// than 4096 bytes (the key is stored in Redis, and a client must not
+// choose how much memory it takes) is answered InvalidArgument, uncounted.
+// name is a metadata key: letters, digits, '-', '_' and '.' (matched
+// whatever its case); a key ending in "-bin" keys by the value's bytes.
+// Metadata panics on any other name.
 func Metadata(name string) KeyFunc {
 	name = strings.ToLower(name)
 	if err := validMetadataKey(name); err != nil {
@@ -83,6 +91,8 @@ func Metadata(name string) KeyFunc {
 			return "", errors.New("no " + name + " metadata")
 		case len(values) > 1:
 			return "", fmt.Errorf("%d values of %s metadata, not one", len(values), name)
+		case len(values[0]) > maxMetadataKey:
+			return "", fmt.Errorf("%s metadata of %d bytes, more than %d", name, len(values[0]), maxMetadataKey)
 		default:
 			return "header:" + values[0], nil
 		}
