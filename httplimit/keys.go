@@ -15,13 +15,25 @@ import (
 // 400 Bad Request (through Options.OnError) without counting it.
 type KeyFunc func(r *http.Request) (string, error)
 
-// Header keys requests by the value of a header (an API key, a tenant).
-// A request without it is answered 400.
+// maxHeaderKey is the longest header value Header keys by. The key is
+// stored in Redis for the window, and a server reads header fields of up to
+// http.DefaultMaxHeaderBytes (1 MiB): a longer value would let a client's
+// bandwidth, not its budget, decide how much of Redis' memory its requests
+// take.
+const maxHeaderKey = 4096
+
+// Header keys requests by the value of a header (an API key, a tenant):
+// "header:" + value. A request without it, or whose value is longer than
+// 4096 bytes (the key is stored in Redis, and a client must not choose how
+// much memory it takes), is answered 400.
 func Header(name string) KeyFunc {
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Get(name)
-		if v == "" {
+		switch {
+		case v == "":
 			return "", errors.New("no " + name + " header")
+		case len(v) > maxHeaderKey:
+			return "", fmt.Errorf("a %s header of %d bytes, more than %d", name, len(v), maxHeaderKey)
 		}
 		return "header:" + v, nil
 	}

@@ -233,6 +233,22 @@ func TestClientIPMappedTrustedProxy(t *testing.T) {
 	}
 }
 
+// Header keys by values of up to 4096 bytes: a longer one (a server reads
+// up to 1 MiB of header) is an error, answered 400, and nothing is stored.
+// (Before the fix, each request with a fresh 1 MiB value left a 1 MiB key
+// in Redis for the window.)
+func TestHeaderValueTooLong(t *testing.T) {
+	key := httplimit.Header("X-API-Key")
+	if got, err := keyOf(key, "192.0.2.1:1", "X-API-Key", strings.Repeat("k", 4096)); err != nil || len(got) != len("header:")+4096 {
+		t.Errorf("a 4096-byte value: %d bytes, %v; want its key", len(got), err)
+	}
+	for _, n := range []int{4097, 1 << 20} {
+		if got, err := keyOf(key, "192.0.2.1:1", "X-API-Key", strings.Repeat("x", n)); err == nil || !strings.Contains(err.Error(), "more than 4096") {
+			t.Errorf("a %d-byte value: a key of %d bytes, %v; want an error saying it is too long", n, len(got), err)
+		}
+	}
+}
+
 // A mistake in IPKey fails when the KeyFunc is built.
 func TestClientIPConfig(t *testing.T) {
 	for _, cfg := range []httplimit.IPKey{
