@@ -85,7 +85,9 @@ type Options struct {
 	// Methods are limits by full method name ("/package.Service/Method"),
 	// each a budget of its own per key: the call counts against the key
 	// fullMethod + " " + Key's key, so that one log is never decided under
-	// two windows. A method mapped to the zero Limit is passed through,
+	// two windows. A call of any other method whose key begins with '/' is
+	// answered InvalidArgument, uncounted: its key could name a named
+	// method's budget of another caller. A method mapped to the zero Limit is passed through,
 	// uncounted (a health check). A call's name is looked up with its
 	// leading '/', and Key, Cost, LimitFor and OnError are told it so,
 	// whether or not the client sent the slash.

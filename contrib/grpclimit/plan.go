@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,9 @@ type plan struct {
 	key      KeyFunc
 	cost     func(ctx context.Context, fullMethod string) int
 	onError  func(ctx context.Context, fullMethod string, code codes.Code, err error)
+	// scopes: some method has a budget of its own, whose keys begin with
+	// its name (fullMethod + " " + key).
+	scopes bool
 	// local: the statuses stay in this process (the client's), so their
 	// messages may say what went wrong; a server's say it to its clients,
 	// and never name its Redis or its configuration.
@@ -34,6 +38,10 @@ type plan struct {
 func newPlan(limit slidelog.Limit, methods map[string]slidelog.Limit,
 	limitFor func(context.Context, string) (slidelog.Limit, bool), key KeyFunc,
 	cost func(context.Context, string) int, onError func(context.Context, string, codes.Code, error)) plan {
+	scopes := false
+	for _, l := range methods {
+		scopes = scopes || l != (slidelog.Limit{})
+	}
 	return plan{
 		limit:    limit,
 		methods:  maps.Clone(methods), // a caller's later change to its map changes nothing
@@ -41,7 +49,17 @@ func newPlan(limit slidelog.Limit, methods map[string]slidelog.Limit,
 		key:      key,
 		cost:     cost,
 		onError:  onError,
+		scopes:   scopes,
 	}
+}
+
+// short quotes s for a message, cut to a length a log line holds.
+func short(s string) string {
+	const most = 64
+	if len(s) > most {
+		return strconv.Quote(s[:most]) + "..."
+	}
+	return strconv.Quote(s)
 }
 
 // call is one call's decision request.
@@ -112,8 +130,16 @@ func (p *plan) resolve(ctx context.Context, fullMethod string) (c call, ok bool,
 		return c, true, p.answer(ctx, fullMethod, codes.Internal, msgInternal,
 			fmt.Errorf("grpclimit: the key function returned an empty key and no error for %s: %w", fullMethod, slidelog.ErrEmptyKey))
 	}
-	if scoped {
+	switch {
+	case scoped:
 		key = fullMethod + " " + key
+	case p.scopes && strings.HasPrefix(key, "/"):
+		// fullMethod + " " + another key: a method's budget of another
+		// caller, which a key function that returns what a client sent as
+		// it is would let the client name.
+		err := fmt.Errorf("grpclimit: the key %s begins with '/', as only the keys of a method's own budget do: a key function should prefix what a client sends (PeerIP's \"ip:\", Metadata's \"header:\")", short(key))
+		return c, true, p.answer(ctx, fullMethod, codes.InvalidArgument,
+			"grpclimit: the call does not say whom it counts against: its key begins with '/'", err)
 	}
 	c.key = key
 	return c, true, nil
