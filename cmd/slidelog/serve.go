@@ -63,7 +63,8 @@ Both take comma-separated values and may be repeated. A path is exact
 a path dressed up to look exempt (/public/../x, //public, /Public,
 /p%75blic) is not exempt. A client is an address (192.0.2.7) or a
 network (10.0.0.0/8), found as --key ip finds it: behind --trusted-proxies
-only, from --client-ip-header only.
+only, from --client-ip-header only. A network written with an address's
+bits past its prefix (10.1.2.3/8) is refused, here and in --trusted-proxies.
 
 flags:`)
 		fs.PrintDefaults()
@@ -130,7 +131,7 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 		if c = strings.TrimSpace(c); c == "" {
 			continue
 		}
-		p, err := netip.ParsePrefix(c)
+		p, err := parseNetwork(c)
 		if err != nil {
 			return nil, nil, usagef("--trusted-proxies: %w", err)
 		}
@@ -256,8 +257,8 @@ func parseExemptClient(s string) (netip.Prefix, error) {
 	var p netip.Prefix
 	if strings.Contains(s, "/") {
 		var err error
-		if p, err = netip.ParsePrefix(s); err != nil {
-			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8: %w", s, err)
+		if p, err = parseNetwork(s); err != nil {
+			return netip.Prefix{}, err
 		}
 	} else {
 		a, err := netip.ParseAddr(s)
@@ -269,8 +270,22 @@ func parseExemptClient(s string) (netip.Prefix, error) {
 		}
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
+	return p, nil
+}
+
+// parseNetwork reads a CIDR. One with bits set past its prefix
+// ("10.1.2.3/8") is refused: a typo for an address would exempt, or trust
+// as a proxy, the address's whole network.
+func parseNetwork(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8: %w", s, err)
+	}
 	if p.Addr().Is4In6() && p.Bits() < 96 {
-		return netip.Prefix{}, fmt.Errorf("%q is IPv4-mapped with fewer than 96 bits", s)
+		return netip.Prefix{}, fmt.Errorf("%q is IPv4-mapped with fewer than 96 bits: it matches no address", s)
+	}
+	if p != p.Masked() {
+		return netip.Prefix{}, fmt.Errorf("%q has bits set past its /%d: %v for the network, %v for the address", s, p.Bits(), p.Masked(), p.Addr())
 	}
 	return p, nil
 }

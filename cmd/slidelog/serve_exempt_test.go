@@ -78,10 +78,16 @@ func TestServeExemptBadValues(t *testing.T) {
 		{[]string{"--exempt-client", "10.0.0.256"}, "not an address"},
 		{[]string{"--exempt-client", "fe80::1%eth0"}, "zone"},
 		{[]string{"--exempt-client", "::ffff:0:0/90"}, "fewer than 96"},
+		// A typo for an address would exempt its whole network, a typo for
+		// a proxy would trust it: an address with bits past its prefix is
+		// refused, naming the network and the address.
+		{[]string{"--exempt-client", "10.1.2.3/8"}, `"10.1.2.3/8" has bits set past its /8: 10.0.0.0/8 for the network, 10.1.2.3 for the address`},
+		{[]string{"--exempt-client", "2001:db8::1/32"}, "2001:db8::/32 for the network"},
+		{[]string{"--trusted-proxies", "172.16.0.5/12"}, `--trusted-proxies: "172.16.0.5/12" has bits set past its /12: 172.16.0.0/12 for the network, 172.16.0.5 for the address`},
 		{[]string{"--exempt-client", "10.0.0.0/8", "--trusted-proxies", "nonsense"}, "--trusted-proxies"},
 		// A mapped proxy prefix of fewer than 96 bits matches no address:
 		// every client behind that proxy would have shared its key.
-		{[]string{"--exempt-client", "10.0.0.0/8", "--trusted-proxies", "::ffff:0:0/80"}, "--trusted-proxies: httplimit: IPKey.TrustedProxies[0], ::ffff:0.0.0.0/80, is IPv4-mapped with fewer than 96 bits"},
+		{[]string{"--exempt-client", "10.0.0.0/8", "--trusted-proxies", "::ffff:0:0/80"}, `--trusted-proxies: "::ffff:0:0/80" is IPv4-mapped with fewer than 96 bits`},
 	} {
 		code, _, errs := startLine(t, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
