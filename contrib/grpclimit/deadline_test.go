@@ -78,3 +78,20 @@ func TestDeadlinePassedBeforeContextSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// negativeRetry is a Decider written outside slidelog that denies with a
+// negative RetryAfter.
+type negativeRetry struct{ slidelog.Decider }
+
+func (negativeRetry) AllowN(context.Context, string, slidelog.Limit, int) (slidelog.Result, error) {
+	return slidelog.Result{RetryAfter: -5 * time.Second, Limit: slidelog.PerMinute(1)}, nil
+}
+
+// A denial's RetryInfo never tells a client to retry in the past: a
+// negative RetryAfter is 0. (Before the fix: retry_delay -5s.)
+func TestNegativeRetryAfter(t *testing.T) {
+	s := serve(t, unary(grpclimit.Options{Limiter: negativeRetry{}, Limit: slidelog.PerMinute(1)}))
+	if a := s.checkOnce(t); a.code != codes.ResourceExhausted || a.retry != 0 {
+		t.Errorf("%v; want ResourceExhausted with a RetryInfo of 0", a)
+	}
+}

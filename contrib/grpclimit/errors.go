@@ -27,12 +27,15 @@ func (e *statusError) Unwrap() error              { return e.cause }
 
 // deniedError is ResourceExhausted for a call res denied under limit, with
 // a google.rpc.RetryInfo detail: retry_delay is RetryAfter, to the
-// microsecond. cause is nil for a server's denial (a denial is data).
+// microsecond (0 for a negative one, which a Decider written outside
+// slidelog may return: a client must not be told to retry in the past).
+// cause is nil for a server's denial (a denial is data).
 func deniedError(limit slidelog.Limit, res slidelog.Result, cause error) error {
+	retry := max(res.RetryAfter, 0)
 	st := status.New(codes.ResourceExhausted,
-		fmt.Sprintf("grpclimit: rate limit of %v reached; retry after %v", limit, res.RetryAfter))
+		fmt.Sprintf("grpclimit: rate limit of %v reached; retry after %v", limit, retry))
 	// WithDetails fails only for codes.OK or a message that does not marshal.
-	if withRetry, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(res.RetryAfter)}); err == nil {
+	if withRetry, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}); err == nil {
 		st = withRetry
 	}
 	return &statusError{st: st, cause: cause}
