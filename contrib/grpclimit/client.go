@@ -48,7 +48,10 @@ type ClientOptions struct {
 	// caller that shares the limiter and the key shares the quota.
 	Key string
 	// KeyFor is a key per call (e.g. the tenant a call is made for), in
-	// place of Key. An error fails the call InvalidArgument, not made.
+	// place of Key. An error fails the call InvalidArgument, not made; so
+	// does a key that begins with '/' for a method Methods does not name,
+	// when Methods gives some method a budget of its own (as on the server:
+	// it could name another key's budget of that method).
 	KeyFor KeyFunc
 	// Cost is the events a call weighs (WaitN), at least 1. Default 1.
 	Cost func(ctx context.Context, fullMethod string) int
@@ -142,6 +145,11 @@ func newClient(o ClientOptions) *client {
 	}
 	c := &client{plan: newPlan(o.Limit, o.Methods, o.LimitFor, key, o.Cost, o.OnError), waiter: o.Waiter}
 	c.local = true
+	if o.KeyFor == nil {
+		// One key names no other key's budget, whatever its bytes: it is
+		// never refused for beginning with '/'.
+		c.scopes = false
+	}
 	return c
 }
 

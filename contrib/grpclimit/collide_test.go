@@ -56,3 +56,21 @@ func TestKeyCannotNameAMethodBudget(t *testing.T) {
 		t.Errorf("without Methods, List as %q: %v; want OK", check+" victim", a)
 	}
 }
+
+// The client interceptor: KeyFor's keys are refused as the server's are; a
+// fixed Key names no other key's budget, and may begin with '/'.
+func TestClientKeyCannotNameAMethodBudget(t *testing.T) {
+	methods := map[string]slidelog.Limit{check: slidelog.PerMinute(5)}
+	keyFor := func(context.Context, string) (string, error) { return check + " acme", nil }
+	s := serve(t, nil, paced(grpclimit.ClientOptions{Waiter: local.New(), Limit: slidelog.PerMinute(5), Methods: methods, KeyFor: keyFor})...)
+	if a := s.listCall(context.Background()); a.code != codes.InvalidArgument {
+		t.Errorf("KeyFor %q, List: %v; want InvalidArgument", check+" acme", a)
+	}
+	fixed := serve(t, nil, paced(grpclimit.ClientOptions{Waiter: local.New(), Limit: slidelog.PerMinute(5), Methods: methods, Key: "/partners/acme"})...)
+	if a := fixed.listCall(context.Background()); a.code != codes.OK {
+		t.Errorf("Key %q, List: %v; want OK", "/partners/acme", a)
+	}
+	if a := fixed.checkOnce(t); a.code != codes.OK {
+		t.Errorf("Key %q, Check: %v; want OK", "/partners/acme", a)
+	}
+}
