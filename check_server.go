@@ -274,7 +274,7 @@ func (s *serverCheck) replication(context.Context) {
 		return
 	}
 	if s.acks > 0 {
-		s.add(SeverityInfo, "replication", "role master, %d replicas connected; WithReplicas: an admission waits until %d of them have it%s", n, s.acks, syncing)
+		s.add(SeverityInfo, "replication", "role master, %s connected; WithReplicas: an admission waits until %d of them have it%s", plural(n, "replica"), s.acks, syncing)
 		return
 	}
 	switch n {
@@ -416,4 +416,12 @@ func (s *serverCheck) acl(ctx context.Context) {
 		return
 	}
 	s.add(SeverityInfo, "acl", "user %s may run every command slidelog sends on %s*", user, s.prefix)
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

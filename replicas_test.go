@@ -441,7 +441,7 @@ func TestReplicasCheck(t *testing.T) {
 		}
 		return rep
 	}
-	one(t, check(r.master, WithReplicas(1, time.Second)), "replication", SeverityInfo, "1 replicas connected; WithReplicas: an admission waits until 1 of them")
+	one(t, check(r.master, WithReplicas(1, time.Second)), "replication", SeverityInfo, "1 replica connected; WithReplicas: an admission waits until 1 of them")
 	one(t, check(r.master, WithReplicas(2, time.Second)), "replication", SeverityProblem, "1 of the 2 replicas WithReplicas waits for connected", "ErrNotReplicated")
 	one(t, check(r.master), "replication", SeverityInfo, "role master, 1 replica connected")
 

@@ -45,7 +45,7 @@ const (
 	evicts       = "maxmemory-policy %s can evict slidelog's logs (every log has a TTL, so volatile-* policies evict them as allkeys-* ones do): an evicted log is a limit that silently restarts; set maxmemory-policy noeviction"
 	maxmemory0   = " (maxmemory is 0 now: no limit yet, but the policy applies once one is set)"
 	tooFew       = "role master, %d of the %d replicas WithReplicas waits for connected and online: every admission waits its timeout and fails with ErrNotReplicated; connect more replicas or lower WithReplicas' n"
-	waitsFor     = "role master, %d replicas connected; WithReplicas: an admission waits until %d of them have it"
+	waitsFor     = "role master, %s connected; WithReplicas: an admission waits until %d of them have it"
 )
 
 // checkReport runs the check of a limiter on rdb with opts.
@@ -264,7 +264,7 @@ func checkOnSentinel(t *testing.T, f flavor, master *node) {
 	sameFindings(t, "failover client", checkReport(t, fc), safe)
 
 	r := checkReport(t, fc, slidelog.WithReplicas(1, time.Second))
-	sameFindings(t, "WithReplicas(1)", r, replace(safe, slidelog.Finding{Severity: slidelog.SeverityInfo, Check: "replication", Server: master.addr, Text: fmt.Sprintf(waitsFor, 1, 1)}))
+	sameFindings(t, "WithReplicas(1)", r, replace(safe, slidelog.Finding{Severity: slidelog.SeverityInfo, Check: "replication", Server: master.addr, Text: fmt.Sprintf(waitsFor, "1 replica", 1)}))
 	// and an admission is acknowledged, as the check said
 	l := slidelog.New(fc, slidelog.WithPrefix(prefix(t)), slidelog.WithReplicas(1, time.Second))
 	if res, err := l.Allow(ctx, "k", slidelog.PerMinute(1)); err != nil || !res.Allowed {
@@ -380,7 +380,7 @@ func checkOnCluster(t *testing.T, f flavor) {
 				have = 1
 			}
 			if have >= n {
-				return replace(fs, slidelog.Finding{Severity: slidelog.SeverityInfo, Check: "replication", Server: m.addr, Text: fmt.Sprintf(waitsFor, have, n)})
+				return replace(fs, slidelog.Finding{Severity: slidelog.SeverityInfo, Check: "replication", Server: m.addr, Text: fmt.Sprintf(waitsFor, "1 replica", n)}) // have >= n >= 1: one replica
 			}
 			p := slidelog.Finding{Severity: slidelog.SeverityProblem, Check: "replication", Server: m.addr, Text: fmt.Sprintf(tooFew, have, n)}
 			problems = append(problems, p)
