@@ -234,7 +234,7 @@ func TestCheckReplicas(t *testing.T) {
 	}
 
 	code, out, errs := check("--redis", master, "--replicas", "1")
-	if want := "info: " + master + ": role master, 1 replicas connected; WithReplicas: an admission waits until 1 of them have it"; code != 0 || errs != "" ||
+	if want := "info: " + master + ": role master, 1 replica connected; WithReplicas: an admission waits until 1 of them have it"; code != 0 || errs != "" ||
 		len(lines(out, want)) != 1 || !strings.HasSuffix(out, "\nok: no problem found\n") {
 		t.Errorf("--replicas 1: exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
