@@ -39,8 +39,10 @@
 // believed, and only in the one header IPKey.Header names, read from the
 // right; a hop that is not an address is answered 400.
 //
-// ExemptPaths, ExemptClients and ExemptAny build Options.Exempt. They match
-// what a client cannot dress up: ExemptPaths the request's path exactly as
+// ExemptRoutes, ExemptPaths, ExemptClients and ExemptAny build
+// Options.Exempt. They match what a client cannot dress up: ExemptRoutes
+// what a ServeMux serves with the exempt patterns (ask the mux; use it when
+// routes have methods or hosts), ExemptPaths the request's path exactly as
 // http.ServeMux routes it (a path made to look exempt, "/healthz/../api" or
 // "//healthz", is counted), ExemptClients the client ClientIP finds (an
 // untrusted peer's X-Forwarded-For is never read).
@@ -80,7 +82,8 @@ type Options struct {
 	// handler: the limiter is not called, no key is computed, no rate-limit
 	// field is written and the request is not counted. It runs first, before
 	// LimitFor, Cost and Key, on every request, and must be safe for
-	// concurrent use. ExemptPaths, ExemptClients and ExemptAny build it.
+	// concurrent use. ExemptRoutes, ExemptPaths, ExemptClients and
+	// ExemptAny build it.
 	// Default: nil, no request is exempt.
 	Exempt func(*http.Request) bool
 
