@@ -24,8 +24,8 @@ type serveConfig struct {
 	listen, key, policy, name, trusted, ipHeader string
 	exemptPaths, exemptClients                   []string // as given; serveHandler checks them
 	limit                                        slidelog.Limit
-	instances                                    int
-	deadline                                     time.Duration
+	instances, replicas                          int
+	deadline, replicasTimeout                    time.Duration
 	legacy                                       bool
 	now                                          func() time.Time // the failure log's clock; default time.Now
 }
@@ -38,6 +38,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(fs.Output(), `usage: slidelog serve [--listen ADDR] [--redis URL] [--events N] [--window D]
                       [--key ip|header:NAME] [--trusted-proxies CIDRS] [--client-ip-header NAME]
                       [--policy closed|open|local] [--instances N] [--deadline D]
+                      [--replicas N] [--replicas-timeout D]
                       [--name NAME] [--legacy-headers]
                       [--exempt-path PATHS] [--exempt-client ADDRS]
 
@@ -55,6 +56,12 @@ With --key ip behind proxies, --trusted-proxies names them and
 (X-Forwarded-For, or Forwarded); no other header is read, and a request whose
 header holds something else than an address where the client should be
 ("unknown", "_hidden") is answered 400.
+
+--replicas N answers a request admitted only once N replicas of the master
+hold its event (WithReplicas: a failover to one of them keeps it); if they
+do not acknowledge within --replicas-timeout (below --deadline), the event
+is taken back and the request answered as Redis unavailable. It needs a
+real Redis with replicas (--redis), and the start-up check reports too few.
 
 --exempt-path and --exempt-client exempt requests from the limit: they are
 answered without a Redis call, without RateLimit fields, and not counted.
@@ -79,6 +86,8 @@ flags:`)
 	fs.StringVar(&cfg.policy, "policy", env.str("SLIDELOG_POLICY", "closed"), "when Redis fails: closed (503), open (admit) or local (in process) [SLIDELOG_POLICY]")
 	fs.IntVar(&cfg.instances, "instances", env.int("instances", "SLIDELOG_INSTANCES", 1), "instances sharing the limit, for --policy local [SLIDELOG_INSTANCES]")
 	fs.DurationVar(&cfg.deadline, "deadline", env.duration("deadline", "SLIDELOG_DEADLINE", 100*time.Millisecond), "longest a decision may wait for Redis; 0: no bound [SLIDELOG_DEADLINE]")
+	fs.IntVar(&cfg.replicas, "replicas", env.int("replicas", "SLIDELOG_REPLICAS", 0), "replicas that must acknowledge an admission before it is answered (WithReplicas); 0: none [SLIDELOG_REPLICAS]")
+	fs.DurationVar(&cfg.replicasTimeout, "replicas-timeout", env.duration("replicas-timeout", "SLIDELOG_REPLICAS_TIMEOUT", 50*time.Millisecond), "longest an admission waits for --replicas, below --deadline [SLIDELOG_REPLICAS_TIMEOUT]")
 	fs.StringVar(&cfg.name, "name", env.str("SLIDELOG_NAME", "default"), "the policy's name in the headers: printable ASCII [SLIDELOG_NAME]")
 	fs.BoolVar(&cfg.legacy, "legacy-headers", env.bool("legacy-headers", "SLIDELOG_LEGACY_HEADERS"), "also send X-RateLimit-* [SLIDELOG_LEGACY_HEADERS=true]")
 	exemptPaths := env.list("exempt-path", "SLIDELOG_EXEMPT_PATH", checkExemptPath)
@@ -123,6 +132,12 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	}
 	if cfg.deadline < 0 {
 		return nil, nil, usagef("--deadline %v: want 0 (no bound) or more", cfg.deadline)
+	}
+	if cfg.replicas < 0 {
+		return nil, nil, usagef("--replicas %d: want 0 (none) or more", cfg.replicas)
+	}
+	if cfg.replicas > 0 && (cfg.replicasTimeout <= 0 || cfg.deadline > 0 && cfg.replicasTimeout >= cfg.deadline) {
+		return nil, nil, usagef("--replicas-timeout %v: want more than 0 and less than --deadline %v, so that a replica that does not acknowledge is told as such", cfg.replicasTimeout, cfg.deadline)
 	}
 	// The proxies and their header find the client for --key ip and for
 	// --exempt-client alike.
@@ -171,14 +186,22 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	if err != nil {
 		return nil, nil, err
 	}
+	if embedded && cfg.replicas > 0 {
+		stop()
+		return nil, nil, usagef("--replicas %d needs a real Redis with replicas (--redis or REDIS_URL): the embedded one has none", cfg.replicas)
+	}
 	opts.MaxRetries = 1
 	rdb := redis.NewClient(opts)
 	closeAll := func() { _ = rdb.Close(); stop() }
 	logger := slog.New(slog.NewTextHandler(logTo, nil))
 	failures := newFailureLog(logger, cfg.policy, cfg.now)
 	rdb.AddHook(failures.dials)
-	limiter := slidelog.New(rdb, slidelog.WithPolicy(policy), slidelog.WithName(cfg.name), slidelog.WithTimeout(cfg.deadline),
-		slidelog.WithHook(failures))
+	limiterOpts := []slidelog.Option{slidelog.WithPolicy(policy), slidelog.WithName(cfg.name), slidelog.WithTimeout(cfg.deadline),
+		slidelog.WithHook(failures)}
+	if cfg.replicas > 0 {
+		limiterOpts = append(limiterOpts, slidelog.WithReplicas(cfg.replicas, cfg.replicasTimeout))
+	}
+	limiter := slidelog.New(rdb, limiterOpts...)
 	mwOpts := httplimit.Options{
 		Limiter: limiter, Limit: cfg.limit, Key: key, Exempt: exempt,
 		Name: cfg.name, LegacyHeaders: cfg.legacy,
