@@ -13,6 +13,7 @@ go 1.26.0
 replace github.com/slidelog/slidelog => ../
 
 require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/moby/moby/api v1.56.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/slidelog/slidelog v0.0.0-00010101000000-000000000000
