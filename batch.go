@@ -35,6 +35,7 @@ type batcher struct {
 	inFlight int            // most pipelines in flight at once
 	merge    merge          // which single-limit decisions share script calls
 	acks     *acks          // WithReplicas: admissions wait for replicas (replicas.go)
+	giveBack func(Handle)   // takes back what an abandoned decision recorded (Limiter.giveBack)
 
 	mu       sync.Mutex
 	queue    []*pending
@@ -72,9 +73,10 @@ type pending struct {
 	val  any // the script's reply
 	err  error
 
-	// take: with WithReplicas, the events the decision records if it
-	// admits, taken back if its caller leaves before the answer; nil for a
-	// Peek, and without WithReplicas.
+	// take: the events the decision records if it admits, taken back if
+	// its caller leaves before the answer: with WithReplicas, every
+	// admission's; an acquisition's (no holder would release them); nil
+	// otherwise.
 	take *Handle
 }
 
@@ -88,7 +90,7 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handl
 		b.mu.Unlock()
 		var v any
 		var err error
-		if take != nil {
+		if b.acks != nil && take != nil {
 			v, err = b.acks.decide(ctx, keys, args)
 		} else {
 			v, err = decideScript.Run(ctx, b.scripter, keys, args...).Result()
@@ -113,12 +115,31 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handl
 	case <-p.done:
 		return p.val, p.err
 	case <-ctx.Done():
-		// The call may still run in Redis if its pipeline was already sent:
-		// like any call cut short by its context, its outcome is unknown.
+		// The call may still run in Redis if its pipeline was already sent
+		// (the pipeline does not stop for a caller who left): like any call
+		// cut short by its context, its outcome is unknown to the caller.
+		// What it recorded is taken back once it is known, where take says
+		// so.
 		if take != nil {
-			go b.acks.abandoned(p) // with WithReplicas, its events are taken back
+			go b.abandoned(p)
 		}
-		return nil, ctx.Err()
+		return nil, left{ctx.Err()}
+	}
+}
+
+// left is the error of a caller that left before its pipeline answered: its
+// context's. The decision's events, if taken back, are abandoned's to take.
+type left struct{ error }
+
+func (e left) Unwrap() error { return e.error }
+
+// abandoned takes back the events of p, whose caller left before its
+// answer (its context ended), once the pipeline has answered, if it
+// admitted: no caller was told it was.
+func (b *batcher) abandoned(p *pending) {
+	<-p.done
+	if admits(p.val) {
+		b.giveBack(*p.take)
 	}
 }
 

@@ -51,8 +51,8 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	var err error
 	switch {
 	case l.batch != nil:
-		var take *Handle // WithReplicas: what to take back if the caller leaves
-		if l.acks != nil && record {
+		var take *Handle // what to take back if the caller leaves: WithReplicas' admissions, acquisitions
+		if record && (l.acks != nil || q.op == opAcquire) {
 			h := handle(q, keys, id)
 			take = &h
 		}
@@ -66,6 +66,9 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	if err != nil {
 		var na notAcked
 		if v == nil || !errors.As(err, &na) {
+			if q.op == opAcquire && !errors.As(err, new(left)) && mayHaveRun(err) {
+				l.takeBackLost(ctx, handle(q, keys, id))
+			}
 			return Result{}, wrap(ctx, "run script", err)
 		}
 		unacked = na.error

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // InFlight is the Limit of an in-flight (concurrency) limit: at most holders
@@ -171,6 +175,13 @@ func (l *Limiter) Acquire(ctx context.Context, key string, limit Limit) (Lease, 
 // fallback that is not an Acquirer records them with AllowN, and the lease
 // cannot release them: they free at the lease's end. Under FailOpen a
 // degraded Lease holds nothing.
+//
+// An acquisition whose caller gets an error though the script may have
+// admitted it (ctx ended while the call was under way, as when a client
+// goes away, or the reply was lost to a timeout) would hold its slots with
+// nobody to release them: they are taken back in the background (Refund),
+// once the call is over. If that fails too, they free at the lease's end,
+// as a dead holder's.
 func (l *Limiter) AcquireN(ctx context.Context, key string, limit Limit, n int) (Lease, error) {
 	var held Lease // the fallback's lease, if FailLocal's fallback acquires
 	q := request{op: opAcquire, key: l.inflightKey(key), user: key, held: &held, limit: limit, n: n}
@@ -245,4 +256,72 @@ func (h Handle) members() []any {
 		members[j] = string(id[:])
 	}
 	return members
+}
+
+// An acquisition whose caller was not told that it was admitted holds its
+// slots with no holder to release them: they would stay taken for a whole
+// lease, as a dead holder's. That happens when the caller's context ends
+// while its call is under way (a client that went away), or when the reply
+// is lost (a read timeout, a connection broken after the write): the script
+// may have run. Such an acquisition's events are taken back (Refund, a
+// no-op for events never recorded) in the background: at once when its own
+// call failed, and, for a caller that left while its pipeline was in
+// flight, once the pipeline has answered (batcher.abandoned).
+const (
+	// takeBackTimeout bounds each take-back (without WithReplicas, whose
+	// timeout bounds its own).
+	takeBackTimeout = time.Second
+	// maxTakeBacks is the most take-backs of lost replies that one Limiter
+	// runs at once: past it (Redis failing for many callers at once), the
+	// events are left to free at their lease's end.
+	maxTakeBacks = 64
+)
+
+// giveBack takes back h's events, which no caller was told were admitted.
+func (l *Limiter) giveBack(h Handle) {
+	d := takeBackTimeout
+	if l.acks != nil {
+		d = l.acks.timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_ = l.Refund(ctx, h)
+}
+
+// takeBackLost takes back, in the background, the events h of an
+// acquisition whose call failed after it may have run in Redis.
+func (l *Limiter) takeBackLost(ctx context.Context, h Handle) {
+	if l.lost.Add(1) > maxTakeBacks {
+		l.lost.Add(-1)
+		return
+	}
+	go func() {
+		defer l.lost.Add(-1)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeBackTimeout)
+		defer cancel()
+		_ = l.Refund(ctx, h)
+	}()
+}
+
+// mayHaveRun reports whether a script call that failed with err may have
+// run in Redis all the same: its reply was lost (a timeout, the caller's
+// context, a connection broken after the write), rather than answered (an
+// error reply: the script wrote nothing) or never sent (no connection could
+// be had, or the client is closed).
+func mayHaveRun(err error) bool {
+	var reply redis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &reply), errors.Is(err, redis.ErrClosed):
+		return false
+	case errors.As(err, &op) && op.Op == "dial":
+		return false
+	}
+	for _, never := range []string{"redis: connection pool timeout", "redis: connection pool exhausted",
+		"redis: all ring shards are down", "redis: all sentinels specified in configuration are unreachable"} {
+		if strings.Contains(err.Error(), never) {
+			return false
+		}
+	}
+	return true
 }

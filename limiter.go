@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,6 +90,7 @@ type Limiter struct {
 	deny       *denyCache
 	acks       *acks         // WithReplicas
 	waits      waiting.Lines // Wait's callers, in line per key
+	lost       atomic.Int32  // take-backs of acquisitions whose reply was lost, running (takeBackLost)
 	mistakes   []string      // what the options found wrong, for New to panic with
 }
 
@@ -120,8 +122,10 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		}
 		l.batch = b
 	}
+	if l.batch != nil {
+		l.batch.giveBack = l.giveBack
+	}
 	if l.acks != nil {
-		l.acks.refund = l.Refund
 		if err := l.acks.bind(rdb); err != nil {
 			l.mistakes = append(l.mistakes, err.Error())
 		}

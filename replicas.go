@@ -70,8 +70,6 @@ type acks struct {
 
 	single  interface{ Conn() *redis.Conn } // a single server or a failover client,
 	cluster clusterMasters                  // or a Cluster
-
-	refund func(context.Context, Handle) error // the Limiter's Refund
 }
 
 // clusterMasters is what acks needs of a Cluster client.
@@ -190,19 +188,6 @@ func (a *acks) wait(ctx context.Context, conn *redis.Conn) error {
 type notAcked struct{ error }
 
 func (e notAcked) Unwrap() error { return e.error }
-
-// abandoned takes back the events of p, a batched admission whose caller
-// left before its answer (its context ended), once the pipeline has
-// answered: no caller was told it was admitted.
-func (a *acks) abandoned(p *pending) {
-	<-p.done
-	if !admits(p.val) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
-	defer cancel()
-	_ = a.refund(ctx, *p.take)
-}
 
 // admits reports whether v, decide.lua's reply to one decision, admits.
 func admits(v any) bool {
