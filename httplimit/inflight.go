@@ -78,7 +78,10 @@ func (o InFlightOptions) Validate() error {
 //
 // The release and each renewal use the request's context without its
 // cancellation (a client that went away does not keep its slots), bounded
-// by a third of the lease; their failures go to OnLeaseError.
+// by a third of the lease; their failures go to OnLeaseError. Each renewal
+// begins a third of the lease after the one before it began (the
+// acquisition, for the first), so that after a renewal that failed by
+// running out its bound, another still runs before the lease ends.
 func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 	if err := o.Validate(); err != nil {
 		panic(err.Error())
@@ -103,6 +106,7 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 			if !ok {
 				return
 			}
+			start := now()
 			lease, err := acq.AcquireN(r.Context(), key, limit, cost)
 			if err != nil {
 				o.OnError(w, r, errorStatus(err), err)
@@ -113,7 +117,7 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 				o.OnDenied(w, r, lease.Result)
 				return
 			}
-			h := hold(r, lease, o.OnLeaseError)
+			h := hold(r, lease, start, o.OnLeaseError)
 			defer h.end()
 			next.ServeHTTP(w, r)
 		})
@@ -172,8 +176,17 @@ type timer interface {
 // afterFunc is time.AfterFunc; the tests replace it to renew at will.
 var afterFunc = func(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
 
+// now is time.Now; the tests replace it to renew on a clock of their own.
+var now = time.Now
+
 // holding is a running request's lease: renewed every third of the lease
 // until the handler returns, then released.
+//
+// Each renewal is planned a third of the lease after the one before it
+// began (the acquisition, for the first), however long that took: a
+// renewal is bounded by a third of the lease, so after one that failed by
+// running out its bound, another still runs before the lease ends (the
+// lease counts from when the script ran, which is after the call began).
 type holding struct {
 	r     *http.Request
 	lease slidelog.Lease
@@ -185,24 +198,32 @@ type holding struct {
 	done  bool // the handler returned: no renewal any more
 }
 
-func hold(r *http.Request, lease slidelog.Lease, onErr func(*http.Request, error)) *holding {
+// hold starts renewing lease, acquired by a call that began at start.
+func hold(r *http.Request, lease slidelog.Lease, start time.Time, onErr func(*http.Request, error)) *holding {
 	h := &holding{r: r, lease: lease, every: max(lease.Limit.Window/3, time.Microsecond), onErr: onErr}
 	h.mu.Lock()
-	h.timer = afterFunc(h.every, h.renew)
+	h.timer = afterFunc(h.next(start), h.renew)
 	h.mu.Unlock()
 	return h
+}
+
+// next is how long after now a renewal comes, the call before it having
+// begun at start.
+func (h *holding) next(start time.Time) time.Duration {
+	return max(h.every-now().Sub(start), 0)
 }
 
 // renew renews the lease, and plans the next renewal unless the slot was
 // lost or the handler returned.
 func (h *holding) renew() {
+	start := now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), h.every)
 	_, err := h.lease.Renew(ctx)
 	cancel()
 	h.mu.Lock()
 	done := h.done
 	if !done && !errors.Is(err, slidelog.ErrNotHeld) {
-		h.timer.Reset(h.every)
+		h.timer.Reset(h.next(start))
 	}
 	h.mu.Unlock()
 	if err != nil && !done && h.onErr != nil {

@@ -313,6 +313,7 @@ func TestInFlightExempt(t *testing.T) {
 func TestInFlightRenews(t *testing.T) {
 	timers := fakeTimers(t)
 	c := &clock{t: epoch}
+	t.Cleanup(httplimit.SetNow(c.now))
 	l := local.New(local.WithClock(c.now))
 	g := newGate()
 	var mu sync.Mutex
@@ -528,4 +529,121 @@ func TestInFlightWithRateLimit(t *testing.T) {
 	if w := get(h, "192.0.2.1:1", "X-API-Key", "abc"); w.Code != 429 || w.Header().Get("Retry-After") != "60" {
 		t.Errorf("fourth request, over the rate: %d %v", w.Code, w.Header())
 	}
+}
+
+// dueTimer is a renewal timer that knows when, on the test's clock, it
+// would fire.
+type dueTimer struct {
+	c     *clock
+	mu    sync.Mutex
+	due   time.Time
+	fn    func()
+	armed bool
+}
+
+func (f *dueTimer) Reset(d time.Duration) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	was := f.armed
+	f.due, f.armed = f.c.now().Add(d), true
+	return was
+}
+
+func (f *dueTimer) Stop() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	was := f.armed
+	f.armed = false
+	return was
+}
+
+// fireWhenDue sets the clock to when the timer would fire, and fires it.
+func (f *dueTimer) fireWhenDue(t *testing.T) {
+	t.Helper()
+	f.mu.Lock()
+	armed, due := f.armed, f.due
+	f.armed = false
+	f.mu.Unlock()
+	if !armed {
+		t.Fatal("the renewal timer is not armed")
+	}
+	f.c.set(due.Sub(epoch))
+	f.fn()
+}
+
+// slowRenewals is an Acquirer whose leases' renewals, while slow is set,
+// fail after taking a third of the lease on the clock: a renewal cut short
+// by its own bound (a third of the lease), as when Redis does not answer.
+type slowRenewals struct {
+	*local.Limiter
+	c    *clock
+	slow atomic.Bool
+}
+
+func (s *slowRenewals) AcquireN(ctx context.Context, key string, limit slidelog.Limit, n int) (slidelog.Lease, error) {
+	l, err := s.Limiter.AcquireN(ctx, key, limit, n)
+	if err != nil || !l.Allowed {
+		return l, err
+	}
+	return slidelog.NewLease(l.Result, l.Release).WithRenew(func(ctx context.Context) (slidelog.Result, error) {
+		if s.slow.Load() {
+			s.c.mu.Lock()
+			s.c.t = s.c.t.Add(limit.Window / 3)
+			s.c.mu.Unlock()
+			return slidelog.Result{}, context.DeadlineExceeded
+		}
+		r, err := l.Renew(ctx)
+		return r.Result, err
+	}), nil
+}
+
+// A renewal that fails by running out its bound (a third of the lease)
+// leaves time for another before the lease ends: the next one is planned a
+// third of the lease after the failed one began, not after it ended. Before,
+// it came exactly at the lease's end, too late: the slot was lost, and a
+// request running for as long as it likes would share its slot.
+func TestInFlightRenewsAfterSlowFailure(t *testing.T) {
+	c := &clock{t: epoch}
+	var made []*dueTimer
+	t.Cleanup(httplimit.SetAfterFunc(func(d time.Duration, fn func()) httplimit.Timer {
+		f := &dueTimer{c: c, due: c.now().Add(d), fn: fn, armed: true}
+		made = append(made, f)
+		return f
+	}))
+	t.Cleanup(httplimit.SetNow(c.now))
+	acq := &slowRenewals{Limiter: local.New(local.WithClock(c.now)), c: c}
+	g := newGate()
+	var mu sync.Mutex
+	var leaseErrs []error
+	h := httplimit.InFlight(httplimit.InFlightOptions{
+		Options: httplimit.Options{Limiter: acq, Limit: slidelog.InFlight(1, 9*time.Second)},
+		OnLeaseError: func(_ *http.Request, err error) {
+			mu.Lock()
+			leaseErrs = append(leaseErrs, err)
+			mu.Unlock()
+		},
+	})(g)
+	a := g.hold(t, h, "192.0.2.1:1") // acquired at 0: the lease ends at 9 s
+	if len(made) != 1 {
+		t.Fatalf("%d timers", len(made))
+	}
+	renewer := made[0]
+	acq.slow.Store(true)
+	renewer.fireWhenDue(t) // at 3 s; it fails at 6 s
+	acq.slow.Store(false)
+	renewer.fireWhenDue(t) // in time: before 9 s
+	if at := c.now().Sub(epoch); at >= 9*time.Second {
+		t.Errorf("the renewal after a slow failure came at %v, at or after the lease's end (9s)", at)
+	}
+	c.set(10 * time.Second)
+	if w := get(h, "192.0.2.1:2"); w.Code != 429 {
+		t.Errorf("at 10 s the running request's slot is free: %d", w.Code)
+	}
+	mu.Lock()
+	if len(leaseErrs) != 1 || !errors.Is(leaseErrs[0], context.DeadlineExceeded) {
+		t.Errorf("OnLeaseError got %v, want the slow renewal's error alone", leaseErrs)
+	}
+	mu.Unlock()
+	g.proceed <- struct{}{}
+	<-a
 }
