@@ -173,7 +173,8 @@ func (l *Limiter) Acquire(ctx context.Context, key string, limit Limit) (Lease, 
 // (its share of the limit): with a slidelog/local fallback (an Acquirer),
 // the degraded Lease releases and renews them there, not in Redis. A
 // fallback that is not an Acquirer records them with AllowN, and the lease
-// cannot release them: they free at the lease's end. Under FailOpen a
+// can neither release them (they free at the lease's end) nor renew them
+// (Renew fails with errors.ErrUnsupported). Under FailOpen a
 // degraded Lease holds nothing.
 //
 // An acquisition whose caller gets an error though the script may have
@@ -221,6 +222,15 @@ func (l *Limiter) lease(r Result, fallback Lease) Lease {
 		s.from = l
 	}
 	return s
+}
+
+// unrenewable is the lease of r, which FailLocal's fallback (not an
+// Acquirer) admitted with AllowN: its events cannot be released (they free
+// at the lease's end), nor renewed, which Renew says rather than pretend.
+func unrenewable(r Result, fallback Decider) Lease {
+	return NewLease(r, func(context.Context) error { return nil }).WithRenew(func(context.Context) (Result, error) {
+		return Result{}, fmt.Errorf("slidelog: renew: FailLocal's fallback (%T) is not an Acquirer, and the slots it took free at their lease's end: %w", fallback, errors.ErrUnsupported)
+	})
 }
 
 // renewLease runs renew.lua for the events of h under limit.

@@ -378,6 +378,11 @@ func TestAcquirePolicies(t *testing.T) {
 		if err != nil || !a.Allowed || !a.Degraded() {
 			t.Fatalf("%+v %v", a.Result, err)
 		}
+		// It cannot be renewed, and says so (it said it renewed, and a
+		// request renewing it ran on after its slot had freed).
+		if _, err := a.Renew(ctx); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("renew: %v, want errors.ErrUnsupported", err)
+		}
 		// It cannot be released: the slot is held until its lease ends.
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)

@@ -120,6 +120,7 @@ func (l *Limiter) fallback(ctx context.Context, q request) (Result, bool) {
 			break
 		}
 		r, err = l.policy.fallback.AllowN(ctx, q.key, shared[0], q.n)
+		*q.held = unrenewable(r, l.policy.fallback)
 	default:
 		r, err = l.policy.fallback.AllowN(ctx, q.key, shared[0], q.n)
 	}

@@ -33,10 +33,12 @@ type InFlightOptions struct {
 	// OnLeaseError is told, on a goroutine of its own or the request's,
 	// when a running request's lease could not be renewed (the error wraps
 	// slidelog.ErrNotHeld if the slot was lost: the lease ran out before a
-	// renewal got through, and another request may hold it now) or a
-	// finished request's lease could not be released (Redis failed: its
-	// slots stay held until the lease runs out). It is the place to log.
-	// Default: nil, not told.
+	// renewal got through, and another request may hold it now; it wraps
+	// errors.ErrUnsupported if the lease cannot be renewed, as under
+	// FailLocal with a fallback that is not an Acquirer; after either, no
+	// renewal is tried again) or a finished request's lease could not be
+	// released (Redis failed: its slots stay held until the lease runs
+	// out). It is the place to log. Default: nil, not told.
 	OnLeaseError func(r *http.Request, err error)
 }
 
@@ -214,7 +216,8 @@ func (h *holding) next(start time.Time) time.Duration {
 }
 
 // renew renews the lease, and plans the next renewal unless the slot was
-// lost or the handler returned.
+// lost, the lease cannot be renewed (errors.ErrUnsupported: no renewal will
+// ever succeed), or the handler returned.
 func (h *holding) renew() {
 	start := now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), h.every)
@@ -222,7 +225,7 @@ func (h *holding) renew() {
 	cancel()
 	h.mu.Lock()
 	done := h.done
-	if !done && !errors.Is(err, slidelog.ErrNotHeld) {
+	if !done && !errors.Is(err, slidelog.ErrNotHeld) && !errors.Is(err, errors.ErrUnsupported) {
 		h.timer.Reset(h.next(start))
 	}
 	h.mu.Unlock()

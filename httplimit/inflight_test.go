@@ -647,3 +647,47 @@ func TestInFlightRenewsAfterSlowFailure(t *testing.T) {
 	g.proceed <- struct{}{}
 	<-a
 }
+
+// noRenewals is an Acquirer whose leases cannot be renewed (NewLease
+// without WithRenew), as FailLocal's leases from a fallback that is not an
+// Acquirer.
+type noRenewals struct{ *local.Limiter }
+
+func (n noRenewals) AcquireN(ctx context.Context, key string, limit slidelog.Limit, count int) (slidelog.Lease, error) {
+	l, err := n.Limiter.AcquireN(ctx, key, limit, count)
+	return slidelog.NewLease(l.Result, l.Release), err
+}
+
+// A lease that cannot be renewed is told to OnLeaseError once, and not
+// tried again every third of the lease for as long as the request runs.
+func TestInFlightUnrenewable(t *testing.T) {
+	timers := fakeTimers(t)
+	g := newGate()
+	var mu sync.Mutex
+	var leaseErrs []error
+	h := httplimit.InFlight(httplimit.InFlightOptions{
+		Options: httplimit.Options{Limiter: noRenewals{local.New()}, Limit: slidelog.InFlight(1, time.Minute)},
+		OnLeaseError: func(_ *http.Request, err error) {
+			mu.Lock()
+			leaseErrs = append(leaseErrs, err)
+			mu.Unlock()
+		},
+	})(g)
+	a := g.hold(t, h, "192.0.2.1:1")
+	renewer := timers()[0]
+	if !renewer.fire() {
+		t.Fatal("the timer was not armed")
+	}
+	if renewer.fire() {
+		t.Error("a lease that cannot be renewed is renewed again")
+	}
+	mu.Lock()
+	if len(leaseErrs) != 1 || !errors.Is(leaseErrs[0], errors.ErrUnsupported) {
+		t.Errorf("OnLeaseError got %v, want one errors.ErrUnsupported", leaseErrs)
+	}
+	mu.Unlock()
+	g.proceed <- struct{}{}
+	if w := <-a; w.Code != 200 {
+		t.Errorf("%d", w.Code)
+	}
+}
