@@ -45,7 +45,7 @@ func wait(ctx context.Context, lines *waiting.Lines, key string, n int, allowN f
 		return r.Allowed, r.RetryAfter, err
 	})
 	if errors.Is(err, ErrWaitDeadline) {
-		err = fmt.Errorf("slidelog: wait for %d events of %v: %w", n, r.Limit, ErrWaitDeadline)
+		err = fmt.Errorf("slidelog: wait for %s of %v: %w", plural(n, "event"), r.Limit, ErrWaitDeadline)
 	}
 	return r, err
 }

@@ -28,7 +28,11 @@ func (l *Limiter) WaitN(ctx context.Context, key string, limit slidelog.Limit, n
 		return r.Allowed, r.RetryAfter, err
 	})
 	if errors.Is(err, slidelog.ErrWaitDeadline) {
-		err = fmt.Errorf("local: wait for %d events of %v: %w", n, limit, err)
+		what := fmt.Sprintf("%d events", n)
+		if n == 1 {
+			what = "1 event"
+		}
+		err = fmt.Errorf("local: wait for %s of %v: %w", what, limit, err)
 	}
 	return r, err
 }
