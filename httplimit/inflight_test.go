@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -690,4 +691,97 @@ func TestInFlightUnrenewable(t *testing.T) {
 	if w := <-a; w.Code != 200 {
 		t.Errorf("%d", w.Code)
 	}
+}
+
+// End to end on a real redis-server: clients that send a request and go
+// away at once (the request's context ends while its slot is being taken,
+// often while its call waits in a pipeline), among clients that wait for
+// their answers. Never more than the limit's handlers run, and once every
+// request is over, every slot is back: none is left held by nobody for its
+// lease.
+func TestInFlightClientsGoAwayRealRedis(t *testing.T) {
+	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
+		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
+	}
+	addr, stop, err := redisserver.Start()
+	if err != nil {
+		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", err)
+	}
+	t.Cleanup(stop)
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
+	t.Cleanup(func() { _ = rdb.Close() })
+	const holders = 4
+	var running, most atomic.Int64
+	var inside sync.WaitGroup
+	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(100 * time.Microsecond)
+		running.Add(-1)
+		_, _ = w.Write([]byte("ok"))
+	})
+	var servers []*httptest.Server
+	for range 2 {
+		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
+		t.Cleanup(func() { _ = client.Close() })
+		l := slidelog.New(client)
+		mw := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
+			Limit: slidelog.InFlight(holders, time.Minute), Key: httplimit.Header("X-Tenant")}})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inside.Add(1)
+			defer inside.Done()
+			mw(handler).ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		servers = append(servers, srv)
+	}
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv := servers[i%2]
+			for j := range 30 {
+				if (i+j)%2 == 0 {
+					// send, and go away without reading the answer
+					c, err := net.Dial("tcp", srv.Listener.Addr().String())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					_, _ = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\nX-Tenant: acme\r\n\r\n"))
+					_ = c.Close()
+					continue
+				}
+				req, _ := http.NewRequest("GET", srv.URL, nil)
+				req.Header.Set("X-Tenant", "acme")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != 200 && resp.StatusCode != 429 {
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, srv := range servers {
+		srv.Close() // waits for no request; inside does
+	}
+	inside.Wait()
+	if most.Load() > holders {
+		t.Errorf("%d handlers at once, limit %d", most.Load(), holders)
+	}
+	log := "slidelog:{slidelog:header:acme}:inflight"
+	var n int64
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if n = rdb.ZCard(context.Background(), log).Val(); n == 0 {
+			return
+		}
+	}
+	t.Errorf("every request is over, and %d slots are held by nobody", n)
 }
