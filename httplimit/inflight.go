@@ -58,8 +58,9 @@ func (o InFlightOptions) Validate() error {
 // (concurrency) limit: at most Events requests of a key run at once, across
 // every instance sharing the limiter's Redis. A request takes its slots
 // (AcquireN) before the next handler runs and gives them back (Release)
-// when the handler returns, or panics (the panic then goes on). While it
-// runs, its lease is renewed every third of the lease, so a request may run
+// when the handler returns, or panics (the panic then goes on): a handler
+// that hijacks the connection and serves it from another goroutine gives
+// its slots back when it returns. While it runs, its lease is renewed every third of the lease, so a request may run
 // longer than the lease; the lease is how long the slots of an instance
 // that died (and stopped renewing) stay taken. It panics if o.Validate
 // reports a mistake.
