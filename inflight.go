@@ -48,7 +48,9 @@ var _ Acquirer = (*Limiter)(nil)
 // oldest holder's lease runs out, unless a holder releases earlier), and
 // what releases or renews the slots it took.
 //
-// A Lease is a value: its copies release and renew the same slots. The
+// A Lease is a value: its copies release and renew the same slots, under
+// the lease they were acquired with, whatever the embedded Result's Limit
+// is changed to. The
 // zero Lease, and a denied one, hold nothing: Release does nothing and
 // Renew fails with ErrNotHeld. A lease admitted with nothing recorded
 // (FailOpen, or a denial that WithShadow admitted) releases and renews
@@ -56,7 +58,8 @@ var _ Acquirer = (*Limiter)(nil)
 type Lease struct {
 	Result
 
-	from    *Limiter                              // the Redis limiter whose log holds the events (Result.Handle)
+	from    *Limiter                              // the Redis limiter whose log holds the events (Result.Handle),
+	lease   Limit                                 // under the limit they were acquired under (not Result's: the caller's to change),
 	release func(context.Context) error           // or: what releases them (NewLease),
 	renew   func(context.Context) (Result, error) // and renews them (WithRenew)
 }
@@ -122,7 +125,7 @@ func (s Lease) Renew(ctx context.Context) (Lease, error) {
 	case !s.Allowed:
 		return s, fmt.Errorf("%w: the acquisition was denied", ErrNotHeld)
 	case s.from != nil:
-		r, err = s.from.renewLease(ctx, s.handle, s.Limit)
+		r, err = s.from.renewLease(ctx, s.handle, s.lease)
 	case s.renew != nil:
 		r, err = s.renew(ctx)
 	case s.release != nil:
@@ -219,7 +222,7 @@ func (l *Limiter) lease(r Result, fallback Lease) Lease {
 			return f.Result, nil
 		}
 	case r.handle.n > 0:
-		s.from = l
+		s.from, s.lease = l, r.Limit
 	}
 	return s
 }

@@ -466,3 +466,34 @@ func TestLeaseRedisDown(t *testing.T) {
 		t.Errorf("after the release went through: %+v %v", a.Result, err)
 	}
 }
+
+// A Lease's Result is the caller's to read, and to change: Renew holds the
+// slots to the lease they were acquired under, not to Result.Limit. A
+// Window made longer revived a slot whose lease had run out; made shorter,
+// it moved the log's expiry before the other holders' leases end (Redis
+// then forgot them all).
+func TestRenewIgnoresChangedResult(t *testing.T) {
+	for _, a := range []struct {
+		name string
+		new  func(*testing.T) acquirer
+	}{{"redis", func(t *testing.T) acquirer { return miniAcquirer(t) }}, {"local", localAcquirer}} {
+		t.Run(a.name, func(t *testing.T) {
+			ctx := context.Background()
+			acq := a.new(t)
+			lim := slidelog.InFlight(1, 10*sec)
+			acq.setTime(0)
+			s, err := acq.AcquireN(ctx, "k", lim, 1)
+			if err != nil || !s.Allowed {
+				t.Fatal(s.Result, err)
+			}
+			acq.setTime(11 * sec) // its lease ran out at 10 s; no admission removed it
+			s.Limit.Window = time.Hour
+			if _, err := s.Renew(ctx); !errors.Is(err, slidelog.ErrNotHeld) {
+				t.Errorf("renew of a run-out slot under a longer Window: %v, want ErrNotHeld", err)
+			}
+			if b, err := acq.AcquireN(ctx, "k", lim, 1); err != nil || !b.Allowed {
+				t.Errorf("the run-out slot is free: %+v %v", b.Result, err)
+			}
+		})
+	}
+}
