@@ -50,11 +50,10 @@ var _ Acquirer = (*Limiter)(nil)
 //
 // A Lease is a value: its copies release and renew the same slots, under
 // the lease they were acquired with, whatever the embedded Result's Limit
-// is changed to. The
-// zero Lease, and a denied one, hold nothing: Release does nothing and
-// Renew fails with ErrNotHeld. A lease admitted with nothing recorded
-// (FailOpen, or a denial that WithShadow admitted) releases and renews
-// nothing, successfully.
+// is changed to. The zero Lease, and a denied one, hold nothing: Release
+// does nothing and Renew fails with ErrNotHeld. A lease admitted with
+// nothing recorded (FailOpen, or a denial that WithShadow admitted)
+// releases and renews nothing, successfully.
 type Lease struct {
 	Result
 
