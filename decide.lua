@@ -87,15 +87,9 @@ local st = {}
 -- script may run past a short window's end in real time, and Redis (7.0 at
 -- least) deletes a key whose expiry has passed at once, while the decisions
 -- after it in the call are still taken at now and must see its events.
+-- (The two places that set an expiry write it out: a local function would
+-- be a closure made anew by every call, about 1 200 instructions.)
 local later -- deferred expiries: key, ms, key, ms, ...
-local function expire(key, ms, last)
-  if last then
-    redis.call('PEXPIREAT', key, ms)
-  else
-    later = later or {}
-    later[#later + 1], later[#later + 2] = key, ms
-  end
-end
 
 local out -- the replies of a batch
 
@@ -103,8 +97,8 @@ local out -- the replies of a batch
 -- log gets the same answer until an admission writes to that log: a flood
 -- of decisions on one hot key reads the log once per call, not once per
 -- decision. seen[log] = {events, window, n, answer}: the last denial of a
--- one-limit decision on the log in this call (its answer without the
--- leading "0 at"), forgotten when an admission writes to the log.
+-- one-limit decision on the log in this call and its answer, forgotten
+-- when an admission writes to the log.
 local seen
 local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
 local d = 0
@@ -136,7 +130,7 @@ while a < #ARGV do
   local reply -- the decision's answer
   local hit = seen and not resent and L == 1 and seen[KEYS[k + 1]]
   if hit and hit[1] == ARGV[a + 3] and hit[2] == ARGV[a + 4] and hit[3] == n then
-    reply = '0 ' .. nows .. hit[4]
+    reply = hit[4]
   else
     -- A retry of a call that was admitted already (its reply was lost and the
     -- client sent it again) finds its events, in any of its logs (one may
@@ -259,7 +253,12 @@ while a < #ARGV do
         end
         count = count + added
         local ms = fmt('%d', math.ceil((now + window) / 1000))
-        expire(key, ms, last)
+        if last then
+          redis.call('PEXPIREAT', key, ms)
+        else
+          later = later or {}
+          later[#later + 1], later[#later + 2] = key, ms
+        end
         reply = reply .. ' ' .. count .. ' 0 ' .. nows
         if L > 1 then
           local b = 8 * i - 8
@@ -296,7 +295,12 @@ while a < #ARGV do
           end
         end
         local ms = fmt('%d', math.ceil((now + longest) / 1000))
-        expire(index, ms, last)
+        if last then
+          redis.call('PEXPIREAT', index, ms)
+        else
+          later = later or {}
+          later[#later + 1], later[#later + 2] = index, ms
+        end
       end
       if not fresh then
         -- Some of its events were there already (a retry not marked as one):
@@ -333,11 +337,11 @@ while a < #ARGV do
           end
         end
         local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
-        local answer = ' ' .. count .. ' ' .. kth .. ' ' .. newest
-        reply = reply .. answer
+        reply = reply .. ' ' .. count .. ' ' .. kth .. ' ' .. newest
         if L == 1 and not fits and not last then
+          -- a denial is never a retry's: its time is the call's
           seen = seen or {}
-          seen[key] = {ARGV[a + 3], ARGV[a + 4], n, answer}
+          seen[key] = {ARGV[a + 3], ARGV[a + 4], n, reply}
         end
       end
     end
