@@ -95,6 +95,16 @@ func TestClusterThroughput(t *testing.T) {
 		callers = append(callers, n)
 	}
 	fsyncs := strings.Split(env("SLIDELOG_MEASURE_FSYNC", "always,everysec"), ",")
+	variants := strings.Split(env("SLIDELOG_MEASURE_VARIANTS", "slidelog,unbatched,redis_rate"), ",")
+	for i, name := range variants {
+		variants[i] = strings.TrimSpace(name)
+		if !slices.Contains([]string{"slidelog", "unbatched", "redis_rate", "3slots"}, variants[i]) {
+			t.Fatalf("SLIDELOG_MEASURE_VARIANTS: no variant %q", name)
+		}
+	}
+	if !slices.Contains(variants, "redis_rate") {
+		t.Fatal("SLIDELOG_MEASURE_VARIANTS: redis_rate, the baseline, is missing")
+	}
 	const keys = 10000
 	limit := slidelog.PerSecond(100)
 
@@ -146,15 +156,8 @@ func TestClusterThroughput(t *testing.T) {
 				"3slots": func() tpVariant { return slidelogVariant("3slots", tagged(t, cc, names)) },
 			}
 			var vs []tpVariant
-			for _, name := range strings.Split(env("SLIDELOG_MEASURE_VARIANTS", "slidelog,unbatched,redis_rate"), ",") {
-				mk, ok := all[strings.TrimSpace(name)]
-				if !ok {
-					t.Fatalf("SLIDELOG_MEASURE_VARIANTS: no variant %q", name)
-				}
-				vs = append(vs, mk())
-			}
-			if !slices.ContainsFunc(vs, func(v tpVariant) bool { return v.name == "redis_rate" }) {
-				t.Fatal("SLIDELOG_MEASURE_VARIANTS: redis_rate, the baseline, is missing")
+			for _, name := range variants {
+				vs = append(vs, all[name]())
 			}
 			run := func(v tpVariant, conc int, d time.Duration) tpSample {
 				s := measureCluster(t, stats, v, conc, d)
@@ -272,6 +275,9 @@ func measureCluster(t *testing.T, stats []*redis.Client, v tpVariant, conc int, 
 	cpu1 := tpRusage()
 	after := serverStats(t, stats)
 	all := slices.Concat(lat...)
+	if len(all) == 0 {
+		t.Fatalf("%s, %d callers: no decision in %v", v.name, conc, d)
+	}
 	slices.Sort(all)
 	n := float64(len(all))
 	s.decisions = len(all)
