@@ -49,6 +49,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	var v any
 	var err error
+	sent := ended(ctx) == nil // go-redis sends nothing for a context that ended already
 	switch {
 	case l.batch != nil:
 		var take *Handle // what to take back if the caller leaves: WithReplicas' admissions, acquisitions
@@ -66,7 +67,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	if err != nil {
 		var na notAcked
 		if v == nil || !errors.As(err, &na) {
-			if q.op == opAcquire && !errors.As(err, new(left)) && mayHaveRun(err) {
+			if q.op == opAcquire && sent && !errors.As(err, new(left)) && mayHaveRun(err) {
 				l.takeBackLost(ctx, handle(q, keys, id))
 			}
 			return Result{}, wrap(ctx, "run script", err)

@@ -333,6 +333,23 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 		}
 		eventually(t, rdb, prefix+"{"+prefix+"k}:inflight", 0)
 	})
+	t.Run("a context that had ended", func(t *testing.T) {
+		// nothing was sent: nothing to take back, and no take-back runs
+		// (one would wait in the hook until the test ends)
+		m := newMini(t)
+		refunds := &scriptNames{hold: make(chan struct{})}
+		t.Cleanup(func() { close(refunds.hold) })
+		m.rdb.AddHook(refunds)
+		l := New(m.rdb)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := l.Acquire(ctx, "k", InFlight(1, time.Minute)); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%v, want context.Canceled", err)
+		}
+		if n := l.lost.Load(); n != 0 {
+			t.Errorf("%d take-backs of a call never sent", n)
+		}
+	})
 	t.Run("an error reply", func(t *testing.T) {
 		// the script ran and wrote nothing: nothing to take back, and no
 		// refund is sent
@@ -352,8 +369,12 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 	})
 }
 
-// scriptNames counts the refund.lua calls.
-type scriptNames struct{ refunds atomic.Int64 }
+// scriptNames counts the refund.lua calls, and holds them until hold is
+// closed if it is not nil.
+type scriptNames struct {
+	refunds atomic.Int64
+	hold    chan struct{}
+}
 
 func (h *scriptNames) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -361,6 +382,9 @@ func (h *scriptNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if a := cmd.Args(); len(a) > 1 && (a[1] == refundScript.Hash() || a[1] == refundSrc) {
 			h.refunds.Add(1)
+			if h.hold != nil {
+				<-h.hold
+			}
 		}
 		return next(ctx, cmd)
 	}
