@@ -34,8 +34,11 @@ import (
 // decisions of a pipeline run on one connection to their master and one
 // WAIT after the pipeline covers all of its admissions (on a Cluster, one
 // per master); its denials and Peeks are answered before the WAIT. A call
-// cut short by its context is not answered allowed, and its events are
-// taken back once its outcome is known.
+// cut short by its context is not answered allowed. Its events are taken
+// back once its outcome is known: a batched call's when its pipeline
+// answers, any call's when its context ends during the WAIT. A call cut
+// while its script runs on its own is like any call whose outcome is
+// unknown: its events may stay recorded (stricter, never looser).
 //
 // Cost: an admission takes a second round trip (the WAIT, which lasts until
 // the replicas have acknowledged: about one round trip from the master to
