@@ -56,13 +56,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/ratefields"
 )
 
 // Limiter is what the middleware needs: a slidelog.Decider, such as
@@ -118,7 +116,7 @@ func (o Options) Validate() error {
 			return fmt.Errorf("httplimit: Options.Limit: %w", err)
 		}
 	}
-	if err := validName(o.Name); err != nil {
+	if err := ratefields.ValidName(o.Name); err != nil {
 		return fmt.Errorf("httplimit: Options.Name %q: %w", o.Name, err)
 	}
 	return nil
@@ -141,7 +139,7 @@ func New(o Options) func(http.Handler) http.Handler {
 	if o.OnError == nil {
 		o.OnError = errorProblem
 	}
-	name := sfString(o.Name)
+	name := ratefields.String(o.Name)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if o.Exempt != nil && o.Exempt(r) {
@@ -168,7 +166,7 @@ func New(o Options) func(http.Handler) http.Handler {
 			o.setPolicy(w, limit, name)
 			o.setState(w, res, name)
 			if !res.Allowed {
-				w.Header().Set("Retry-After", strconv.FormatInt(seconds(res.RetryAfter, 1), 10))
+				w.Header().Set("Retry-After", strconv.FormatInt(ratefields.Seconds(res.RetryAfter, 1), 10))
 				o.OnDenied(w, r, res)
 				return
 			}
@@ -177,25 +175,11 @@ func New(o Options) func(http.Handler) http.Handler {
 	}
 }
 
-// isBug: an error no retry and no recovery of Redis cures. The limiter
-// refused its input (the limit and cost were checked before, so it and the
-// configuration disagree, e.g. WithMaxEvents), or the key's Redis value is
-// of another type (a key clash with another program).
-func isBug(err error) bool {
-	for _, e := range []error{slidelog.ErrInvalidLimit, slidelog.ErrInvalidN, slidelog.ErrEmptyKey,
-		slidelog.ErrLimitTooLarge, slidelog.ErrWrongType} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
 // setPolicy writes RateLimit-Policy (and X-RateLimit-Limit); name is
 // Options.Name as a string field.
 func (o *Options) setPolicy(w http.ResponseWriter, limit slidelog.Limit, name string) {
 	h := w.Header()
-	h.Set("RateLimit-Policy", fmt.Sprintf("%s;q=%d;w=%d", name, limit.Events, seconds(limit.Window, 1)))
+	h.Set("RateLimit-Policy", ratefields.Policy(name, limit))
 	if o.LegacyHeaders {
 		h.Set("X-RateLimit-Limit", strconv.Itoa(limit.Events))
 	}
@@ -204,55 +188,11 @@ func (o *Options) setPolicy(w http.ResponseWriter, limit slidelog.Limit, name st
 // setState writes RateLimit (and X-RateLimit-Remaining and -Reset) of res.
 func (o *Options) setState(w http.ResponseWriter, res slidelog.Result, name string) {
 	h := w.Header()
-	h.Set("RateLimit", fmt.Sprintf("%s;r=%d;t=%d", name, res.Remaining, untilSlot(res)))
+	h.Set("RateLimit", ratefields.State(name, res))
 	if o.LegacyHeaders {
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(res.ResetAfter, 0), 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ratefields.Seconds(res.ResetAfter, 0), 10))
 	}
-}
-
-// validName: printable ASCII, which an RFC 8941 string holds.
-func validName(name string) error {
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c > 0x7e {
-			return fmt.Errorf("byte %#02x at %d is not printable ASCII (0x20 to 0x7E), which RFC 8941 strings are made of", c, i)
-		}
-	}
-	return nil
-}
-
-// sfString is s as an RFC 8941 string: quoted, with '"' and '\' escaped
-// (and nothing else: validName refused every other byte).
-func sfString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-// untilSlot is RateLimit's t: seconds until a request fits again. Denied:
-// RetryAfter, rounded up. Allowed with room left: 0. Allowed with no room
-// left: the instant the oldest event leaves is not known without another
-// read, so t is the window's reset (ResetAfter), an upper bound.
-func untilSlot(res slidelog.Result) int64 {
-	switch {
-	case !res.Allowed:
-		return seconds(res.RetryAfter, 1)
-	case res.Remaining > 0:
-		return 0
-	}
-	return seconds(res.ResetAfter, 0)
-}
-
-// seconds rounds d up to whole seconds, and to at least least.
-func seconds(d time.Duration, least int64) int64 {
-	return max(int64(math.Ceil(d.Seconds())), least)
 }
 
 // problem is an RFC 9457 problem details body.
@@ -272,7 +212,7 @@ func writeProblem(w http.ResponseWriter, p problem) {
 
 func deniedProblem(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {
 	writeProblem(w, problem{Type: "about:blank", Title: "Too Many Requests", Status: http.StatusTooManyRequests,
-		Detail: fmt.Sprintf("rate limit of %d per %v reached; retry in %d s", res.Limit.Events, res.Limit.Window, seconds(res.RetryAfter, 1))})
+		Detail: fmt.Sprintf("rate limit of %d per %v reached; retry in %d s", res.Limit.Events, res.Limit.Window, ratefields.Seconds(res.RetryAfter, 1))})
 }
 
 func errorProblem(w http.ResponseWriter, _ *http.Request, status int, err error) {

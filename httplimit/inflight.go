@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/ratefields"
 )
 
 // InFlightOptions configure InFlight. Options' fields mean what they mean
@@ -116,7 +117,7 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 				return
 			}
 			if !lease.Allowed {
-				w.Header().Set("Retry-After", strconv.FormatInt(seconds(lease.RetryAfter, 1), 10))
+				w.Header().Set("Retry-After", strconv.FormatInt(ratefields.Seconds(lease.RetryAfter, 1), 10))
 				o.OnDenied(w, r, lease.Result)
 				return
 			}
@@ -159,12 +160,12 @@ func (o *Options) request(w http.ResponseWriter, r *http.Request) (limit slidelo
 
 // errorStatus is the status of a request the limiter answered err: 413 for
 // one heavier than the limit (it never fits), 500 for an error no recovery
-// of Redis cures (isBug), 503 for the limiter unavailable.
+// of Redis cures (ratefields.IsBug), 503 for the limiter unavailable.
 func errorStatus(err error) int {
 	switch {
 	case errors.Is(err, slidelog.ErrExceedsLimit):
 		return http.StatusRequestEntityTooLarge
-	case isBug(err):
+	case ratefields.IsBug(err):
 		return http.StatusInternalServerError
 	}
 	return http.StatusServiceUnavailable
@@ -250,5 +251,5 @@ func (h *holding) end() {
 
 func inFlightDenied(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {
 	writeProblem(w, problem{Type: "about:blank", Title: "Too Many Requests", Status: http.StatusTooManyRequests,
-		Detail: fmt.Sprintf("all %d slots of this client's in-flight limit are held; one frees within %d s at the latest", res.Limit.Events, seconds(res.RetryAfter, 1))})
+		Detail: fmt.Sprintf("all %d slots of this client's in-flight limit are held; one frees within %d s at the latest", res.Limit.Events, ratefields.Seconds(res.RetryAfter, 1))})
 }

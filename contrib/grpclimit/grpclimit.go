@@ -68,6 +68,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/ratefields"
 )
 
 // Limiter is what the server interceptors need: a slidelog.Decider, such as
@@ -121,7 +122,7 @@ func (o Options) Validate() error {
 	if err := validLimits("Options", o.Limit, o.Methods, o.LimitFor != nil); err != nil {
 		return err
 	}
-	if err := validName(o.Name); err != nil {
+	if err := ratefields.ValidName(o.Name); err != nil {
 		return fmt.Errorf("grpclimit: Options.Name %q: %w", o.Name, err)
 	}
 	return nil
@@ -183,7 +184,7 @@ func newServer(o Options) *server {
 	return &server{
 		plan:    newPlan(o.Limit, o.Methods, o.LimitFor, o.Key, o.Cost, o.OnError),
 		limiter: o.Limiter,
-		name:    sfString(o.Name),
+		name:    ratefields.String(o.Name),
 	}
 }
 
@@ -200,7 +201,7 @@ func (s *server) decide(ctx context.Context, fullMethod string) (metadata.MD, er
 		var md metadata.MD
 		if errors.Is(err, slidelog.ErrExceedsLimit) {
 			// The key's log was not read: the policy alone, as httplimit's 413.
-			md = metadata.Pairs(policyField, policy(s.name, c.limit))
+			md = metadata.Pairs(policyField, ratefields.Policy(s.name, c.limit))
 		}
 		return md, s.fail(ctx, fullMethod, c, res, err)
 	}
@@ -208,7 +209,7 @@ func (s *server) decide(ctx context.Context, fullMethod string) (metadata.MD, er
 	if res.Limit.Events > 0 {
 		limit = res.Limit // a fallback may have applied its share
 	}
-	md := metadata.Pairs(policyField, policy(s.name, limit), stateField, state(s.name, res))
+	md := metadata.Pairs(policyField, ratefields.Policy(s.name, limit), stateField, ratefields.State(s.name, res))
 	if !res.Allowed {
 		return md, deniedError(limit, res, nil)
 	}

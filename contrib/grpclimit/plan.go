@@ -8,12 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/ratefields"
 )
 
 // plan is what the server and the client interceptors share: which limit a
@@ -152,7 +152,7 @@ func (p *plan) fail(ctx context.Context, fullMethod string, c call, res slidelog
 	case errors.Is(err, slidelog.ErrExceedsLimit):
 		return p.answer(ctx, fullMethod, codes.InvalidArgument,
 			fmt.Sprintf("grpclimit: the call weighs %d events, more than a limit of %v ever admits", c.n, c.limit), err)
-	case isBug(err):
+	case ratefields.IsBug(err):
 		return p.answer(ctx, fullMethod, codes.Internal, msgInternal, err)
 	case errors.Is(err, slidelog.ErrWaitDeadline):
 		limit := c.limit
@@ -161,41 +161,11 @@ func (p *plan) fail(ctx context.Context, fullMethod string, c call, res slidelog
 		}
 		p.report(ctx, fullMethod, codes.ResourceExhausted, err)
 		return deniedError(limit, res, err)
-	case ended(ctx) != nil:
-		st := status.FromContextError(ended(ctx))
+	case ratefields.Ended(ctx) != nil:
+		st := status.FromContextError(ratefields.Ended(ctx))
 		return p.answer(ctx, fullMethod, st.Code(), st.Message(), err)
 	}
 	return p.answer(ctx, fullMethod, codes.Unavailable, msgUnavailable, err)
-}
-
-// ended is ctx.Err(), or context.DeadlineExceeded once ctx's deadline has
-// passed though ctx.Err() does not tell it yet: go-redis sets a
-// connection's deadline to the context's, so on a busy machine the limiter
-// fails with an i/o timeout before the context's timer has run. Such a
-// call ended with its deadline; the limiter is not unavailable.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
-
-// isBug: an error no retry and no recovery of Redis cures (httplimit's
-// isBug, which answers them 500). The limiter
-// refused its input (the limit and cost were checked before, so it and the
-// configuration disagree, e.g. WithMaxEvents), or the key's Redis value is
-// of another type (a key clash with another program).
-func isBug(err error) bool {
-	for _, e := range []error{slidelog.ErrInvalidLimit, slidelog.ErrInvalidN, slidelog.ErrEmptyKey,
-		slidelog.ErrLimitTooLarge, slidelog.ErrWrongType} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // answer is the status error of code with msg, for err, told to OnError.
