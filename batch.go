@@ -269,7 +269,8 @@ func (b *batcher) run(ctx context.Context, p pipeliner, calls []shared) ([]share
 	for i, c := range calls {
 		cmds[i] = decideScript.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
+	_, err := pipe.Exec(ctx) // errors are read per command below
+	settle(cmds, err)
 	var again []int
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
@@ -278,12 +279,32 @@ func (b *batcher) run(ctx context.Context, p pipeliner, calls []shared) ([]share
 	}
 	if len(again) > 0 {
 		pipe := p.Pipeline()
-		for _, i := range again {
+		retried := make([]*redis.Cmd, len(again))
+		for j, i := range again {
 			cmds[i] = decideScript.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+			retried[j] = cmds[i]
 		}
-		_, _ = pipe.Exec(ctx)
+		_, err := pipe.Exec(ctx)
+		settle(retried, err)
 	}
 	return calls, cmds
+}
+
+// settle gives each command that a pipeline left with neither a reply nor
+// an error the pipeline's error: go-redis leaves a pipeline's commands so
+// when the connection it was sent on had already failed (a *redis.Conn
+// whose earlier pipeline met READONLY, on a master that a failover
+// demoted), and only Exec's error tells why.
+func settle(cmds []*redis.Cmd, err error) {
+	for _, cmd := range cmds {
+		if cmd.Err() != nil || cmd.Val() != nil {
+			continue
+		}
+		if err == nil {
+			err = errors.New("redis: no reply")
+		}
+		cmd.SetErr(err)
+	}
 }
 
 // deliver hands each decision its reply, and returns the decisions of

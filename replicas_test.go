@@ -561,3 +561,30 @@ func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
 	}
 	waitFor(t, "the events taken back", func() bool { return events(t, r.master, prefix+"k") == 0 })
 }
+
+// A master demoted by a failover answers a batched pipeline READONLY; the
+// decisions of its shared calls are sent again, alone, on the same
+// connection, which go-redis has given up: that pipeline's commands come
+// back with neither a reply nor an error. Each caller must still learn
+// why (READONLY, an unavailability the policy answers for), not "script
+// replied <nil>". Here the limiter's client is a replica.
+func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
+	r := startReplicated(t)
+	l := New(r.replica, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithBatching(0))
+	for round := range 5 {
+		var wg sync.WaitGroup
+		for i := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), generous)
+				defer cancel()
+				res, err := l.Allow(ctx, "k"+strconv.Itoa(i%4), PerMinute(100))
+				if res.Allowed || err == nil || !strings.Contains(err.Error(), "READONLY") || !unavailable(err) {
+					t.Errorf("round %d: Allow on a replica: %+v, %v; want an unavailability naming READONLY", round, res, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
