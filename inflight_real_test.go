@@ -400,10 +400,12 @@ type stall struct {
 	lone, pipe     atomic.Bool
 	loneIn, pipeIn chan struct{}
 	loneGo, pipeGo chan struct{}
+	pipeDone       chan struct{} // closed when the held pipeline has answered
 }
 
 func newStall() *stall {
-	s := &stall{loneIn: make(chan struct{}), pipeIn: make(chan struct{}), loneGo: make(chan struct{}), pipeGo: make(chan struct{})}
+	s := &stall{loneIn: make(chan struct{}), pipeIn: make(chan struct{}), loneGo: make(chan struct{}), pipeGo: make(chan struct{}),
+		pipeDone: make(chan struct{})}
 	s.lone.Store(true)
 	s.pipe.Store(true)
 	return s
@@ -426,6 +428,7 @@ func (h *stall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 		if h.pipe.CompareAndSwap(true, false) {
 			h.pipeIn <- struct{}{}
 			<-h.pipeGo
+			defer close(h.pipeDone)
 		}
 		return next(ctx, cmds)
 	}
@@ -464,6 +467,9 @@ func TestAcquireLeftPipelineRealRedis(t *testing.T) {
 	if got.err != nil || !got.s.Allowed {
 		t.Fatalf("a: %+v %v", got.s.Result, got.err)
 	}
+	// b's pipeline has answered (b's event recorded): then only a's stays,
+	// once b's is taken back
+	<-h.pipeDone
 	eventually(t, rdb, prefix+"{"+prefix+"k}:inflight", 1) // a's
 	if c, err := l.Acquire(context.Background(), "k", lim); err != nil || !c.Allowed {
 		t.Errorf("the slot b's caller left is free: %+v %v", c.Result, err)
