@@ -73,11 +73,12 @@ local fmt = string.format
 
 -- A log's state between reading it and acting on it. With one limit it
 -- stays in these locals from the one to the other; with several, each
--- log's is kept in st (one table per call, a record of 8 fields per log)
--- while the others are read. (Lua closures over these locals would cost
--- more than the copies below: each call would make them anew.)
+-- log's is kept in st (one table per call that has such a decision, made
+-- by the first; a record of 8 fields per log) while the others are read.
+-- (Lua closures over these locals would cost more than the copies below:
+-- each call would make them anew.)
 local key, limit, window, count, gone, unknown, oldest, exps
-local st = {}
+local st
 
 -- Each log lives as long as its newest event (now) stays in the window,
 -- rounded up to a whole millisecond: PEXPIREAT, an absolute time, because a
@@ -186,7 +187,8 @@ while a < #ARGV do
         fits = false
       end
       if L > 1 then -- keep this log's state while the others are read
-      local b = 8 * i - 8
+        st = st or {}
+        local b = 8 * i - 8
         st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
         st[b + 5], st[b + 6], st[b + 7], st[b + 8] = gone, unknown, oldest, exps
       end
