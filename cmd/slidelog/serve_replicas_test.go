@@ -52,33 +52,41 @@ func TestServeReplicas(t *testing.T) {
 			t.Fatal("no replica online after a minute")
 		}
 	}
+	// The replica acknowledges writes (its first sync done) before traffic:
+	// then a busy machine only slows the acknowledgments the timeout bounds.
+	if n, err := rdb.Wait(ctx, 1, 10*time.Second).Result(); err != nil || n < 1 {
+		t.Fatalf("WAIT 1: %d, %v", n, err)
+	}
 	for _, c := range []struct {
 		replicas int
+		timeout  time.Duration
 		codes    string
 		events   int64
 	}{
-		{1, "200 200 429", 2},
-		{2, "503 503 503", 0},
+		{1, 5 * time.Second, "200 200 429", 2}, // a timeout no busy machine reaches
+		{2, 300 * time.Millisecond, "503 503 503", 0},
 	} {
 		prefix := "replicas" + string(rune('0'+c.replicas))
 		h, stop, err := serveHandler(serveConfig{key: "header:X-Tenant", policy: "closed", name: "x", instances: 1,
-			limit: slidelog.PerMinute(2), deadline: 2 * time.Second, replicas: c.replicas, replicasTimeout: 300 * time.Millisecond},
+			limit: slidelog.PerMinute(2), deadline: 10 * time.Second, replicas: c.replicas, replicasTimeout: c.timeout},
 			"redis://"+master, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var codes []string
+		admitted := int64(0)
 		for range 3 {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.Header.Set("X-Tenant", prefix)
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
 			codes = append(codes, strings.TrimSpace(strings.Fields(w.Result().Status)[0]))
-			if c.replicas == 1 && w.Code == 200 {
+			if w.Code == 200 {
 				// acknowledged: the replica holds every event answered admitted
+				admitted++
 				key := "slidelog:header:" + prefix
-				if n := rr.ZCard(ctx, key).Val(); n < int64(len(codes)) {
-					t.Errorf("--replicas 1: admitted %d, the replica holds %d events of %s", len(codes), n, key)
+				if n := rr.ZCard(ctx, key).Val(); n < admitted {
+					t.Errorf("--replicas %d: admitted %d, the replica holds %d events of %s", c.replicas, admitted, n, key)
 				}
 			}
 		}
