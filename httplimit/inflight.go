@@ -43,14 +43,23 @@ type InFlightOptions struct {
 	OnLeaseError func(r *http.Request, err error)
 }
 
+// MinLease is the shortest lease InFlight takes: it renews a running
+// request's lease every third of it, and a lease shorter than a few Redis
+// round trips would have its renewals follow one another without pause.
+const MinLease = 100 * time.Millisecond
+
 // Validate reports the configuration mistake InFlight would panic on, or
-// nil: Options' mistakes, and a Limiter that is not a slidelog.Acquirer.
+// nil: Options' mistakes, a Limiter that is not a slidelog.Acquirer, and a
+// Limit whose lease (Window) is shorter than MinLease.
 func (o InFlightOptions) Validate() error {
 	if err := o.Options.Validate(); err != nil {
 		return err
 	}
 	if _, ok := o.Limiter.(slidelog.Acquirer); !ok {
 		return fmt.Errorf("httplimit: Options.Limiter (%T) is not a slidelog.Acquirer: an in-flight limit needs AcquireN, which *slidelog.Limiter and *local.Limiter have", o.Limiter)
+	}
+	if o.Limit != (slidelog.Limit{}) && o.Limit.Window < MinLease {
+		return fmt.Errorf("httplimit: Options.Limit's lease (Window) %v is shorter than MinLease, %v: renewals every third of it would follow one another without pause", o.Limit.Window, MinLease)
 	}
 	return nil
 }
@@ -108,6 +117,10 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 			}
 			limit, cost, key, ok := o.request(w, r)
 			if !ok {
+				return
+			}
+			if limit.Window < MinLease {
+				o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.LimitFor returned a lease (Window) of %v, shorter than MinLease, %v: %w", limit.Window, MinLease, slidelog.ErrInvalidLimit))
 				return
 			}
 			start := now()

@@ -246,6 +246,7 @@ func TestInFlightErrors(t *testing.T) {
 		{"no key", httplimit.Options{Limiter: l, Limit: lim, Key: httplimit.Header("X-API-Key")}, 400, nil},
 		{"zero cost", httplimit.Options{Limiter: l, Limit: lim, Cost: func(*http.Request) int { return 0 }}, 500, slidelog.ErrInvalidN},
 		{"invalid LimitFor", httplimit.Options{Limiter: l, LimitFor: func(*http.Request) slidelog.Limit { return slidelog.InFlight(0, time.Second) }}, 500, slidelog.ErrInvalidLimit},
+		{"LimitFor's lease under MinLease", httplimit.Options{Limiter: l, LimitFor: func(*http.Request) slidelog.Limit { return slidelog.InFlight(2, time.Millisecond) }}, 500, slidelog.ErrInvalidLimit},
 		{"empty key", httplimit.Options{Limiter: l, Limit: lim, Key: func(*http.Request) (string, error) { return "", nil }}, 500, slidelog.ErrEmptyKey},
 		{"over WithMaxEvents", httplimit.Options{Limiter: l, Limit: slidelog.InFlight(11, time.Minute)}, 500, slidelog.ErrLimitTooLarge},
 		{"redis down", httplimit.Options{Limiter: down, Limit: lim}, 503, nil},
@@ -407,6 +408,7 @@ func TestInFlightRefusesMisconfiguration(t *testing.T) {
 		{"no limiter", httplimit.InFlightOptions{Options: httplimit.Options{Limit: slidelog.InFlight(1, time.Minute)}}, "Limiter"},
 		{"no limit", httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l}}, "Limit"},
 		{"invalid limit", httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l, Limit: slidelog.InFlight(-1, time.Minute)}}, "Options.Limit"},
+		{"lease under MinLease", httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, time.Millisecond)}}, "MinLease"},
 	} {
 		err := c.o.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -427,6 +429,9 @@ func TestInFlightRefusesMisconfiguration(t *testing.T) {
 	}
 	if err := (httplimit.InFlightOptions{Options: httplimit.Options{Limiter: local.New(), Limit: slidelog.InFlight(1, time.Minute)}}).Validate(); err != nil {
 		t.Errorf("local: %v", err)
+	}
+	if err := (httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, httplimit.MinLease)}}).Validate(); err != nil {
+		t.Errorf("a lease of MinLease: %v", err)
 	}
 }
 
