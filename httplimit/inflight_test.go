@@ -439,32 +439,13 @@ func TestInFlightRefusesMisconfiguration(t *testing.T) {
 // at once, never more than the limit's handlers running, every slot back
 // at the end.
 func TestInFlightRealRedis(t *testing.T) {
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
-	}
-	addr, stop, err := redisserver.Start()
-	if err != nil {
-		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", err)
-	}
-	t.Cleanup(stop)
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
-	t.Cleanup(func() { _ = rdb.Close() })
+	addr, rdb := realRedis(t)
 	const holders = 4
-	var running, most atomic.Int64
-	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		n := running.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(time.Millisecond)
-		running.Add(-1)
-		_, _ = w.Write([]byte("ok"))
-	})
+	handler, most := counting(time.Millisecond)
 	// Two instances of the service, each with its own limiter and server.
 	var urls []string
 	for range 2 {
-		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
-		t.Cleanup(func() { _ = client.Close() })
-		l := slidelog.New(client)
+		l := instance(t, addr)
 		srv := httptest.NewServer(httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
 			Limit: slidelog.InFlight(holders, time.Minute), Key: httplimit.Header("X-Tenant")}})(handler))
 		t.Cleanup(srv.Close)
@@ -705,32 +686,13 @@ func TestInFlightUnrenewable(t *testing.T) {
 // request is over, every slot is back: none is left held by nobody for its
 // lease.
 func TestInFlightClientsGoAwayRealRedis(t *testing.T) {
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
-	}
-	addr, stop, err := redisserver.Start()
-	if err != nil {
-		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", err)
-	}
-	t.Cleanup(stop)
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
-	t.Cleanup(func() { _ = rdb.Close() })
+	addr, rdb := realRedis(t)
 	const holders = 4
-	var running, most atomic.Int64
 	var inside sync.WaitGroup
-	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		n := running.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(100 * time.Microsecond)
-		running.Add(-1)
-		_, _ = w.Write([]byte("ok"))
-	})
+	handler, most := counting(100 * time.Microsecond)
 	var servers []*httptest.Server
 	for range 2 {
-		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
-		t.Cleanup(func() { _ = client.Close() })
-		l := slidelog.New(client)
+		l := instance(t, addr)
 		mw := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
 			Limit: slidelog.InFlight(holders, time.Minute), Key: httplimit.Header("X-Tenant")}})
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -789,4 +751,44 @@ func TestInFlightClientsGoAwayRealRedis(t *testing.T) {
 		}
 	}
 	t.Errorf("every request is over, and %d slots are held by nobody", n)
+}
+
+// realRedis starts a real redis-server for the test, and a client of it.
+func realRedis(t *testing.T) (string, *redis.Client) {
+	t.Helper()
+	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
+		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
+	}
+	addr, stop, err := redisserver.Start()
+	if err != nil {
+		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", err)
+	}
+	t.Cleanup(stop)
+	return addr, instanceClient(t, addr)
+}
+
+// instance is one instance of a service: a limiter of its own on the
+// Redis at addr.
+func instance(t *testing.T, addr string) *slidelog.Limiter {
+	return slidelog.New(instanceClient(t, addr))
+}
+
+func instanceClient(t *testing.T, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// counting is a handler that takes d, and the most of its calls that ran
+// at once.
+func counting(d time.Duration) (http.Handler, *atomic.Int64) {
+	var running, most atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(d)
+		running.Add(-1)
+		_, _ = w.Write([]byte("ok"))
+	}), &most
 }
