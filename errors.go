@@ -64,10 +64,10 @@ func ended(ctx context.Context) error {
 // the error also matches its error (see ended): go-redis reports a
 // deadline that cut a read short as an i/o timeout.
 func wrap(ctx context.Context, op string, err error) error {
-	done := ended(ctx)
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
+	}
+	switch done := ended(ctx); {
 	case done != nil && !errors.Is(err, done):
 		return fmt.Errorf("slidelog: %s: %w: %w", op, done, err)
 	case strings.Contains(err.Error(), "WRONGTYPE"):
