@@ -50,7 +50,12 @@
 -- integers below 2^53; the scores go back as Redis printed them (below
 -- 2^53 every digit). No number is turned into a string with tostring or
 -- '..' but counts (Redis' Lua prints 14 significant digits there). A
--- single decision returns its reply as it is, with no table.
+-- single decision returns its reply as it is, with no table. Every Lua
+-- operation on the path of a lone decision counts (tens of instructions
+-- each, measured): the globals it reads on every decision are read once
+-- into locals, a reply is made by one concatenation (each one makes and
+-- interns a string), and a multiple assignment to locals declared before
+-- it is written as single ones (it copies through temporaries).
 --
 -- Redis replicates a script's effects (not the script) by default since 5.0,
 -- so a write after TIME needs no redis.replicate_commands() on the servers
@@ -62,14 +67,14 @@
 
 -- Redis' own clock is the only clock: instances whose clocks drift still
 -- share one timeline.
-local time = redis.call('TIME')
+local call, tonumber, KEYS, ARGV = redis.call, tonumber, KEYS, ARGV
+local time = call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local us = time[2] -- now as a string: seconds, zero-padded microseconds
 if #us < 6 then
   us = string.rep('0', 6 - #us) .. us
 end
 local nows = time[1] .. us
-local fmt = string.format
 
 -- A log's state between reading it and acting on it. With one limit it
 -- stays in these locals from the one to the other; with several, each
@@ -103,7 +108,8 @@ local out -- the replies of a batch
 local seen
 local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
 local d = 0
-while a < #ARGV do
+local nargs = #ARGV
+while a < nargs do
   d = d + 1
   -- n is almost always 1 and L too, and comparing interned strings costs
   -- nothing
@@ -126,7 +132,7 @@ while a < #ARGV do
     first = string.sub(first, 1, 8)
   end
   local peek = first == ''
-  local last = a + 2 + 2 * L == #ARGV -- the call's last decision
+  local upto = a + 2 + 2 * L -- its last argument; the call's last decision's is nargs
 
   local reply -- the decision's answer
   local hit = seen and not resent and L == 1 and seen[KEYS[k + 1]]
@@ -140,7 +146,7 @@ while a < #ARGV do
     local at, retried = nows, false -- the decision's time
     if resent then
       for i = 1, L do
-        local recorded = redis.call('ZSCORE', KEYS[k + i], first)
+        local recorded = call('ZSCORE', KEYS[k + i], first)
         if recorded then
           at, retried = recorded, true
           break
@@ -165,25 +171,31 @@ while a < #ARGV do
     local fits = true
     for i = 1, L do
       key = KEYS[k + i]
-      limit, window = tonumber(ARGV[a + 1 + 2 * i]), tonumber(ARGV[a + 2 + 2 * i])
-      local card = redis.call('ZCARD', key)
-      gone, unknown, oldest, exps = 0, false, false, false
+      local c = a + 2 * i
+      limit = tonumber(ARGV[c + 1])
+      window = tonumber(ARGV[c + 2])
+      local card = call('ZCARD', key)
+      -- (one assignment each: a multiple assignment costs a copy more each)
+      gone = 0
+      unknown = false
+      oldest = false
+      exps = false
       if card + n > limit then
-        oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
+        oldest = call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
         if tonumber(oldest) <= now - window then
-          exps = fmt('%d', now - window)
-          gone = redis.call('ZCOUNT', key, '-inf', exps)
+          exps = string.format('%d', now - window)
+          gone = call('ZCOUNT', key, '-inf', exps)
         end
       elseif card > 0 then
-        exps = fmt('%d', now - window)
+        exps = string.format('%d', now - window)
         if peek then
-          gone = redis.call('ZCOUNT', key, '-inf', exps)
+          gone = call('ZCOUNT', key, '-inf', exps)
         else
           unknown = true
         end
       end
       count = card - gone
-      if count + n > limit then
+      if count + n > limit and not retried then
         fits = false
       end
       if L > 1 then -- keep this log's state while the others are read
@@ -194,15 +206,13 @@ while a < #ARGV do
       end
     end
 
-    fits = fits or retried
-    local named -- the index's windows (AllowAll)
-    if fits and not peek and not retried and indexed then
-      -- read before the first write, so that a key of another type there
-      -- (WRONGTYPE) stops the script with nothing written
-      named = redis.call('ZRANGE', KEYS[k + L + 1], '0', '-1')
-    end
-
     if fits and not peek and not retried then
+      local named -- the index's windows (AllowAll)
+      if indexed then
+        -- read before the first write, so that a key of another type there
+        -- (WRONGTYPE) stops the script with nothing written
+        named = call('ZRANGE', KEYS[k + L + 1], '0', '-1')
+      end
       -- 3. Admit: record n events at now in every log. NX keeps an event that
       --    is already there untouched, so a retried call (same ids) records
       --    nothing twice.
@@ -221,7 +231,6 @@ while a < #ARGV do
         end
       end
       local fresh = true
-      reply = '1 ' .. at
       for i = 1, L do
         if L > 1 then
           local b = 8 * i - 8
@@ -230,7 +239,7 @@ while a < #ARGV do
         end
         local added = 0
         if n == 1 then
-          added = redis.call('ZADD', key, 'NX', nows, first)
+          added = call('ZADD', key, 'NX', nows, first)
         else
           -- unpack has a stack limit: at most 1000 events per ZADD
           for j = 1, n, 1000 do
@@ -239,7 +248,7 @@ while a < #ARGV do
               args[#args + 1] = nows
               args[#args + 1] = ids[e]
             end
-            added = added + redis.call('ZADD', key, unpack(args))
+            added = added + call('ZADD', key, unpack(args))
           end
         end
         fresh = fresh and added == n
@@ -248,20 +257,24 @@ while a < #ARGV do
         end
         -- Forget the expired events: a log never holds more than its window's.
         if unknown then
-          gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', exps)
+          gone = call('ZREMRANGEBYSCORE', key, '-inf', exps)
           count, unknown = count - gone, false
         elseif gone > 0 then
-          redis.call('ZREMRANGEBYSCORE', key, '-inf', exps)
+          call('ZREMRANGEBYSCORE', key, '-inf', exps)
         end
         count = count + added
-        local ms = fmt('%d', math.ceil((now + window) / 1000))
-        if last then
-          redis.call('PEXPIREAT', key, ms)
+        local ms = string.format('%d', math.ceil((now + window) / 1000))
+        if upto == nargs then
+          call('PEXPIREAT', key, ms)
         else
           later = later or {}
           later[#later + 1], later[#later + 2] = key, ms
         end
-        reply = reply .. ' ' .. count .. ' 0 ' .. nows
+        if i == 1 then -- (one concatenation makes one string)
+          reply = '1 ' .. at .. ' ' .. count .. ' 0 ' .. nows
+        else
+          reply = reply .. ' ' .. count .. ' 0 ' .. nows
+        end
         if L > 1 then
           local b = 8 * i - 8
           st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
@@ -291,14 +304,14 @@ while a < #ARGV do
           longest = math.max(longest, tonumber(w))
         end
         if #missing > 0 then
-          redis.call('ZADD', index, unpack(missing))
+          call('ZADD', index, unpack(missing))
           if seen then
             seen[index] = nil
           end
         end
-        local ms = fmt('%d', math.ceil((now + longest) / 1000))
-        if last then
-          redis.call('PEXPIREAT', index, ms)
+        local ms = string.format('%d', math.ceil((now + longest) / 1000))
+        if upto == nargs then
+          call('PEXPIREAT', index, ms)
         else
           later = later or {}
           later[#later + 1], later[#later + 2] = index, ms
@@ -315,8 +328,6 @@ while a < #ARGV do
       -- Peek, a retry, or 4. Deny: write nothing (expired events wait for the
       -- next admission or the key's expiry), leave the expiries alone. Each
       -- log's count must be exact now.
-      reply = fits and '1 ' or '0 '
-      reply = reply .. at
       for i = 1, L do
         if L > 1 then
           local b = 8 * i - 8
@@ -324,7 +335,7 @@ while a < #ARGV do
           gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
         end
         if unknown then
-          gone = redis.call('ZCOUNT', key, '-inf', exps)
+          gone = call('ZCOUNT', key, '-inf', exps)
           count = count - gone
         end
         local kth = '0'
@@ -334,13 +345,17 @@ while a < #ARGV do
           -- event has expired; the live events follow the expired ones.
           kth = oldest
           if gone > 0 or short > 1 or not kth then
-            local j = fmt('%d', gone + short - 1)
-            kth = redis.call('ZRANGE', key, j, j, 'WITHSCORES')[2]
+            local j = string.format('%d', gone + short - 1)
+            kth = call('ZRANGE', key, j, j, 'WITHSCORES')[2]
           end
         end
-        local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
-        reply = reply .. ' ' .. count .. ' ' .. kth .. ' ' .. newest
-        if L == 1 and not fits and not last then
+        local newest = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
+        if i == 1 then
+          reply = (fits and '1 ' or '0 ') .. at .. ' ' .. count .. ' ' .. kth .. ' ' .. newest
+        else
+          reply = reply .. ' ' .. count .. ' ' .. kth .. ' ' .. newest
+        end
+        if upto < nargs and not fits and L == 1 then
           -- a denial is never a retry's: its time is the call's
           seen = seen or {}
           seen[key] = {ARGV[a + 3], ARGV[a + 4], n, reply}
@@ -349,17 +364,17 @@ while a < #ARGV do
     end
   end
 
-  k = k + L + (indexed and 1 or 0)
-  a = a + 2 + 2 * L
-  if d == 1 and a == #ARGV then
+  if d == 1 and upto == nargs then
     return reply -- a single decision
   end
   out = out or {}
   out[d] = reply
+  k = k + L + (indexed and 1 or 0)
+  a = upto
 end
 if later then
   for i = 1, #later, 2 do
-    redis.call('PEXPIREAT', later[i], later[i + 1])
+    call('PEXPIREAT', later[i], later[i + 1])
   end
 end
 return out

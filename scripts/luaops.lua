@@ -1,0 +1,146 @@
+-- Counts the Lua operations decide.lua executes for one call, by running it
+-- in a Lua 5.1 interpreter (the language of Redis' scripts) with a count
+-- hook, against a small in-memory stand-in for the Redis commands it uses.
+-- Callgrind on redis-server counts a call's instructions but cannot say
+-- which lines of a script they went to; this does, line by line:
+--
+--   lua5.1 scripts/luaops.lua decide.lua CASE [lines]
+--
+-- CASE is one call: deny (a full log, one decision), admit (an empty log),
+-- admit-live (a log with a live event), peek (a log with room), allowall
+-- (two limits, empty logs) or batch (16 denials on one full log). It prints
+-- the operations, the commands called and the reply; with "lines", the
+-- operations per line of the script. A script that answers wrongly here
+-- answers wrongly in Redis too, but this is no test of the script (the
+-- stand-in knows only what the cases need): the Go tests are.
+local file, case, lines = arg[1], arg[2], arg[3] == 'lines'
+local now_s, now_us = '1764527041', '023456'
+local now = tonumber(now_s) * 1000000 + tonumber(now_us)
+local W = '3600000000' -- an hour: no event of these cases expires
+
+local db = {} -- key -> sorted list of {score, member}
+local function zset(key)
+  db[key] = db[key] or {}
+  return db[key]
+end
+local function fill(key, count)
+  local z = zset(key)
+  for i = 1, count do
+    z[#z + 1] = {now - 1000 + i, string.format('f%07d', i)}
+  end
+end
+local called = {}
+redis = {call = function(cmd, key, ...)
+  called[cmd] = (called[cmd] or 0) + 1
+  local a = {...}
+  if cmd == 'TIME' then
+    return {now_s, tostring(tonumber(now_us))}
+  end
+  local z = zset(key)
+  if cmd == 'ZCARD' then
+    return #z
+  elseif cmd == 'ZRANGE' then
+    local from, to = tonumber(a[1]), tonumber(a[2])
+    if from < 0 then from = #z + from end
+    if to < 0 then to = #z + to end
+    local r = {}
+    for i = from + 1, math.min(to + 1, #z) do
+      r[#r + 1] = z[i][2]
+      if a[3] then
+        r[#r + 1] = string.format('%d', z[i][1])
+      end
+    end
+    return r
+  elseif cmd == 'ZCOUNT' or cmd == 'ZREMRANGEBYSCORE' then
+    local max, kept, gone = tonumber(a[2]), {}, 0
+    for _, e in ipairs(z) do
+      if e[1] <= max then gone = gone + 1 else kept[#kept + 1] = e end
+    end
+    if cmd == 'ZREMRANGEBYSCORE' then db[key] = kept end
+    return gone
+  elseif cmd == 'ZADD' then
+    local added = 0
+    for i = 2, #a, 2 do
+      local there = false
+      for _, e in ipairs(z) do
+        there = there or e[2] == a[i + 1]
+      end
+      if not there then
+        z[#z + 1] = {tonumber(a[i]), a[i + 1]}
+        added = added + 1
+      end
+    end
+    table.sort(z, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
+    return added
+  elseif cmd == 'PEXPIREAT' then
+    return 1
+  elseif cmd == 'ZSCORE' then
+    for _, e in ipairs(z) do
+      if e[2] == a[1] then return string.format('%d', e[1]) end
+    end
+    return false
+  end
+  error('the stand-in has no ' .. cmd)
+end}
+
+if case == 'deny' then
+  fill('hot', 100)
+  KEYS, ARGV = {'hot'}, {'1', 'd0000001', '100', W}
+elseif case == 'admit' then
+  KEYS, ARGV = {'k'}, {'1', 'a0000001', '100', W}
+elseif case == 'admit-live' then
+  fill('k', 1)
+  KEYS, ARGV = {'k'}, {'1', 'a0000001', '100', W}
+elseif case == 'peek' then
+  fill('k', 10)
+  KEYS, ARGV = {'k'}, {'1', '', '100', W}
+elseif case == 'allowall' then
+  KEYS, ARGV = {'k:1', 'k:2', 'k:i'}, {'*2', '1', 'a0000001', '100', '1000000', '1000', W}
+elseif case == 'batch' then
+  fill('hot', 100)
+  KEYS, ARGV = {}, {}
+  for i = 1, 16 do
+    KEYS[i] = 'hot'
+    for _, v in ipairs({'1', string.format('d%07d', i), '100', W}) do
+      ARGV[#ARGV + 1] = v
+    end
+  end
+else
+  error('usage: lua5.1 scripts/luaops.lua decide.lua deny|admit|admit-live|peek|allowall|batch [lines]')
+end
+
+local chunk = assert(loadfile(file))
+local source = '@' .. file
+local ops, perline = 0, {}
+debug.sethook(function()
+  local info = debug.getinfo(2, 'Sl')
+  if info.source == source then
+    ops = ops + 1
+    perline[info.currentline] = (perline[info.currentline] or 0) + 1
+  end
+end, '', 1)
+local reply = chunk()
+debug.sethook()
+
+local cmds = {}
+for c, n in pairs(called) do
+  cmds[#cmds + 1] = c .. ' ' .. n
+end
+table.sort(cmds)
+if type(reply) == 'table' then
+  reply = table.concat(reply, ' | ')
+end
+print(string.format('%s, %s: %d Lua operations; commands: %s; reply: %s',
+  file, case, ops, table.concat(cmds, ', '), tostring(reply)))
+if lines then
+  local text, n = {}, 0
+  for l in io.lines(file) do
+    n = n + 1
+    text[n] = l
+  end
+  for l = 1, n do
+    if perline[l] then
+      print(string.format('%5d %4d  %s', l, perline[l], text[l]))
+    end
+  end
+end
