@@ -140,7 +140,32 @@ mkdir -p "$imp"
 cd "$imp"
 printf 'module example.com/importer\n\ngo 1.24\n' >go.mod
 before=$(goline "$imp")
-cat >main.go <<'GO'
+
+# importer MODULE WANT [LIST...]: go get MODULE at the release version into
+# the importer, whose new source file is on standard input; tidy, vet, build
+# and run it. Its go.mod must then read WANT (go and toolchain lines), and
+# go list -m shows MODULE and LIST.
+step=0
+importer() {
+  local m=$1 want=$2
+  shift 2
+  step=$((step + 1))
+  echo "--- importer (go.mod: $(goline "$imp")) on $("$gobin" env GOVERSION): go get $m@$version"
+  "$gobin" get "$m@$version"
+  cat >"step$step.go"
+  "$gobin" mod tidy
+  "$gobin" vet ./...
+  "$gobin" build -o "$work/bin/importer" .
+  "$work/bin/importer"
+  local after
+  after=$(goline "$imp")
+  [ "$after" = "$want" ] ||
+    fail "$m at $version changed the importer's go.mod from '$before' to '$after', not to '$want'"
+  echo "importer go.mod: $after"
+  "$gobin" list -m "$m" "$@"
+}
+
+importer "$root" "$before" github.com/redis/go-redis/v9 <<'GO'
 // An importer of the library: a service on Go 1.24.
 package main
 
@@ -166,20 +191,8 @@ func main() {
 	fmt.Println("importer: slidelog, httplimit and local linked;", slidelog.PerSecond(10).Events, "events a second")
 }
 GO
-echo "--- importer (go.mod: go 1.24) on $("$gobin" env GOVERSION): go get $root@$version"
-"$gobin" get "$root@$version"
-"$gobin" mod tidy
-"$gobin" vet ./...
-"$gobin" build -o "$work/bin/importer" .
-"$work/bin/importer"
-after=$(goline "$imp")
-[ "$after" = "$before" ] || fail "importing $root@$version changed the importer's go.mod from '$before' to '$after'"
-echo "importer go.mod still: $after"
-"$gobin" list -m "$root" github.com/redis/go-redis/v9
 
-echo "--- importer: go get $root/contrib/prometheus@$version"
-"$gobin" get "$root/contrib/prometheus@$version"
-cat >prom.go <<'GO'
+importer "$root/contrib/prometheus" "$before" github.com/prometheus/client_golang <<'GO'
 package main
 
 import (
@@ -197,18 +210,8 @@ func init() {
 	_ = slidelog.WithHook(hook)
 }
 GO
-"$gobin" mod tidy
-"$gobin" vet ./...
-"$gobin" build -o "$work/bin/importer" .
-"$work/bin/importer"
-after=$(goline "$imp")
-[ "$after" = "$before" ] || fail "the Prometheus adapter at $version changed the importer's go.mod from '$before' to '$after'"
-echo "importer go.mod still: $after"
-"$gobin" list -m "$root/contrib/prometheus" github.com/prometheus/client_golang
 
-echo "--- importer: go get $root/contrib/otel@$version"
-"$gobin" get "$root/contrib/otel@$version"
-cat >otel.go <<'GO'
+importer "$root/contrib/otel" "$before" go.opentelemetry.io/otel/metric <<'GO'
 package main
 
 import (
@@ -224,21 +227,12 @@ func init() {
 	_ = slidelog.WithHook(hook)
 }
 GO
-"$gobin" mod tidy
-"$gobin" vet ./...
-"$gobin" build -o "$work/bin/importer" .
-"$work/bin/importer"
-after=$(goline "$imp")
-[ "$after" = "$before" ] || fail "the OpenTelemetry adapter at $version changed the importer's go.mod from '$before' to '$after'"
-echo "importer go.mod still: $after"
-"$gobin" list -m "$root/contrib/otel" go.opentelemetry.io/otel/metric
 
 # The gRPC middleware last: it raises the importer's go line, as every gRPC
 # release with the fix for GO-2026-4762 (v1.79.3) does ("go 1.24.0", the
-# same language and the same oldest Go), and nothing else may.
-echo "--- importer: go get $root/contrib/grpclimit@$version"
-"$gobin" get "$root/contrib/grpclimit@$version"
-cat >grpc.go <<'GO'
+# same language and the same oldest Go, with no toolchain line), and nothing
+# else may.
+importer "$root/contrib/grpclimit" "go 1.24.0 " google.golang.org/grpc <<'GO'
 package main
 
 import (
@@ -259,15 +253,6 @@ func init() {
 	_ = grpclimit.UnaryClientInterceptor(grpclimit.ClientOptions{Waiter: local.New(), Limit: slidelog.PerSecond(10), Key: "partner"})
 }
 GO
-"$gobin" mod tidy
-"$gobin" vet ./...
-"$gobin" build -o "$work/bin/importer" .
-"$work/bin/importer"
-after=$(goline "$imp")
-[ "$after" = "go 1.24.0 " ] ||
-  fail "the gRPC middleware at $version changed the importer's go.mod from '$before' to '$after', not to 'go 1.24.0 ' (no toolchain line)"
-echo "importer go.mod now: $after(gRPC v1.79.3 and later say go 1.24.0), built on $("$gobin" env GOVERSION)"
-"$gobin" list -m "$root/contrib/grpclimit" google.golang.org/grpc
 
 echo "--- go install $root/cmd/slidelog@$version"
 cd "$work"
