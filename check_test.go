@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,29 +13,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // The tests of Check run real redis-servers, each started with the
 // configuration it tests.
-
-// startServer starts a redis-server with args (after the package's
-// defaults: no persistence) in a directory of its own.
-func startServer(t *testing.T, args ...string) string {
-	t.Helper()
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
-	}
-	addr, stop, err := redisserver.StartWith(append([]string{"--loglevel", "warning"}, args...)...)
-	if err != nil {
-		t.Fatalf("real redis-server: %v", err)
-	}
-	t.Cleanup(stop)
-	return addr
-}
-
-// safeArgs is a server that keeps events safely.
-var safeArgs = []string{"--maxmemory-policy", "noeviction", "--appendonly", "yes", "--appendfsync", "always"}
 
 func runCheck(t *testing.T, rdb redis.Scripter) Report {
 	t.Helper()
@@ -94,7 +75,7 @@ func client(t *testing.T, addr string, user ...string) *redis.Client {
 // A safe server passes, with a finding for every check and no warning;
 // the check writes no key.
 func TestCheckSafeServer(t *testing.T) {
-	addr := startServer(t, safeArgs...)
+	addr := redistest.Start(t, redistest.Safe()...)
 	rdb := client(t, addr)
 	r := runCheck(t, rdb)
 	if !r.OK() {
@@ -141,7 +122,7 @@ func TestCheckEvictingPolicies(t *testing.T) {
 		{[]string{"--maxmemory-policy", "volatile-ttl", "--maxmemory", "100mb"}, "set maxmemory-policy noeviction"},
 	} {
 		t.Run(c.args[1], func(t *testing.T) {
-			r := runCheck(t, client(t, startServer(t, append(safeArgs, c.args...)...)))
+			r := runCheck(t, client(t, redistest.Start(t, append(redistest.Safe(), c.args...)...)))
 			if r.OK() || len(r.Problems()) != 1 {
 				t.Errorf("OK %v with problems %v, want 1 problem", r.OK(), r.Problems())
 			}
@@ -149,7 +130,7 @@ func TestCheckEvictingPolicies(t *testing.T) {
 		})
 	}
 	// The other policies, set on a running server.
-	rdb := client(t, startServer(t, safeArgs...))
+	rdb := client(t, redistest.Start(t, redistest.Safe()...))
 	for _, p := range []string{"allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-random"} {
 		if err := rdb.ConfigSet(ctx, "maxmemory-policy", p).Err(); err != nil {
 			t.Fatal(err)
@@ -166,7 +147,7 @@ func TestCheckEvictingPolicies(t *testing.T) {
 // never a problem.
 func TestCheckPersistence(t *testing.T) {
 	ctx := context.Background()
-	rdb := client(t, startServer(t, "--save", ""))
+	rdb := client(t, redistest.Start(t, "--save", ""))
 	for _, c := range []struct {
 		set  []string // CONFIG SET pairs
 		sev  Severity
@@ -196,7 +177,7 @@ func TestCheckPersistence(t *testing.T) {
 // from INFO); what slidelog needs and may not run is a problem.
 func TestCheckACL(t *testing.T) {
 	ctx := context.Background()
-	addr := startServer(t, safeArgs...)
+	addr := redistest.Start(t, redistest.Safe()...)
 	admin := client(t, addr)
 	for user, rules := range map[string][]string{
 		"managed": {"~slidelog:*", "+@all", "-config", "-acl"},
@@ -282,9 +263,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // The replicas connected to a master are counted; a replica fails the
 // check.
 func TestCheckReplication(t *testing.T) {
-	master := startServer(t, safeArgs...)
+	master := redistest.Start(t, redistest.Safe()...)
 	host, port, _ := net.SplitHostPort(master)
-	replica := startServer(t, append(safeArgs, "--replicaof", host, port)...)
+	replica := redistest.Start(t, append(redistest.Safe(), "--replicaof", host, port)...)
 	m := client(t, master)
 	waitFor(t, "the replica's link", func() bool {
 		return infoField(m, "connected_slaves") == "1"
@@ -301,7 +282,7 @@ func TestCheckReplication(t *testing.T) {
 // client is a problem.
 func TestCheckCluster(t *testing.T) {
 	ctx := context.Background()
-	addr := startServer(t, append(safeArgs, "--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1")...)
+	addr := redistest.Start(t, append(redistest.Safe(), "--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1")...)
 	plain := client(t, addr)
 	r := runCheck(t, plain)
 	if len(r.Problems()) != 2 {
@@ -333,8 +314,8 @@ func TestCheckCluster(t *testing.T) {
 
 // A Ring is checked shard by shard, in the order of the addresses.
 func TestCheckRing(t *testing.T) {
-	safe := startServer(t, safeArgs...)
-	evicting := startServer(t, append(safeArgs, "--maxmemory-policy", "allkeys-lru")...)
+	safe := redistest.Start(t, redistest.Safe()...)
+	evicting := redistest.Start(t, append(redistest.Safe(), "--maxmemory-policy", "allkeys-lru")...)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": safe, "b": evicting}, MaxRetries: -1})
 	defer func() { _ = ring.Close() }()
 	r := runCheck(t, ring)
@@ -408,15 +389,8 @@ func TestCheckFindingText(t *testing.T) {
 // A Sentinel failover client is checked on its master, named by its
 // address; a client of the Sentinel itself is a problem.
 func TestCheckSentinel(t *testing.T) {
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
-	}
-	master := startServer(t, safeArgs...)
-	sentinel, stop, err := redisserver.StartSentinel("main", master)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	master := redistest.Start(t, redistest.Safe()...)
+	sentinel := redistest.Sentinel(t, "main", master)
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "main", SentinelAddrs: []string{sentinel}, MaxRetries: -1})
 	defer func() { _ = fc.Close() }()
 	r := runCheck(t, fc)
@@ -490,7 +464,7 @@ var asValkey8 = serverAnswers(func(cmd redis.Cmder) {
 // Valkey 8 names its mode server_mode (not redis_mode): the server finding
 // says it, and a Valkey Sentinel is told for what it is.
 func TestCheckValkeyMode(t *testing.T) {
-	rdb := client(t, startServer(t, safeArgs...))
+	rdb := client(t, redistest.Start(t, redistest.Safe()...))
 	rdb.AddHook(asValkey8)
 	if !strings.Contains(rdb.Info(context.Background()).Val(), "server_mode:standalone") {
 		t.Fatal("INFO not rewritten")
@@ -501,11 +475,7 @@ func TestCheckValkeyMode(t *testing.T) {
 	}
 	one(t, r, "server", SeverityInfo, "Valkey 8.1.1 (standalone)")
 
-	sentinel, stop, err := redisserver.StartSentinel("main", startServer(t, safeArgs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	sentinel := redistest.Sentinel(t, "main", redistest.Start(t, redistest.Safe()...))
 	s := client(t, sentinel)
 	s.AddHook(asValkey8)
 	r = runCheck(t, s)
@@ -518,12 +488,8 @@ func TestCheckValkeyMode(t *testing.T) {
 // Redis 6.0 has no CLIENT INFO: a failover client's findings still name
 // its master, by the address its dialer connects to.
 func TestCheckSentinelBeforeClientInfo(t *testing.T) {
-	master := startServer(t, safeArgs...)
-	sentinel, stop, err := redisserver.StartSentinel("main", master)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	master := redistest.Start(t, redistest.Safe()...)
+	sentinel := redistest.Sentinel(t, "main", master)
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "main", SentinelAddrs: []string{sentinel}, MaxRetries: -1})
 	defer func() { _ = fc.Close() }()
 	asked := false
@@ -558,7 +524,7 @@ func TestCheckLuaReplicateCommands(t *testing.T) {
 		{"", SeverityInfo, "EVALSHA, NOSCRIPT then EVAL, and TIME in a script work"},
 	} {
 		t.Run(c.setting, func(t *testing.T) {
-			rdb := client(t, startServer(t, safeArgs...))
+			rdb := client(t, redistest.Start(t, redistest.Safe()...))
 			rdb.AddHook(serverAnswers(func(cmd redis.Cmder) {
 				switch {
 				case isCmd(cmd, "info") && cmd.Err() == nil:
@@ -585,9 +551,9 @@ func TestCheckLuaReplicateCommands(t *testing.T) {
 // WithReplicas counts only the replicas online. The master delays the
 // replica's sync (repl-diskless-sync-delay) for the length of the test.
 func TestCheckReplicaSyncing(t *testing.T) {
-	master := startServer(t, append(safeArgs, "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "60")...)
+	master := redistest.Start(t, append(redistest.Safe(), "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "60")...)
 	host, port, _ := net.SplitHostPort(master)
-	startServer(t, append(safeArgs, "--replicaof", host, port)...)
+	redistest.Start(t, append(redistest.Safe(), "--replicaof", host, port)...)
 	m := client(t, master)
 	waitFor(t, "the replica's link", func() bool {
 		return infoField(m, "connected_slaves") == "1"

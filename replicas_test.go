@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // The tests of WithReplicas run a real master and a real replica of it,
@@ -29,16 +29,9 @@ type replicated struct {
 // replica is online.
 func startReplicated(t *testing.T) *replicated {
 	t.Helper()
-	master := startServer(t, "--repl-diskless-sync-delay", "0")
+	master := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	host, port, _ := net.SplitHostPort(master)
-	addr, pid, stop, err := redisserver.StartProcess("--loglevel", "warning", "--replicaof", host, port)
-	if err != nil {
-		t.Fatalf("real redis-server (replica): %v", err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
-		stop()
-	})
+	addr, pid := redistest.StartProcess(t, "--replicaof", host, port)
 	r := &replicated{master: client(t, master), replica: client(t, addr), pid: pid}
 	waitFor(t, "the replica online", func() bool {
 		return strings.Contains(infoField(r.master, "slave0"), "state=online") && infoField(r.replica, "master_link_status") == "up"
@@ -325,17 +318,10 @@ func TestReplicasMistakes(t *testing.T) {
 func startReplicatedCluster(t *testing.T) (r *replicated, masterAddr, replicaAddr string) {
 	t.Helper()
 	ctx := context.Background()
-	args := []string{"--loglevel", "warning", "--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1",
+	args := []string{"--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1",
 		"--cluster-node-timeout", "1000", "--repl-diskless-sync-delay", "0"}
-	masterAddr = startServer(t, args[2:]...)
-	replicaAddr, pid, stop, err := redisserver.StartProcess(args...)
-	if err != nil {
-		t.Fatalf("real redis-server (replica): %v", err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
-		stop()
-	})
+	masterAddr = redistest.Start(t, args...)
+	replicaAddr, pid := redistest.StartProcess(t, args...)
 	r = &replicated{master: client(t, masterAddr), replica: client(t, replicaAddr), pid: pid}
 	slots := []any{"CLUSTER", "ADDSLOTS"}
 	for i := range 16384 {

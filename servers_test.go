@@ -3,14 +3,13 @@ package slidelog
 import (
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // epoch is the server time at which miniredis tests start (an arbitrary
@@ -44,12 +43,7 @@ func (m *mini) now() time.Time { return m.clock }
 
 // The real redis-server shared by the tests of this package, started on a
 // free loopback port the first time a test asks for it.
-var real struct {
-	once sync.Once
-	stop func()
-	addr string
-	err  error
-}
+var real redistest.Shared
 
 // realRedis returns a client of a real redis-server. A missing redis-server
 // fails the test: the real-server tests are what catch the places where
@@ -57,14 +51,7 @@ var real struct {
 // SLIDELOG_SKIP_REAL_REDIS=1 to skip them on purpose.
 func realRedis(t testing.TB) *redis.Client {
 	t.Helper()
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
-	}
-	real.once.Do(func() { real.addr, real.stop, real.err = redisserver.Start() })
-	if real.err != nil {
-		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", real.err)
-	}
-	return newClient(t, real.addr)
+	return newClient(t, real.Addr(t))
 }
 
 func newClient(t testing.TB, addr string) *redis.Client {
@@ -75,9 +62,7 @@ func newClient(t testing.TB, addr string) *redis.Client {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if real.stop != nil {
-		real.stop()
-	}
+	real.Stop()
 	os.Exit(code)
 }
 

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/httplimit"
-	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"github.com/slidelog/slidelog/local"
 )
 
@@ -756,14 +755,7 @@ func TestInFlightClientsGoAwayRealRedis(t *testing.T) {
 // realRedis starts a real redis-server for the test, and a client of it.
 func realRedis(t *testing.T) (string, *redis.Client) {
 	t.Helper()
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
-	}
-	addr, stop, err := redisserver.Start()
-	if err != nil {
-		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", err)
-	}
-	t.Cleanup(stop)
+	addr := redistest.Start(t)
 	return addr, instanceClient(t, addr)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/conformance"
-	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"github.com/slidelog/slidelog/local"
 )
 
@@ -281,14 +280,7 @@ func TestAcquireSweep(t *testing.T) {
 // root package's servers_test.go for why a missing one fails.
 func realRedis(t *testing.T) *redis.Client {
 	t.Helper()
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
-	}
-	addr, stop, err := redisserver.Start()
-	if err != nil {
-		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", err)
-	}
-	t.Cleanup(stop)
+	addr := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb

@@ -7,18 +7,17 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // bench --instructions on a redis-server under callgrind: every variant gets
 // a count, and one PING costs Redis fewer instructions than one decision.
 func TestBenchInstructions(t *testing.T) {
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1")
-	}
+	redistest.Skip(t)
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"bench", "--instructions", "--calls", "400",
 		"--concurrency", "4", "--keys", "1", "--variants", "ping,slidelog"}, &out, &errOut)

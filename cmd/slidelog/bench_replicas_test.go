@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
 	"regexp"
 	"testing"
+
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // The replicas variant: bench starts a replica of its server, and every
@@ -14,9 +15,7 @@ import (
 // with the plain limiter; --instructions refuses the variant (its server
 // has no replica).
 func TestBenchReplicas(t *testing.T) {
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1")
-	}
+	redistest.Skip(t)
 	var out bytes.Buffer
 	code := run(context.Background(), []string{"bench", "--rounds", "1", "--duration", "200ms",
 		"--concurrency", "4", "--keys", "1000", "--variants", "slidelog,replicas"}, &out, io.Discard)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,25 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
-
-// startRedis starts a real redis-server with args, stopped when the test
-// ends.
-func startRedis(t *testing.T, args ...string) string {
-	t.Helper()
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
-	}
-	addr, stop, err := redisserver.StartWith(append([]string{"--loglevel", "warning"}, args...)...)
-	if err != nil {
-		t.Fatalf("real redis-server: %v", err)
-	}
-	t.Cleanup(stop)
-	return addr
-}
-
-var safeRedis = []string{"--maxmemory-policy", "noeviction", "--appendonly", "yes", "--appendfsync", "always"}
 
 // check runs slidelog check with args.
 func check(args ...string) (code int, stdout, stderr string) {
@@ -63,7 +45,7 @@ func lines(out, prefix string) []string {
 
 // A safe Redis: exit 0, a line per finding, none a problem or a warning.
 func TestCheckSafe(t *testing.T) {
-	addr := startRedis(t, safeRedis...)
+	addr := redistest.Start(t, redistest.Safe()...)
 	code, out, errs := check("--redis", addr)
 	if code != 0 || errs != "" {
 		t.Fatalf("exit %d, stderr %q\n%s", code, errs, out)
@@ -76,7 +58,7 @@ func TestCheckSafe(t *testing.T) {
 // An evicting Redis: exit 1, one line per problem on standard output,
 // warnings marked, the verdict in one line on standard error.
 func TestCheckEvicting(t *testing.T) {
-	addr := startRedis(t, "--maxmemory-policy", "volatile-ttl", "--maxmemory", "100mb")
+	addr := redistest.Start(t, "--maxmemory-policy", "volatile-ttl", "--maxmemory", "100mb")
 	t.Setenv("REDIS_URL", "redis://"+addr)
 	code, out, errs := check()
 	if code != 1 || errs != "slidelog check: 1 problem: this Redis may lose slidelog's events, or cannot run slidelog\n" {
@@ -97,8 +79,8 @@ func TestCheckJSON(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		code int
-	}{{safeRedis, 0}, {[]string{"--maxmemory-policy", "allkeys-lru"}, 1}} {
-		addr := startRedis(t, c.args...)
+	}{{redistest.Safe(), 0}, {[]string{"--maxmemory-policy", "allkeys-lru"}, 1}} {
+		addr := redistest.Start(t, c.args...)
 		code, out, _ := check("--json", "--redis", "redis://"+addr)
 		var raw struct {
 			OK       *bool
@@ -147,7 +129,7 @@ func TestCheckUsage(t *testing.T) {
 // A Cluster node: every master is checked through a Cluster client.
 func TestCheckClusterNode(t *testing.T) {
 	ctx := context.Background()
-	addr := startRedis(t, append(safeRedis, "--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1")...)
+	addr := redistest.Start(t, append(redistest.Safe(), "--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1")...)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer func() { _ = rdb.Close() }()
 	slots := []any{"CLUSTER", "ADDSLOTS"}
@@ -174,7 +156,7 @@ func TestServeChecksRedis(t *testing.T) {
 	cfg := serveConfig{key: "ip", policy: "closed", name: "x", ipHeader: "X-Forwarded-For",
 		limit: slidelog.PerMinute(5), instances: 1, deadline: time.Second}
 	var log syncBuffer
-	h, stop, err := serveHandler(cfg, "redis://"+startRedis(t, "--maxmemory-policy", "allkeys-lru"), &log)
+	h, stop, err := serveHandler(cfg, "redis://"+redistest.Start(t, "--maxmemory-policy", "allkeys-lru"), &log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,9 +204,9 @@ func TestCheckMiniredis(t *testing.T) {
 // bad value is one line, exit 2.
 func TestCheckReplicas(t *testing.T) {
 	ctx := context.Background()
-	master := startRedis(t, append(safeRedis, "--repl-diskless-sync-delay", "0")...)
+	master := redistest.Start(t, append(redistest.Safe(), "--repl-diskless-sync-delay", "0")...)
 	host, port, _ := strings.Cut(master, ":")
-	startRedis(t, append(safeRedis, "--replicaof", host, port)...)
+	redistest.Start(t, append(redistest.Safe(), "--replicaof", host, port)...)
 	rdb := redis.NewClient(&redis.Options{Addr: master})
 	defer func() { _ = rdb.Close() }()
 	for deadline := time.Now().Add(time.Minute); !strings.Contains(rdb.Info(ctx, "replication").Val(), "state=online"); time.Sleep(10 * time.Millisecond) {

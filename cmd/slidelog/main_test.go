@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 func TestDemoEmbedded(t *testing.T) {
@@ -186,9 +186,7 @@ func TestInspect(t *testing.T) {
 // The bench on a redis-server it starts itself: a short run of two
 // variants prints the table and the verdict lines.
 func TestBench(t *testing.T) {
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1")
-	}
+	redistest.Skip(t)
 	var out bytes.Buffer
 	code := run(context.Background(), []string{"bench", "--rounds", "2", "--duration", "100ms",
 		"--concurrency", "1,16", "--keys", "1,50", "--variants", "ping,reference,slidelog,denycache"}, &out, io.Discard)

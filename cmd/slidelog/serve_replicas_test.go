@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // --replicas and --replicas-timeout: a bad value, a timeout not below
@@ -40,9 +41,9 @@ func TestServeReplicasBadValues(t *testing.T) {
 // replica cannot acknowledge for two) and spends nothing of the limit.
 func TestServeReplicas(t *testing.T) {
 	ctx := context.Background()
-	master := startRedis(t, append(safeRedis, "--repl-diskless-sync-delay", "0")...)
+	master := redistest.Start(t, append(redistest.Safe(), "--repl-diskless-sync-delay", "0")...)
 	host, port, _ := strings.Cut(master, ":")
-	replica := startRedis(t, append(safeRedis, "--replicaof", host, port)...)
+	replica := redistest.Start(t, append(redistest.Safe(), "--replicaof", host, port)...)
 	rdb := redis.NewClient(&redis.Options{Addr: master})
 	defer func() { _ = rdb.Close() }()
 	rr := redis.NewClient(&redis.Options{Addr: replica})

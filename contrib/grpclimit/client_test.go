@@ -15,7 +15,7 @@ import (
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/contrib/grpclimit"
-	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"github.com/slidelog/slidelog/local"
 )
 
@@ -167,11 +167,7 @@ func TestClientContextEnds(t *testing.T) {
 }
 
 func TestClientFailures(t *testing.T) {
-	addr, stop, err := redisserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop()
+	addr := redistest.Gone(t)
 	down := slidelog.New(newClient(t, addr))
 	rdb := realRedis(t)
 	for _, tc := range []struct {

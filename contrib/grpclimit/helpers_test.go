@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // The health service's methods: Check and List are unary, Watch a server
@@ -49,26 +49,14 @@ func mini(t *testing.T) (*miniredis.Miniredis, *redis.Client) {
 
 // The real redis-server shared by the tests of this package, started on a
 // free loopback port the first time a test asks for it.
-var real struct {
-	once sync.Once
-	stop func()
-	addr string
-	err  error
-}
+var real redistest.Shared
 
 // realRedis returns a client of a real redis-server. A missing
 // redis-server fails the test; set SLIDELOG_SKIP_REAL_REDIS=1 to skip such
 // tests on purpose.
 func realRedis(t *testing.T) *redis.Client {
 	t.Helper()
-	if os.Getenv("SLIDELOG_SKIP_REAL_REDIS") == "1" {
-		t.Skip("SLIDELOG_SKIP_REAL_REDIS=1: real redis-server tests skipped on request")
-	}
-	real.once.Do(func() { real.addr, real.stop, real.err = redisserver.Start() })
-	if real.err != nil {
-		t.Fatalf("real redis-server: %v (install Debian's redis-server, or set SLIDELOG_SKIP_REAL_REDIS=1)", real.err)
-	}
-	return newClient(t, real.addr)
+	return newClient(t, real.Addr(t))
 }
 
 func newClient(t *testing.T, addr string) *redis.Client {
@@ -79,9 +67,7 @@ func newClient(t *testing.T, addr string) *redis.Client {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if real.stop != nil {
-		real.stop()
-	}
+	real.Stop()
 	os.Exit(code)
 }
 

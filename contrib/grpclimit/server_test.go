@@ -16,7 +16,7 @@ import (
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/contrib/grpclimit"
-	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"github.com/slidelog/slidelog/local"
 )
 
@@ -261,12 +261,7 @@ func TestKeyBudgets(t *testing.T) {
 // error, and an outer interceptor that finds the cause with errors.Is.
 func TestServerFailures(t *testing.T) {
 	rdb := realRedis(t)
-	downAddr, stop, err := redisserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop() // a Redis that was there and is gone: connection refused
-	down := newClient(t, downAddr)
+	down := newClient(t, redistest.Gone(t))
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
