@@ -17,8 +17,9 @@ import (
 )
 
 // The tests of Check run real redis-servers, each started with the
-// configuration it tests.
+// configuration it tests (internal/redistest).
 
+// runCheck runs a new Limiter's Check on rdb; an error fails the test.
 func runCheck(t *testing.T, rdb redis.Scripter) Report {
 	t.Helper()
 	r, err := New(rdb).Check(context.Background())
