@@ -1,0 +1,147 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A WAIT the server refuses (the user may not run it) is a mistake: an
+// error under every policy, not ErrNotReplicated; the admission's events
+// are taken back all the same.
+func TestReplicasWaitRefused(t *testing.T) {
+	r := startReplicated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := r.master.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limited := client(t, r.master.Options().Addr, "nowait", "pw")
+	prefix := uniqueKey(t) + ":"
+	for _, mode := range batchingModes {
+		l := New(limited, WithPrefix(prefix), WithReplicas(1, time.Second), WithPolicy(FailOpen), mode.opt)
+		res, err := l.Allow(ctx, mode.name, PerMinute(3))
+		if err == nil || errors.Is(err, ErrNotReplicated) || !strings.Contains(err.Error(), "NOPERM") || res.Allowed {
+			t.Errorf("%s: Allow with WAIT refused: %+v, %v; want the NOPERM error", mode.name, res, err)
+		}
+		if got := events(t, r.master, prefix+mode.name); got != 0 {
+			t.Errorf("%s: the master holds %d events of a refused admission", mode.name, got)
+		}
+	}
+}
+
+// When the caller's context ends while its admission waits for the
+// replicas (a deadline: go-redis interrupts a read at a deadline, not at a
+// cancel), the call fails with the context's error and the events are
+// taken back: unbatched at once, in the background; batched, once the
+// pipeline's WAIT has answered (here, when the replica resumes).
+func TestReplicasContextEndsDuringWait(t *testing.T) {
+	r := startReplicated(t)
+	prefix := uniqueKey(t) + ":"
+	keys := map[string]*Limiter{}
+	for _, mode := range batchingModes {
+		l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.opt)
+		for i := range 8 {
+			keys[mode.name+strconv.Itoa(i)] = l
+		}
+	}
+	// Warm up: the script loaded and the connections dialed while the
+	// replica acknowledges, so that the deadline below ends a WAIT, not a
+	// script's first run.
+	var wg sync.WaitGroup
+	for key, l := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), generous)
+			defer cancel()
+			if res, err := l.Allow(ctx, "warm:"+key, PerMinute(3)); err != nil || !res.Allowed {
+				t.Errorf("warm-up %s: %+v, %v", key, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	r.stop(t)
+	stopped := true
+	defer func() {
+		if stopped {
+			r.resume(t)
+		}
+	}()
+	for key, l := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			res, err := l.Allow(ctx, key, PerMinute(3))
+			if !errors.Is(err, context.DeadlineExceeded) || res.Allowed {
+				t.Errorf("%s: Allow past its deadline: %+v, %v; want context.DeadlineExceeded", key, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for key := range keys {
+		if strings.HasPrefix(key, "unbatched") {
+			waitFor(t, "the unbatched events taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
+		}
+	}
+	r.resume(t)
+	stopped = false
+	for key := range keys {
+		waitFor(t, "every event taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
+	}
+}
+
+// The WAIT's read ends at the caller's deadline before the context's timer
+// has run (a busy machine): the error still matches the deadline, and the
+// events are taken back in the background rather than with the spent
+// context.
+func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
+	r := startReplicated(t)
+	prefix := uniqueKey(t) + ":"
+	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithoutBatching())
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if res, err := l.Allow(ctx, "warm", PerHour(3)); err != nil || !res.Allowed {
+		t.Fatalf("warm-up: %+v, %v", res, err)
+	}
+	r.stop(t)
+	defer r.resume(t)
+	res, err := l.Allow(lateTimer(300*ms), "k", PerHour(3))
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotReplicated) || res.Allowed {
+		t.Errorf("Allow past its deadline: %+v, %v; want context.DeadlineExceeded and ErrNotReplicated", res, err)
+	}
+	waitFor(t, "the events taken back", func() bool { return events(t, r.master, prefix+"k") == 0 })
+}
+
+// A master demoted by a failover answers a batched pipeline READONLY; the
+// decisions of its shared calls are sent again, alone, on the same
+// connection, which go-redis has given up: that pipeline's commands come
+// back with neither a reply nor an error. Each caller must still learn
+// why (READONLY, an unavailability the policy answers for), not "script
+// replied <nil>". Here the limiter's client is a replica.
+func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
+	r := startReplicated(t)
+	l := New(r.replica, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithBatching(0))
+	for round := range 5 {
+		var wg sync.WaitGroup
+		for i := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), generous)
+				defer cancel()
+				res, err := l.Allow(ctx, "k"+strconv.Itoa(i%4), PerMinute(100))
+				if res.Allowed || err == nil || !strings.Contains(err.Error(), "READONLY") || !unavailable(err) {
+					t.Errorf("round %d: Allow on a replica: %+v, %v; want an unavailability naming READONLY", round, res, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
