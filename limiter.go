@@ -51,7 +51,8 @@ type Decider interface {
 	// AllowAll decides n events against several limits at once: every
 	// limit admits them, or none records anything.
 	AllowAll(ctx context.Context, key string, n int, limits ...Limit) (Result, error)
-	// Reset forgets every event of key.
+	// Reset forgets every event of key (its rate logs; not the slots its
+	// in-flight leases hold).
 	Reset(ctx context.Context, key string) error
 }
 
@@ -60,16 +61,16 @@ var _ Decider = (*Limiter)(nil)
 // Limiter decides, for any number of keys, whether events fit their limits.
 //
 // The state of a key lives in Redis only, as sorted sets (at prefix+key,
-// and for AllowAll beside it under the same hash tag: see the operations
-// docs for the layout) whose members are the admitted events and whose scores are their
-// Redis TIME in microseconds; a log expires once its newest event has left
-// the window. Limiters in different processes that share a Redis and a
-// prefix share their keys, and their decisions are as exact as one
-// process's: each is one atomic Lua script.
+// and for AllowAll beside it in the same Cluster slot: see the operations
+// docs for the layout) whose members are the admitted events and whose
+// scores are their Redis TIME in microseconds; a log expires once its
+// newest event has left the window. Limiters in different processes that
+// share a Redis and a prefix share their keys, and their decisions are as
+// exact as one process's: each is one atomic Lua script.
 //
 // A decision passes through layers in one direction: validation (bad input
-// never reaches Redis), the deny cache (WithDenyCache), Redis (batched with
-// WithBatching), then the policy, shadow mode and the hook. With
+// never reaches Redis), the deny cache (WithDenyCache), Redis (batched
+// unless WithoutBatching), then the policy, shadow mode and the hook. With
 // none of the optional layers set, a call is validation and one script.
 //
 // A Limiter is safe for concurrent use by multiple goroutines. Build it with
@@ -111,6 +112,9 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	}
 	if err := checkPrefix(l.prefix); err != nil {
 		l.mistakes = append(l.mistakes, err.Error())
+	}
+	if l.timeout > 0 && contextTimeoutsOff(rdb) {
+		l.mistakes = append(l.mistakes, fmt.Sprintf("WithTimeout(%v) on a client without ContextTimeoutEnabled: go-redis would not bound its commands by the deadline", l.timeout))
 	}
 	if _, pipelines := rdb.(pipeliner); l.batchMax == 0 && pipelines {
 		l.batchMax = defaultBatch // on by default where the client can pipeline
@@ -169,9 +173,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit Limit) (Result, er
 // nothing of the first.
 //
 // Each limit keeps its own log, one per window, on the Cluster slot of the
-// key's single-limit log (under the same hash tag), so the call works on
-// Redis Cluster whatever the key's bytes, and Reset forgets them with the
-// rest. Two limits may not share a window.
+// key's single-limit log, so the call works on Redis Cluster whatever the
+// key's bytes, and Reset forgets them with the rest. Two limits may not
+// share a window.
 //
 // The Result: Limit is the limit that denied (the one whose RetryAfter is
 // latest) or, when allowed, the one with the fewest Remaining; Remaining is
@@ -209,7 +213,7 @@ func (q *request) all() []Limit {
 // finish.
 func (l *Limiter) decide(ctx context.Context, q request) (Result, error) {
 	if l.plain {
-		if err := l.check(&q); err != nil {
+		if err := l.checkRequest(&q); err != nil {
 			return Result{}, err
 		}
 		return l.redis(ctx, &q)
@@ -217,15 +221,15 @@ func (l *Limiter) decide(ctx context.Context, q request) (Result, error) {
 	start := time.Now()
 	var r Result
 	var cached bool
-	err := l.check(&q)
+	err := l.checkRequest(&q)
 	if err == nil {
 		r, cached, err = l.cached(ctx, &q)
 	}
 	return l.finish(ctx, q, start, r, cached, err)
 }
 
-// check validates a request before anything else sees it.
-func (l *Limiter) check(q *request) error {
+// checkRequest validates a request before anything else sees it.
+func (l *Limiter) checkRequest(q *request) error {
 	if q.key == "" {
 		return ErrEmptyKey
 	}

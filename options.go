@@ -3,29 +3,39 @@ package slidelog
 import (
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Option configures a Limiter. Options are checked by New: a mistake
 // (a negative duration or size, a prefix that cannot work on a Cluster,
-// batching on a client that cannot pipeline, WithReplicas on a Ring)
-// panics there, never later.
+// batching on a client that cannot pipeline, WithTimeout on a client
+// without ContextTimeoutEnabled, WithReplicas on a Ring) panics there,
+// never later.
 //
 // How the options combine. A decision passes through them in one direction:
 //
 //		validate ─▶ deny cache ─▶ Redis (batched or not, within WithTimeout) ─▶ policy ─▶ shadow ─▶ hook
 //
-//	  - WithDenyCache answers before Redis is asked; what it cannot answer
-//	    goes on to Redis, batched if WithBatching is set.
-//	  - WithTimeout bounds each decision's wait for Redis, batched or not;
-//	    past it the call failed for unavailability.
-//	  - WithReplicas is part of the Redis layer: after the script, an
-//	    admission waits for its replicas (WAIT); if they do not acknowledge
-//	    it in time, the call failed with ErrNotReplicated, an
+//	  - Validation comes first: bad input (and WithMaxEvents) is refused
+//	    before anything else sees the request, and never reaches Redis.
+//	  - WithDenyCache answers Allow and AllowN before Redis is asked (never
+//	    Peek, AllowAll or AcquireN); what it cannot answer goes on to Redis,
+//	    batched unless WithoutBatching is set (of WithBatching and
+//	    WithoutBatching, the last given wins).
+//	  - WithTimeout bounds each decision's wait for Redis, batched or not,
+//	    WithReplicas' WAIT included; past it the call failed for
 //	    unavailability.
+//	  - WithReplicas is part of the Redis layer: after the script, an
+//	    admission (Allow, AllowN, AllowAll, AcquireN) waits for its replicas
+//	    (WAIT); batched, one WAIT per pipeline and master covers its
+//	    admissions, and its denials are answered before it. Not acknowledged
+//	    in time, the call failed with ErrNotReplicated, an unavailability.
 //	  - WithPolicy answers for a decision whose Redis call failed for
 //	    unavailability (see Policy); its Result is Degraded.
 //	  - WithShadow then admits whatever was decided (or failed) and reports
-//	    the real outcome to the hook.
+//	    the real outcome to the hook; the deny cache keeps the real denials,
+//	    so a shadowed key's later answers are Cached and admitted.
 //	  - WithHook (and WithName) observes every call last, cached, degraded
 //	    and shadowed ones included.
 type Option func(*Limiter)
@@ -41,8 +51,10 @@ func WithPrefix(prefix string) Option {
 // call failed for unavailability, and the Policy answers (FailClosed: the
 // error, which matches context.DeadlineExceeded). The caller's own context
 // still bounds the call too. It needs a client with ContextTimeoutEnabled,
-// as every deadline does with go-redis. Default: none (the caller's
-// context). New panics if d < 0.
+// as every deadline does with go-redis (without it, go-redis bounds a
+// command by its read and write timeouts only): New panics if d < 0, or if
+// the client's options say ContextTimeoutEnabled is off. Default: none
+// (the caller's context).
 func WithTimeout(d time.Duration) Option {
 	return func(l *Limiter) {
 		l.timeout = d
@@ -50,6 +62,21 @@ func WithTimeout(d time.Duration) Option {
 			l.mistakes = append(l.mistakes, fmt.Sprintf("WithTimeout(%v): a negative timeout", d))
 		}
 	}
+}
+
+// contextTimeoutsOff reports whether rdb is a go-redis client whose options
+// leave context deadlines off (ContextTimeoutEnabled false). A client New
+// cannot read the options of (a wrapper) is taken at its word.
+func contextTimeoutsOff(rdb redis.Scripter) bool {
+	switch c := rdb.(type) {
+	case interface{ Options() *redis.Options }: // Client, failover client
+		return !c.Options().ContextTimeoutEnabled
+	case interface{ Options() *redis.ClusterOptions }:
+		return !c.Options().ContextTimeoutEnabled
+	case interface{ Options() *redis.RingOptions }:
+		return !c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // WithMaxEvents rejects, with ErrLimitTooLarge and before Redis is asked,
@@ -87,7 +114,7 @@ func WithMaxEvents(max int) Option {
 func WithBatching(max int) Option {
 	return func(l *Limiter) {
 		if max < 1 {
-			max = 256
+			max = defaultBatch
 		}
 		l.batchMax = max
 		l.batchAsked = true

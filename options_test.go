@@ -1,9 +1,12 @@
 package slidelog
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A configuration mistake panics in New, naming what is wrong.
@@ -49,8 +52,41 @@ func TestOptionsBuild(t *testing.T) {
 	if l := New(scripterOnly{rdb}); l.batch != nil {
 		t.Errorf("a client without Pipeline: batch %+v", l.batch)
 	}
-	l := New(rdb, WithTimeout(time.Second), WithMaxEvents(10), WithPrefix("{rl}:"), WithBatching(8), WithDenyCache(), WithName("n"))
+	timed := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = timed.Close() })
+	l := New(timed, WithTimeout(time.Second), WithMaxEvents(10), WithPrefix("{rl}:"), WithBatching(8), WithDenyCache(), WithName("n"))
 	if l.plain || l.batch == nil || l.batch.max != 8 || l.batch.merge != mergeAll || l.deny == nil {
 		t.Errorf("options not applied: %+v", l)
 	}
+}
+
+// WithTimeout needs context deadlines on: New refuses it on a Client, a
+// Cluster client or a Ring whose options leave ContextTimeoutEnabled off
+// (go-redis would bound a command by its read and write timeouts only), and
+// takes a client it cannot read the options of at its word.
+func TestTimeoutNeedsContextDeadlines(t *testing.T) {
+	addr := newMini(t).Addr()
+	off := []redis.Scripter{
+		redis.NewClient(&redis.Options{Addr: addr}),
+		redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}}),
+		redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}}),
+	}
+	for _, rdb := range off {
+		t.Run(fmt.Sprintf("%T", rdb), func(t *testing.T) {
+			defer func() {
+				if msg, _ := recover().(string); !strings.Contains(msg, "WithTimeout(1s) on a client without ContextTimeoutEnabled") {
+					t.Errorf("panic %q", msg)
+				}
+			}()
+			New(rdb, WithTimeout(time.Second))
+		})
+		if c, ok := rdb.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+	}
+	on := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer func() { _ = on.Close() }()
+	New(on, WithTimeout(time.Second))
+	New(redis.NewClient(&redis.Options{Addr: addr})) // no WithTimeout: nothing needed
+	New(scripterOnly{on}, WithTimeout(time.Second))
 }
