@@ -183,17 +183,23 @@ func (b *batcher) send(batch []*pending) {
 		b.sendAcked(ctx, live)
 		return
 	}
-	again := b.deliver(b.run(ctx, b.rdb, b.plan(live)))
-	// A shared call Redis refused part way (WRONGTYPE, OOM): decisions
-	// before the failing one may have recorded events. Each goes again on
-	// its own; its id is then marked as re-sent, so an admitted one finds
-	// its events and stays admitted, and the failing one gets its own error.
+	b.runCalls(ctx, b.rdb, b.plan(live))
+}
+
+// runCalls runs calls in a pipeline on p and answers their callers. A shared
+// call Redis refused part way (WRONGTYPE, OOM) goes again, each of its
+// decisions on its own: decisions before the failing one may have recorded
+// events, and a decision sent again has its id marked as re-sent, so an
+// admitted one finds its events and stays admitted, and the failing one
+// gets its own error.
+func (b *batcher) runCalls(ctx context.Context, p pipeliner, calls []shared) {
+	again := b.deliver(b.run(ctx, p, calls))
 	if len(again) > 0 {
-		calls := make([]shared, len(again))
-		for i, p := range again {
-			calls[i] = p.alone()
+		alone := make([]shared, len(again))
+		for i, q := range again {
+			alone[i] = q.alone()
 		}
-		b.deliver(b.run(ctx, b.rdb, calls))
+		b.deliver(b.run(ctx, p, alone))
 	}
 }
 

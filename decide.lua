@@ -1,6 +1,7 @@
 -- slidelog: sliding-window-log decisions, taken atomically inside Redis.
 --
 -- One script takes every decision: Allow/AllowN and Peek (one log),
+-- AcquireN (one log, of in-flight slots, whose window is the lease),
 -- AllowAll (a log per limit, and their index), and, with batching, several
 -- decisions of concurrent callers in one call. The decisions of a call are
 -- taken one after the other at one server time, each exactly as if it were
@@ -305,7 +306,7 @@ while a < nargs do
         end
         if #missing > 0 then
           call('ZADD', index, unpack(missing))
-          if seen then
+          if seen then -- the index is a log too, if a key names it
             seen[index] = nil
           end
         end

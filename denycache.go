@@ -126,7 +126,7 @@ func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, epoch
 	s.m[key] = denial{limit: limit, sent: sent, res: r}
 }
 
-// forget drops the key's denial (Reset).
+// forget drops the key's denial (Reset, Refund).
 func (d *denyCache) forget(key string) {
 	s := d.shard(key)
 	s.mu.Lock()

@@ -20,7 +20,7 @@ var (
 	renewSrc string
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
-	// and batches of them.
+	// AcquireN, and batches of them.
 	decideScript = redis.NewScript(decideSrc)
 	// resetScript forgets every log of a key (Reset).
 	resetScript = redis.NewScript(resetSrc)

@@ -18,7 +18,8 @@ import (
 // and writes nothing.
 var (
 	// ErrInvalidLimit: Limit.Events < 1, Limit.Window < 1µs, or a window too
-	// long to keep in microseconds exactly (over 2^53µs, about 285 years).
+	// long to keep in microseconds exactly (over 2^53µs, about 285 years);
+	// for AllowAll also no limit at all, or two limits with one window.
 	ErrInvalidLimit = errors.New("slidelog: invalid limit")
 	// ErrInvalidN: n < 1.
 	ErrInvalidN = errors.New("slidelog: invalid n")
@@ -106,12 +107,20 @@ func unavailable(err error) bool {
 	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		// go-redis' own words for a Redis it cannot reach or use now, told
-		// by their text (not exported, or only by some versions): every
-		// connection busy (pool timeout, pool exhausted), every Ring shard
-		// down, no Sentinel reachable
-		strings.Contains(err.Error(), "redis: connection pool timeout") ||
-		strings.Contains(err.Error(), "redis: connection pool exhausted") ||
-		strings.Contains(err.Error(), "redis: all ring shards are down") ||
-		strings.Contains(err.Error(), "redis: all sentinels specified in configuration are unreachable")
+		unsent(err)
+}
+
+// unsent reports whether err is go-redis' own word for a Redis it could not
+// reach or use, so that the command was never sent: every connection busy
+// (pool timeout, pool exhausted), every Ring shard down, no Sentinel
+// reachable. They are told by their text: go-redis exports none of them,
+// or only some versions do.
+func unsent(err error) bool {
+	for _, words := range []string{"redis: connection pool timeout", "redis: connection pool exhausted",
+		"redis: all ring shards are down", "redis: all sentinels specified in configuration are unreachable"} {
+		if strings.Contains(err.Error(), words) {
+			return true
+		}
+	}
+	return false
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -291,13 +290,17 @@ const (
 
 // giveBack takes back h's events, which no caller was told were admitted.
 func (l *Limiter) giveBack(h Handle) {
-	d := takeBackTimeout
-	if l.acks != nil {
-		d = l.acks.timeout
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), l.takeBackWithin())
 	defer cancel()
 	_ = l.Refund(ctx, h)
+}
+
+// takeBackWithin bounds a take-back: takeBackTimeout, or WithReplicas'.
+func (l *Limiter) takeBackWithin() time.Duration {
+	if l.acks != nil {
+		return l.acks.timeout
+	}
+	return takeBackTimeout
 }
 
 // takeBackLost takes back, in the background, the events h of an
@@ -309,7 +312,7 @@ func (l *Limiter) takeBackLost(ctx context.Context, h Handle) {
 	}
 	go func() {
 		defer l.lost.Add(-1)
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeBackTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.takeBackWithin())
 		defer cancel()
 		_ = l.Refund(ctx, h)
 	}()
@@ -329,11 +332,5 @@ func mayHaveRun(err error) bool {
 	case errors.As(err, &op) && op.Op == "dial":
 		return false
 	}
-	for _, never := range []string{"redis: connection pool timeout", "redis: connection pool exhausted",
-		"redis: all ring shards are down", "redis: all sentinels specified in configuration are unreachable"} {
-		if strings.Contains(err.Error(), never) {
-			return false
-		}
-	}
-	return true
+	return !unsent(err)
 }

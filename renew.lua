@@ -23,8 +23,8 @@
 -- (ZADD) refuses the script whole (OOM).
 --
 -- Reply    {renewed, now, live}: the events moved, now in microseconds, and
---          the log's live events after the renewal. Nothing is written when
---          no event was moved.
+--          the log's live events after the renewal. When no event was
+--          renewed, nothing is written or read: {0, now, 0}.
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])

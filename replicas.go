@@ -27,7 +27,7 @@ import (
 // so that a slow or lost replica does not spend the quota. ErrNotReplicated
 // is an unavailability: WithPolicy answers for it (FailOpen admits, Degraded).
 //
-// What waits: Allow, AllowN and AllowAll when they admit. A denial or a
+// What waits: Allow, AllowN, AllowAll and AcquireN when they admit. A denial or a
 // Peek writes no event and answers at once; Refund and Reset do not wait
 // either (losing one of them in a failover brings events back, which makes
 // the limit stricter, never looser). With batching (the default), the
@@ -299,14 +299,7 @@ func (b *batcher) sendAcked(ctx context.Context, live []*pending) {
 // redirected are not answered but returned, to be sent again.
 func (b *batcher) sendTo(ctx context.Context, master *redis.Client, calls []shared, stand map[*pending]*pending, redirect bool) (moved []*pending, failed bool) {
 	conn := b.acks.conn(master)
-	again := b.deliver(b.run(ctx, conn, calls))
-	if len(again) > 0 {
-		alone := make([]shared, len(again))
-		for i, q := range again {
-			alone[i] = q.alone()
-		}
-		b.deliver(b.run(ctx, conn, alone))
-	}
+	b.runCalls(ctx, conn, calls)
 	var waiting []*pending
 	for _, c := range calls {
 		for _, q := range c.of {

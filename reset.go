@@ -3,7 +3,9 @@ package slidelog
 import "context"
 
 // Reset forgets every event of key: its single-limit log and every AllowAll
-// log, in one atomic script (on a Cluster too: they share a slot). A
+// log, in one atomic script (on a Cluster too: they share a slot). The
+// key's in-flight slots (AcquireN) are not events of a rate: a Reset
+// leaves them held, to be released or to end with their lease. A
 // decision that runs after Reset sees none of them; one that ran before is
 // not undone.
 //

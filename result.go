@@ -17,6 +17,9 @@ type Result struct {
 
 // Time is the time the decision was taken at, to the microsecond: Redis
 // server time for the Redis limiter, the limiter's clock for slidelog/local.
+// A Degraded answer that no one decided (FailOpen, shadow mode's admission
+// of a failed call, the renewal of a lease that holds nothing) has this
+// process's clock; FailLocal's has its fallback's.
 // An admitted event is recorded at this instant, and RetryAfter and
 // ResetAfter count from it.
 func (r Result) Time() time.Time { return time.UnixMicro(r.at) }
