@@ -54,9 +54,10 @@
 -- single decision returns its reply as it is, with no table. Every Lua
 -- operation on the path of a lone decision counts (tens of instructions
 -- each, measured): the globals it reads on every decision are read once
--- into locals, a reply is made by one concatenation (each one makes and
--- interns a string), and a multiple assignment to locals declared before
--- it is written as single ones (it copies through temporaries).
+-- into locals (clock.lua), a reply is made by one concatenation (each one
+-- makes and interns a string), and a multiple assignment to locals
+-- declared before it is written as single ones (it copies through
+-- temporaries).
 --
 -- Redis replicates a script's effects (not the script) by default since 5.0,
 -- so a write after TIME needs no redis.replicate_commands() on the servers
@@ -66,16 +67,9 @@
 -- same call may have recorded their events; the client then sends each
 -- decision again on its own, marked as re-sent, and those find their events.
 
--- Redis' own clock is the only clock: instances whose clocks drift still
--- share one timeline.
-local call, tonumber, KEYS, ARGV = redis.call, tonumber, KEYS, ARGV
-local time = call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local us = time[2] -- now as a string: seconds, zero-padded microseconds
-if #us < 6 then
-  us = string.rep('0', 6 - #us) .. us
-end
-local nows = time[1] .. us
+-- clock.lua, which runs before this script (the library joins the two),
+-- has read Redis' TIME: now (µs, a number), nows (the same as a string),
+-- and call, tonumber, KEYS and ARGV as locals.
 
 -- A log's state between reading it and acting on it. With one limit it
 -- stays in these locals from the one to the other; with several, each

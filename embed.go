@@ -10,14 +10,20 @@ import (
 // with EVALSHA and falls back to EVAL on NOSCRIPT, so a restarted or flushed
 // server costs one extra round trip, never an error.
 var (
+	//go:embed clock.lua
+	clockLua string
 	//go:embed decide.lua
-	decideSrc string
+	decideLua string
 	//go:embed reset.lua
 	resetSrc string
 	//go:embed refund.lua
 	refundSrc string
 	//go:embed renew.lua
-	renewSrc string
+	renewLua string
+
+	// The sources as Redis runs them: the clock, then the script.
+	decideSrc = clockLua + decideLua
+	renewSrc  = clockLua + renewLua
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
 	// AcquireN, and batches of them.

@@ -26,8 +26,9 @@
 --          the log's live events after the renewal. When no event was
 --          renewed, nothing is written or read: {0, now, 0}.
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+-- clock.lua, which runs before this script (the library joins the two),
+-- has read Redis' TIME: now (µs, a number), nows (the same as a string),
+-- and call, tonumber, KEYS and ARGV as locals.
 local key = KEYS[1]
 local lease = tonumber(ARGV[1])
 local fmt = string.format
@@ -35,7 +36,7 @@ local fmt = string.format
 local renewed = 0 -- the events still holding their slot
 local move = {} -- those of them recorded before now
 for i = 2, #ARGV do
-  local score = redis.call('ZSCORE', key, ARGV[i])
+  local score = call('ZSCORE', key, ARGV[i])
   if score and tonumber(score) > now - lease then
     renewed = renewed + 1
     if tonumber(score) < now then
@@ -48,9 +49,6 @@ if renewed == 0 then
   return {0, now, 0}
 end
 if #move > 0 then
-  -- Every score is a string built here, never a Lua number: Redis' Lua
-  -- prints 14 significant digits.
-  local nows = fmt('%d', now)
   -- unpack has a stack limit: at most 1000 events per ZADD
   for j = 1, #move, 1000 do
     local args = {'XX'}
@@ -58,12 +56,12 @@ if #move > 0 then
       args[#args + 1] = nows
       args[#args + 1] = move[e]
     end
-    redis.call('ZADD', key, unpack(args))
+    call('ZADD', key, unpack(args))
   end
 end
 -- As an admission does: forget the expired events, and let the log live
 -- until its newest event (now) leaves the window, rounded up to a whole
 -- millisecond (PEXPIREAT: Redis' millisecond clock lags TIME).
-redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now - lease))
-redis.call('PEXPIREAT', key, fmt('%d', math.ceil((now + lease) / 1000)))
-return {renewed, now, redis.call('ZCARD', key)}
+call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now - lease))
+call('PEXPIREAT', key, fmt('%d', math.ceil((now + lease) / 1000)))
+return {renewed, now, call('ZCARD', key)}

@@ -6,6 +6,9 @@
 --
 --   lua5.1 scripts/luaops.lua decide.lua CASE [lines]
 --
+-- The library joins clock.lua before the script (embed.go), and so does
+-- this; lines of clock.lua print with a c before their number.
+--
 -- CASE is one call: deny (a full log, one decision), admit (an empty log),
 -- admit-live (a log with a live event), peek (a log with room), allowall
 -- (two limits, empty logs) or batch (16 denials on one full log). It prints
@@ -109,8 +112,21 @@ else
   error('usage: lua5.1 scripts/luaops.lua decide.lua deny|admit|admit-live|peek|allowall|batch [lines]')
 end
 
-local chunk = assert(loadfile(file))
+-- The library joins clock.lua (beside the script) before decide.lua and
+-- renew.lua; a script that reads TIME itself (an older one) runs alone.
+local function read(path)
+  local f = assert(io.open(path))
+  local text = f:read('*a')
+  f:close()
+  return text
+end
+local text, clock = read(file), ''
+if not text:find("'TIME'") then
+  clock = read((file:match('^(.*/)') or '') .. 'clock.lua')
+end
 local source = '@' .. file
+local chunk = assert(loadstring(clock .. text, source))
+local offset = select(2, clock:gsub('\n', '\n')) -- clock.lua's lines
 local ops, perline = 0, {}
 debug.sethook(function()
   local info = debug.getinfo(2, 'Sl')
@@ -132,15 +148,13 @@ if type(reply) == 'table' then
 end
 print(string.format('%s, %s: %d Lua operations; commands: %s; reply: %s',
   file, case, ops, table.concat(cmds, ', '), tostring(reply)))
-if lines then
-  local text, n = {}, 0
-  for l in io.lines(file) do
+if lines then -- line numbers of the joined text: clock.lua's, then the script's
+  local n = 0
+  for l in (clock .. text):gmatch('([^\n]*)\n') do
     n = n + 1
-    text[n] = l
-  end
-  for l = 1, n do
-    if perline[l] then
-      print(string.format('%5d %4d  %s', l, perline[l], text[l]))
+    if perline[n] then
+      local at = n > offset and string.format('%5d', n - offset) or string.format('c%4d', n)
+      print(string.format('%s %4d  %s', at, perline[n], l))
     end
   end
 end
