@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/waiting"
 )
 
-// Sentinel errors. Every error slidelog returns for bad input wraps one of
-// these; test with errors.Is. Bad input is refused before Redis is asked,
-// and writes nothing.
+// Sentinel errors; test with errors.Is. Every error slidelog returns for
+// bad input wraps one of the first six: bad input is refused before Redis
+// is asked, and writes nothing.
 var (
 	// ErrInvalidLimit: Limit.Events < 1, Limit.Window < 1µs, or a window too
 	// long to keep in microseconds exactly (over 2^53µs, about 285 years);
@@ -38,6 +40,14 @@ var (
 	// were taken back where the master could still be reached. It is an
 	// unavailability: the Policy answers for it.
 	ErrNotReplicated = errors.New("slidelog: not replicated")
+	// ErrNotHeld: Lease.Renew found that the lease holds no slot: it was
+	// denied, released, or its lease ran out (its events left the window,
+	// and another caller may hold the slot now).
+	ErrNotHeld = errors.New("slidelog: lease not held")
+	// ErrWaitDeadline: Wait's request cannot fit before the context's
+	// deadline, so Wait returned at once instead of sleeping until the
+	// deadline.
+	ErrWaitDeadline = waiting.ErrDeadline
 )
 
 // badInput: an error slidelog returns before asking Redis.

@@ -38,4 +38,5 @@ const (
 	opAllow    = "allow"
 	opPeek     = "peek"
 	opAllowAll = "allow_all"
+	opAcquire  = "acquire" // AcquireN
 )

@@ -25,11 +25,6 @@ func InFlight(holders int, lease time.Duration) Limit {
 	return Limit{Events: holders, Window: lease}
 }
 
-// ErrNotHeld: Lease.Renew found that the lease holds no slot: it was denied,
-// released, or its lease ran out (its events left the window, and another
-// caller may hold the slot now).
-var ErrNotHeld = errors.New("slidelog: lease not held")
-
 // Acquirer is what takes in-flight decisions: *Limiter (in Redis) and
 // slidelog/local's Limiter (in process) are both one. An Acquirer keeps a
 // key's in-flight log apart from its rate logs: an acquisition of key never
@@ -138,9 +133,6 @@ func (s Lease) Renew(ctx context.Context) (Lease, error) {
 	s.Result = r
 	return s, nil
 }
-
-// opAcquire is an acquisition as Observation.Op names it.
-const opAcquire = "acquire"
 
 // Acquire is shorthand for AcquireN(ctx, key, limit, 1).
 func (l *Limiter) Acquire(ctx context.Context, key string, limit Limit) (Lease, error) {
@@ -256,17 +248,6 @@ func (l *Limiter) renewLease(ctx context.Context, h Handle, limit Limit) (Result
 		at:         v[1],
 		handle:     h,
 	}, nil
-}
-
-// members are the ids of h's events, as Redis holds them.
-func (h Handle) members() []any {
-	members := make([]any, h.n)
-	prefix, counter := split(h.id)
-	for j := range members {
-		id := idAt(prefix, counter+uint64(j))
-		members[j] = string(id[:])
-	}
-	return members
 }
 
 // An acquisition whose caller was not told that it was admitted holds its

@@ -86,3 +86,14 @@ func (a *idArg) MarshalBinary() ([]byte, error) {
 	}
 	return a.b[:], nil
 }
+
+// members are the ids of h's events, as Redis holds them.
+func (h Handle) members() []any {
+	members := make([]any, h.n)
+	prefix, counter := split(h.id)
+	for j := range members {
+		id := idAt(prefix, counter+uint64(j))
+		members[j] = string(id[:])
+	}
+	return members
+}

@@ -1,7 +1,6 @@
 package slidelog
 
 import (
-	"fmt"
 	"testing"
 )
 
@@ -25,40 +24,5 @@ func TestTagOf(t *testing.T) {
 		if tag == "" || len(tag) > 3 || slot("{"+tag+"}") != s {
 			t.Fatalf("tagOf(%d) = %q (slot %d)", s, tag, slot("{"+tag+"}"))
 		}
-	}
-}
-
-// Every log of a key, whatever the key's bytes, is on the slot of its
-// single-limit log, so that AllowAll and Reset work on a Cluster.
-func TestLogsShareASlot(t *testing.T) {
-	keys := []string{"acct", "}", "}mallory", "{}", "{}x", "a{b}c", "{x}", "x{", "{", "a}b{c", "\x00{\xff}", ""}
-	for _, prefix := range []string{"slidelog:", "", "a}b:", "{rl}:", "svc{x}:"} {
-		l := New(newMini(t).rdb, WithPrefix(prefix))
-		for _, key := range keys {
-			want := slot(prefix + key)
-			base, index := l.allKeys(key)
-			for _, k := range []string{index, windowKey(base, 1), windowKey(base, 1<<62)} {
-				if got := slot(k); got != want {
-					t.Errorf("prefix %q key %q: %q on slot %d, want %d", prefix, key, k, got, want)
-				}
-			}
-		}
-	}
-}
-
-// A prefix that would scatter a key's logs over slots is refused at New.
-func TestPrefixRefused(t *testing.T) {
-	rdb := newMini(t).rdb
-	for _, prefix := range []string{"svc{}:", "svc{:", "{", "a{}{b}:"} {
-		func() {
-			defer func() {
-				if r := recover(); r == nil {
-					t.Errorf("WithPrefix(%q): New did not panic", prefix)
-				} else if got := fmt.Sprint(r); got == "" {
-					t.Errorf("WithPrefix(%q): empty panic", prefix)
-				}
-			}()
-			New(rdb, WithPrefix(prefix))
-		}()
 	}
 }

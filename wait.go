@@ -9,10 +9,6 @@ import (
 	"github.com/slidelog/slidelog/internal/waiting"
 )
 
-// ErrWaitDeadline: Wait's request cannot fit before the context's deadline,
-// so Wait returned at once instead of sleeping until the deadline.
-var ErrWaitDeadline = waiting.ErrDeadline
-
 // Wait is shorthand for WaitN(ctx, key, limit, 1).
 func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, error) {
 	return l.WaitN(ctx, key, limit, 1)
