@@ -138,7 +138,7 @@ func (e left) Unwrap() error { return e.error }
 // admitted: no caller was told it was.
 func (b *batcher) abandoned(p *pending) {
 	<-p.done
-	if admits(p.val) {
+	if replyAdmits(p.val) {
 		b.giveBack(*p.take)
 	}
 }

@@ -74,7 +74,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		}
 		unacked = na.error
 	}
-	lims := [1]Limit{q.limit}
+	lims := [1]Limit{q.limit} // q.all(), without its allocation
 	limits := lims[:]
 	if q.op == opAllowAll {
 		limits = q.limits

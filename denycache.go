@@ -165,17 +165,6 @@ func (d *denyCache) join(key string, limit Limit, n int) (f *flight, leader bool
 	return f, true
 }
 
-// waiting is how many callers wait for the key's flight.
-func (d *denyCache) waiting(key string) int {
-	s := d.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f := s.flights[key]; f != nil {
-		return f.waiters
-	}
-	return 0
-}
-
 // land ends a flight: its answer is recorded, its waiters go on.
 func (d *denyCache) land(key string, f *flight) {
 	s := d.shard(key)

@@ -264,3 +264,14 @@ func TestDenyCacheResetDuringCall(t *testing.T) {
 		t.Errorf("after Reset: %+v, %v; want admitted (the held denial must not be remembered)", r, err)
 	}
 }
+
+// waiting is how many callers wait for the key's flight (for the tests).
+func (d *denyCache) waiting(key string) int {
+	s := d.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.flights[key]; f != nil {
+		return f.waiters
+	}
+	return 0
+}

@@ -51,10 +51,14 @@ var _ Acquirer = (*Limiter)(nil)
 type Lease struct {
 	Result
 
-	from    *Limiter                              // the Redis limiter whose log holds the events (Result.Handle),
-	lease   Limit                                 // under the limit they were acquired under (not Result's: the caller's to change),
-	release func(context.Context) error           // or: what releases them (NewLease),
-	renew   func(context.Context) (Result, error) // and renews them (WithRenew)
+	// The slots are the events of Result.Handle in the log of from (the
+	// Redis limiter), acquired under lease (not Result.Limit, which the
+	// caller may change); or, for an Acquirer's lease (NewLease), release
+	// releases them and renew (WithRenew) renews them.
+	from    *Limiter
+	lease   Limit
+	release func(context.Context) error
+	renew   func(context.Context) (Result, error)
 }
 
 // NewLease returns a Lease of r that release releases, for an Acquirer

@@ -126,7 +126,7 @@ func (a *acks) decide(ctx context.Context, keys []string, args []any) (any, erro
 		}
 		conn := a.conn(master)
 		v, err := decideScript.Run(ctx, conn, keys, args...).Result()
-		if err == nil && admits(v) {
+		if err == nil && replyAdmits(v) {
 			err = a.wait(ctx, conn)
 		}
 		_ = conn.Close()
@@ -192,8 +192,8 @@ type notAcked struct{ error }
 
 func (e notAcked) Unwrap() error { return e.error }
 
-// admits reports whether v, decide.lua's reply to one decision, admits.
-func admits(v any) bool {
+// replyAdmits reports whether v, decide.lua's reply to one decision, admits.
+func replyAdmits(v any) bool {
 	s, ok := v.(string)
 	return ok && strings.HasPrefix(s, "1 ")
 }
@@ -309,7 +309,7 @@ func (b *batcher) sendTo(ctx context.Context, master *redis.Client, calls []shar
 			case redirect && redirection(p.err):
 				moved = append(moved, p)
 				continue
-			case p.err == nil && p.take != nil && admits(p.val):
+			case p.err == nil && p.take != nil && replyAdmits(p.val):
 				waiting = append(waiting, p)
 				continue
 			case p.err != nil && unavailable(p.err):
