@@ -15,29 +15,30 @@ import (
 //
 // How the options combine. A decision passes through them in one direction:
 //
-//		validate ─▶ deny cache ─▶ Redis (batched or not, within WithTimeout) ─▶ policy ─▶ shadow ─▶ hook
+//	validate ─▶ deny cache ─▶ Redis (batched or not, within WithTimeout) ─▶ policy ─▶ shadow ─▶ hook
 //
-//	  - Validation comes first: bad input (and WithMaxEvents) is refused
-//	    before anything else sees the request, and never reaches Redis.
-//	  - WithDenyCache answers Allow and AllowN before Redis is asked (never
-//	    Peek, AllowAll or AcquireN); what it cannot answer goes on to Redis,
-//	    batched unless WithoutBatching is set (of WithBatching and
-//	    WithoutBatching, the last given wins).
-//	  - WithTimeout bounds each decision's wait for Redis, batched or not,
-//	    WithReplicas' WAIT included; past it the call failed for
-//	    unavailability.
-//	  - WithReplicas is part of the Redis layer: after the script, an
-//	    admission (Allow, AllowN, AllowAll, AcquireN) waits for its replicas
-//	    (WAIT); batched, one WAIT per pipeline and master covers its
-//	    admissions, and its denials are answered before it. Not acknowledged
-//	    in time, the call failed with ErrNotReplicated, an unavailability.
-//	  - WithPolicy answers for a decision whose Redis call failed for
-//	    unavailability (see Policy); its Result is Degraded.
-//	  - WithShadow then admits whatever was decided (or failed) and reports
-//	    the real outcome to the hook; the deny cache keeps the real denials,
-//	    so a shadowed key's later answers are Cached and admitted.
-//	  - WithHook (and WithName) observes every call last, cached, degraded
-//	    and shadowed ones included.
+// Each in that order:
+//   - Validation comes first: bad input (and WithMaxEvents) is refused
+//     before anything else sees the request, and never reaches Redis.
+//   - WithDenyCache answers Allow and AllowN before Redis is asked (never
+//     Peek, AllowAll or AcquireN); what it cannot answer goes on to Redis,
+//     batched unless WithoutBatching is set (of WithBatching and
+//     WithoutBatching, the last given wins).
+//   - WithTimeout bounds each decision's wait for Redis, batched or not,
+//     WithReplicas' WAIT included; past it the call failed for
+//     unavailability.
+//   - WithReplicas is part of the Redis layer: after the script, an
+//     admission (Allow, AllowN, AllowAll, AcquireN) waits for its replicas
+//     (WAIT); batched, one WAIT per pipeline and master covers its
+//     admissions, and its denials are answered before it. Not acknowledged
+//     in time, the call failed with ErrNotReplicated, an unavailability.
+//   - WithPolicy answers for a decision whose Redis call failed for
+//     unavailability (see Policy); its Result is Degraded.
+//   - WithShadow then admits whatever was decided (or failed) and reports
+//     the real outcome to the hook; the deny cache keeps the real denials,
+//     so a shadowed key's later answers are Cached and admitted.
+//   - WithHook (and WithName) observes every call last, cached, degraded
+//     and shadowed ones included.
 type Option func(*Limiter)
 
 // WithPrefix sets the string put before every key to form its Redis key.
