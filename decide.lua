@@ -83,11 +83,12 @@ local st
 -- Each log lives as long as its newest event (now) stays in the window,
 -- rounded up to a whole millisecond: PEXPIREAT, an absolute time, because a
 -- relative PEXPIRE counts from Redis' millisecond clock, which lags TIME by
--- up to 1ms (the key would vanish while its newest event still counts). In
--- a call of several decisions, the expiries wait for the call's end: the
--- script may run past a short window's end in real time, and Redis (7.0 at
--- least) deletes a key whose expiry has passed at once, while the decisions
--- after it in the call are still taken at now and must see its events.
+-- up to 1ms (the key would vanish while its newest event still counts). An
+-- expiry waits for the call's end wherever the call reads a log after
+-- setting it (a call of several decisions, an AllowAll, a retry not marked
+-- as one): the script may run past a short window's end in real time, and
+-- Redis (7.0 at least) deletes a key whose expiry has passed at once, while
+-- the reads after it are still taken at now and must see its events.
 -- (The two places that set an expiry write it out: a local function would
 -- be a closure made anew by every call, about 1 200 instructions.)
 local later -- deferred expiries: key, ms, key, ms, ...
@@ -259,7 +260,7 @@ while a < nargs do
         end
         count = count + added
         local ms = string.format('%d', math.ceil((now + window) / 1000))
-        if upto == nargs then
+        if upto == nargs and fresh and L == 1 then -- nothing reads it after
           call('PEXPIREAT', key, ms)
         else
           later = later or {}
@@ -305,7 +306,7 @@ while a < nargs do
           end
         end
         local ms = string.format('%d', math.ceil((now + longest) / 1000))
-        if upto == nargs then
+        if upto == nargs and fresh then
           call('PEXPIREAT', index, ms)
         else
           later = later or {}
@@ -359,8 +360,8 @@ while a < nargs do
     end
   end
 
-  if d == 1 and upto == nargs then
-    return reply -- a single decision
+  if d == 1 and upto == nargs and not later then
+    return reply -- a single decision, its expiries set
   end
   out = out or {}
   out[d] = reply
@@ -371,5 +372,8 @@ if later then
   for i = 1, #later, 2 do
     call('PEXPIREAT', later[i], later[i + 1])
   end
+end
+if d == 1 then
+  return out[1] -- a single decision whose expiries waited
 end
 return out

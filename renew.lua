@@ -61,7 +61,11 @@ if #move > 0 then
 end
 -- As an admission does: forget the expired events, and let the log live
 -- until its newest event (now) leaves the window, rounded up to a whole
--- millisecond (PEXPIREAT: Redis' millisecond clock lags TIME).
+-- millisecond (PEXPIREAT: Redis' millisecond clock lags TIME). The live
+-- count is read first: a script that ran past now + lease in real time (a
+-- busy server, a short lease) has Redis delete the key at PEXPIREAT, whose
+-- time has then passed, though at now its events were live.
 call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now - lease))
+local live = call('ZCARD', key)
 call('PEXPIREAT', key, fmt('%d', math.ceil((now + lease) / 1000)))
-return {renewed, now, call('ZCARD', key)}
+return {renewed, now, live}
