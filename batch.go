@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/deadline"
 )
 
 // pipeliner is what batching needs of a client: every go-redis client
@@ -165,7 +167,7 @@ func (b *batcher) send(batch []*pending) {
 	// Callers that gave up before their turn are not sent at all.
 	live := batch[:0]
 	for _, p := range batch {
-		if err := ended(p.ctx); err != nil {
+		if err := deadline.Ended(p.ctx); err != nil {
 			p.err = err
 			close(p.done)
 			continue

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slidelog/slidelog/internal/deadline"
 )
 
 // call holds one decision's script arguments in a single allocation:
@@ -49,7 +51,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	var v any
 	var err error
-	sent := ended(ctx) == nil // go-redis sends nothing for a context that ended already
+	sent := deadline.Ended(ctx) == nil // go-redis sends nothing for a context that ended already
 	switch {
 	case l.batch != nil:
 		var take *Handle // what to take back if the caller leaves: WithReplicas' admissions, acquisitions

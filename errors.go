@@ -8,10 +8,10 @@ import (
 	"net"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/deadline"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
 
@@ -56,29 +56,14 @@ func badInput(err error) bool {
 		errors.Is(err, ErrExceedsLimit) || errors.Is(err, ErrLimitTooLarge)
 }
 
-// ended is ctx.Err(), or context.DeadlineExceeded once ctx's deadline has
-// passed though ctx.Err() does not tell it yet. go-redis sets a
-// connection's deadline to the context's, so the network can report a
-// deadline before the context's own timer has run (a busy machine delays
-// it): a call cut short by the caller's deadline is told as such either way.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
-
 // wrap adds context to a Redis failure. When the caller's context is done,
-// the error also matches its error (see ended): go-redis reports a
+// the error also matches its error (see deadline.Ended): go-redis reports a
 // deadline that cut a read short as an i/o timeout.
 func wrap(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	switch done := ended(ctx); {
+	switch done := deadline.Ended(ctx); {
 	case done != nil && !errors.Is(err, done):
 		return fmt.Errorf("slidelog: %s: %w: %w", op, done, err)
 	case strings.Contains(err.Error(), "WRONGTYPE"):

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/slidelog/slidelog/internal/deadline"
 )
 
 // Policy is what a decision is while Redis is unavailable. It answers for
@@ -61,7 +63,7 @@ func FailLocal(fallback Decider, instances int) Policy {
 func (l *Limiter) finish(ctx context.Context, q request, start time.Time, r Result, cached bool, err error) (Result, error) {
 	o := Observation{Op: q.op, Name: l.name, N: q.n, Cached: cached, Err: err}
 	if err != nil && !badInput(err) {
-		if l.policy.kind != failClosed && ended(ctx) == nil && unavailable(err) {
+		if l.policy.kind != failClosed && deadline.Ended(ctx) == nil && unavailable(err) {
 			if pr, ok := l.fallback(ctx, q); ok {
 				r, err = pr, nil
 				o.Degraded = true

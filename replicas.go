@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/deadline"
 )
 
 // WithReplicas answers an admission allowed only once n replicas have
@@ -204,12 +206,12 @@ func replyAdmits(v any) bool {
 // what ended the WAIT), the refund goes on in the background, bounded by
 // the WAIT's timeout.
 func (l *Limiter) takeBack(ctx context.Context, h Handle, unacked error) error {
-	if ended(ctx) == nil {
+	if deadline.Ended(ctx) == nil {
 		err := l.Refund(ctx, h)
 		if err == nil {
 			return fmt.Errorf("%w; its events were taken back", unacked)
 		}
-		if ended(ctx) == nil {
+		if deadline.Ended(ctx) == nil {
 			return fmt.Errorf("%w; taking its events back failed: %w", unacked, err)
 		}
 	}
@@ -219,7 +221,7 @@ func (l *Limiter) takeBack(ctx context.Context, h Handle, unacked error) error {
 		_ = l.Refund(rctx, h)
 	}()
 	err := fmt.Errorf("%w; its events are being taken back", unacked)
-	if done := ended(ctx); !errors.Is(err, done) {
+	if done := deadline.Ended(ctx); !errors.Is(err, done) {
 		err = fmt.Errorf("%w: %w", done, err)
 	}
 	return err

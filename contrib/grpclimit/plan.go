@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/deadline"
 	"github.com/slidelog/slidelog/internal/ratefields"
 )
 
@@ -161,8 +162,8 @@ func (p *plan) fail(ctx context.Context, fullMethod string, c call, res slidelog
 		}
 		p.report(ctx, fullMethod, codes.ResourceExhausted, err)
 		return deniedError(limit, res, err)
-	case ratefields.Ended(ctx) != nil:
-		st := status.FromContextError(ratefields.Ended(ctx))
+	case deadline.Ended(ctx) != nil:
+		st := status.FromContextError(deadline.Ended(ctx))
 		return p.answer(ctx, fullMethod, st.Code(), st.Message(), err)
 	}
 	return p.answer(ctx, fullMethod, codes.Unavailable, msgUnavailable, err)

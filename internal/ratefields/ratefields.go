@@ -6,7 +6,6 @@
 package ratefields
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -85,19 +84,4 @@ func IsBug(err error) bool {
 		}
 	}
 	return false
-}
-
-// Ended is ctx.Err(), or context.DeadlineExceeded once ctx's deadline has
-// passed though ctx.Err() does not tell it yet: go-redis sets a
-// connection's deadline to the context's, so on a busy machine the limiter
-// fails with an i/o timeout before the context's timer has run. Such a
-// call ended with its deadline; the limiter is not unavailable.
-func Ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
