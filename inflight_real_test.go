@@ -194,7 +194,7 @@ func TestRenewRealRedis(t *testing.T) {
 	}
 }
 
-// A lease of thousands of slots renews them all (ZADD in chunks of 1000),
+// A lease of thousands of slots renews them all (a ZADD XX each),
 // and a log of another type is an error that writes nothing.
 func TestRenewManyRealRedis(t *testing.T) {
 	rdb := realRedis(t)

@@ -18,9 +18,11 @@
 -- Retry safety: a re-run (go-redis re-sends a script whose reply was lost)
 -- moves the same events again, to its own now: still one slot per event.
 --
--- Writes come after every read: a key of another type (WRONGTYPE) stops the
--- script before anything is written, and over maxmemory the first write
--- (ZADD) refuses the script whole (OOM).
+-- A key of another type (WRONGTYPE) stops the script at its first read,
+-- before anything is written, and over maxmemory the first write (ZADD)
+-- refuses the script whole (OOM). Each event is moved by its own ZADD, one
+-- command per event as its ZSCORE already is: a lease holds one event but
+-- for AcquireN(n).
 --
 -- Reply    {renewed, now, live}: the events moved, now in microseconds, and
 --          the log's live events after the renewal. When no event was
@@ -31,16 +33,19 @@
 -- and call, tonumber, KEYS and ARGV as locals.
 local key = KEYS[1]
 local lease = tonumber(ARGV[1])
+local from = now - lease -- an event at or before this has left its slot
 local fmt = string.format
 
 local renewed = 0 -- the events still holding their slot
-local move = {} -- those of them recorded before now
 for i = 2, #ARGV do
   local score = call('ZSCORE', key, ARGV[i])
-  if score and tonumber(score) > now - lease then
-    renewed = renewed + 1
-    if tonumber(score) < now then
-      move[#move + 1] = ARGV[i]
+  if score then
+    score = tonumber(score)
+    if score > from then
+      renewed = renewed + 1
+      if score < now then
+        call('ZADD', key, 'XX', nows, ARGV[i])
+      end
     end
   end
 end
@@ -48,24 +53,14 @@ end
 if renewed == 0 then
   return {0, now, 0}
 end
-if #move > 0 then
-  -- unpack has a stack limit: at most 1000 events per ZADD
-  for j = 1, #move, 1000 do
-    local args = {'XX'}
-    for e = j, math.min(j + 999, #move) do
-      args[#args + 1] = nows
-      args[#args + 1] = move[e]
-    end
-    call('ZADD', key, unpack(args))
-  end
-end
--- As an admission does: forget the expired events, and let the log live
--- until its newest event (now) leaves the window, rounded up to a whole
--- millisecond (PEXPIREAT: Redis' millisecond clock lags TIME). The live
--- count is read first: a script that ran past now + lease in real time (a
--- busy server, a short lease) has Redis delete the key at PEXPIREAT, whose
--- time has then passed, though at now its events were live.
-call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now - lease))
+-- As an admission does (decide.lua): forget the expired events, and let
+-- the log live until its newest event (now) leaves the window, rounded up
+-- to a whole millisecond (PEXPIREAT: Redis' millisecond clock lags TIME).
+-- The live count is read first: a script that ran past now + lease in real
+-- time (a busy server, a short lease) has Redis delete the key at
+-- PEXPIREAT, whose time has then passed, though at now its events were
+-- live.
+call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', from))
 local live = call('ZCARD', key)
 call('PEXPIREAT', key, fmt('%d', math.ceil((now + lease) / 1000)))
 return {renewed, now, live}
