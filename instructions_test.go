@@ -34,11 +34,15 @@ func TestInstructionsPerDecision(t *testing.T) {
 	l := slidelog.New(rdb)
 	const callers, calls = 16, 8000
 	hot, hour := slidelog.Limit{Events: 100, Window: time.Second}, slidelog.Limit{Events: 1000, Window: time.Minute}
+	full := slidelog.Limit{Events: 100, Window: time.Hour}
 	workloads := []struct {
 		name string
 		op   func(i int) error
 	}{
 		{"Allow, one hot key (denials)", func(int) error { _, err := l.Allow(ctx, "hot", hot); return err }},
+		// full for an hour: every decision after the warm-up's first 100 is
+		// a denial, so the count does not move with how long the run takes
+		{"Allow, one full key (denials only)", func(int) error { _, err := l.Allow(ctx, "full", full); return err }},
 		{"Allow, 10 000 keys (admissions)", func(i int) error { _, err := l.Allow(ctx, "k"+strconv.Itoa(i%10000), hot); return err }},
 		{"AllowAll, one hot key (denials)", func(int) error { _, err := l.AllowAll(ctx, "ahot", 1, hot, hour); return err }},
 		{"AllowAll, 10 000 keys (admissions)", func(i int) error {
