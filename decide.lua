@@ -80,10 +80,11 @@ local st
 -- time, because a relative PEXPIRE counts from Redis' millisecond clock,
 -- which lags TIME by up to 1ms (the key would vanish while its newest event
 -- still counts). The expiry is set after the decision's last read (step 5)
--- and, in a call of several decisions, at the call's end: the script may
--- run past a short window's end in real time, and Redis (7.0 at least)
--- deletes a key whose expiry has passed at once, while the reads after it
--- are still taken at now and must see its events.
+-- and, in a call of several decisions, at the call's end, in the order of
+-- the decisions (the last one's, an index's longest window, stands): the
+-- script may run past a short window's end in real time, and Redis (7.0
+-- at least) deletes a key whose expiry has passed at once, while the reads
+-- after it are still taken at now and must see its events.
 local later -- expiries for the call's end: key, ms, key, ms, ...
 
 local out -- the replies of a batch
@@ -296,8 +297,8 @@ while a < nargs do
 
     if not reply then
       -- Peek, a retry, or 4. Deny: write nothing (expired events wait for the
-      -- next admission or the key's expiry), leave the expiries alone. Each
-      -- log's count must be exact now.
+      -- next admission or the key's expiry); or an admission some of whose
+      -- events were there already. Each log's count must be exact now.
       for i = 1, L do
         if nk > 1 then
           local b = 8 * i - 8
@@ -345,7 +346,7 @@ while a < nargs do
           key, window = st[b + 1], st[b + 3]
         end
         local ms = string.format('%d', math.ceil((now + window) / 1000))
-        if upto == nargs then
+        if upto == nargs and not out then -- alone in its call
           call('PEXPIREAT', key, ms)
         else
           later = later or {}

@@ -239,3 +239,31 @@ func TestMergedCallEachAsIfAlone(t *testing.T) {
 		}
 	}
 }
+
+// In a call of several decisions the expiries are set at the call's end in
+// the order of the decisions: an AllowAll index named by a longer window
+// in the call's last decision lives that long, though an earlier decision
+// of the call named a shorter window only (the index must outlive every
+// log it names, or Reset loses the log).
+func TestMergedCallIndexLivesLongest(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	l := New(rdb, WithoutBatching())
+	key := uniqueKey(t)
+	k1, a1, _ := l.allArgs(&request{op: opAllowAll, key: key, n: 1, limits: []Limit{PerSecond(10)}})
+	k2, a2, _ := l.allArgs(&request{op: opAllowAll, key: key, n: 1, limits: []Limit{PerSecond(10), PerHour(10)}})
+	v, err := decideScript.Run(ctx, rdb, append(k1, k2...), append(a1, a2...)...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replies, _ := v.([]any); len(replies) != 2 {
+		t.Fatalf("reply %v", v)
+	}
+	index := k2[len(k2)-1]
+	if ttl := rdb.PTTL(ctx, index).Val(); ttl < 59*time.Minute {
+		t.Errorf("index %s lives %v, want an hour (its longest window)", index, ttl)
+	}
+	if ttl := rdb.PTTL(ctx, k2[1]).Val(); ttl < 59*time.Minute {
+		t.Errorf("log %s lives %v, want an hour", k2[1], ttl)
+	}
+}
