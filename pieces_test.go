@@ -7,10 +7,11 @@
 // differences between variants are what a piece costs, and they are why
 // clock.lua and decide.lua are written as they are.
 
-package slidelog_test
+package slidelog
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -32,35 +33,25 @@ func TestScriptPieces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Every variant reads TIME and a ZCARD and replies with one string.
-	const clock = `local call, tonumber = redis.call, tonumber
-local time = call('TIME')
-local us = time[2]
-if #us < 6 then
-  us = string.rep('0', 6 - #us) .. us
-end
-local nows = time[1] .. us
-`
+	// Every variant is clock.lua (TIME, now and nows), a ZCARD and a reply
+	// of one string, and adds one piece.
 	const count = "local count = call('ZCARD', KEYS[1])\n"
+	const reply = "return '0 ' .. nows .. ' 100'"
 	variants := []struct{ piece, src string }{
-		{"base: now a constant, the count a constant string",
-			clock + "local now = 1764527041023456\n" + count + "return '0 ' .. nows .. ' 100'"},
-		{"now from nows: tonumber(nows) (clock.lua)",
-			clock + "local now = tonumber(nows)\n" + count + "return '0 ' .. nows .. ' 100'"},
-		{"now from TIME's fields: two tonumber, a product and a sum",
-			clock + "local now = tonumber(time[1]) * 1000000 + tonumber(time[2])\n" + count + "return '0 ' .. nows .. ' 100'"},
-		{"the count printed by '..' (%.14g)",
-			clock + "local now = 1764527041023456\n" + count + "return '0 ' .. nows .. ' ' .. count"},
-		{"the count printed by string.format('%d') (decide.lua)",
-			clock + "local now = 1764527041023456\n" + count + "return '0 ' .. nows .. ' ' .. string.format('%d', count)"},
-		{"20 Lua operations (x = x + 1)",
-			clock + "local now = 1764527041023456\n" + count + "local x = 0\n" +
-				"x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1\n" +
-				"x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1 x = x + 1\n" +
-				"return '0 ' .. nows .. ' 100'"},
-		{"a local function over now (a closure made by every call)",
-			clock + "local now = 1764527041023456\n" + count + "local function f(w) return now + w end\n" +
-				"return '0 ' .. nows .. ' 100'"},
+		{"base: clock.lua, a ZCARD, a constant count", clockLua + count + reply},
+		{"+ now again from nows: tonumber(nows) (clock.lua's way)",
+			clockLua + count + "local again = tonumber(nows)\n" + reply},
+		{"+ now again from TIME's fields: two tonumber, a product and a sum (the earlier scripts' way)",
+			clockLua + count + "local again = tonumber(time[1]) * 1000000 + tonumber(time[2])\n" + reply},
+		{"the count printed by '..' (%.14g, the earlier scripts' way)",
+			clockLua + count + "return '0 ' .. nows .. ' ' .. count"},
+		{"the count printed by string.format('%d') (decide.lua's way)",
+			clockLua + count + "return '0 ' .. nows .. ' ' .. string.format('%d', count)"},
+		{"+ 20 Lua operations (x = x + 1) and a local",
+			clockLua + count + "local x = 0\n" +
+				strings.Repeat("x = x + 1\n", 20) + reply},
+		{"+ a local function over now (a closure made by every call)",
+			clockLua + count + "local function f(w) return now + w end\n" + reply},
 	}
 	const warm, calls = 200, 3000
 	t.Logf("redis-server under callgrind, one client, %d calls per variant after %d of warm-up", calls, warm)
