@@ -162,8 +162,9 @@ func (p *plan) fail(ctx context.Context, fullMethod string, c call, res slidelog
 		}
 		p.report(ctx, fullMethod, codes.ResourceExhausted, err)
 		return deniedError(limit, res, err)
-	case deadline.Ended(ctx) != nil:
-		st := status.FromContextError(deadline.Ended(ctx))
+	}
+	if done := deadline.Ended(ctx); done != nil {
+		st := status.FromContextError(done)
 		return p.answer(ctx, fullMethod, st.Code(), st.Message(), err)
 	}
 	return p.answer(ctx, fullMethod, codes.Unavailable, msgUnavailable, err)
