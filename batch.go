@@ -188,12 +188,13 @@ func (b *batcher) send(batch []*pending) {
 	b.runCalls(ctx, b.rdb, b.plan(live))
 }
 
-// runCalls runs calls in a pipeline on p and answers their callers. A shared
-// call Redis refused part way (WRONGTYPE, OOM) goes again, each of its
-// decisions on its own: decisions before the failing one may have recorded
-// events, and a decision sent again has its id marked as re-sent, so an
-// admitted one finds its events and stays admitted, and the failing one
-// gets its own error.
+// runCalls runs calls in a pipeline on p and answers their callers. A
+// decision that fails alone (WRONGTYPE) is answered its error and the call
+// goes on for the others (decide.lua). A shared call Redis refused whole
+// (OOM, which Redis raises before a script's first write) goes again, each
+// of its decisions on its own, its id marked as re-sent: should an earlier
+// decision have recorded events after all, it finds them and stays
+// admitted, and the failing one gets its own error.
 func (b *batcher) runCalls(ctx context.Context, p pipeliner, calls []shared) {
 	again := b.deliver(b.run(ctx, p, calls))
 	if len(again) > 0 {
@@ -336,15 +337,35 @@ func (b *batcher) deliver(calls []shared, cmds []*redis.Cmd) (again []*pending) 
 			err = fmt.Errorf("script replied %v for %d decisions", val, len(c.of))
 		}
 		for j, p := range c.of {
-			if err == nil {
-				p.val = vals[j]
-			} else {
+			switch {
+			case err != nil:
 				p.err = err
+			case isFailed(vals[j]):
+				p.err = replyError(vals[j].(string)[1:])
+			default:
+				p.val = vals[j]
 			}
 			close(p.done)
 		}
 	}
 	return again
 }
+
+// isFailed reports whether v, one decision's reply in a shared call, is the
+// error of that decision alone (decide.lua: "-" and Redis' error text, as
+// WRONGTYPE on a key of another type): the call went on for the others.
+func isFailed(v any) bool {
+	s, ok := v.(string)
+	return ok && s != "" && s[0] == '-'
+}
+
+// replyError is the error of one decision in a shared call: Redis' error
+// reply, as if the decision had been a call of its own (a redis.Error).
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// RedisError marks it as an error reply of Redis (redis.Error).
+func (replyError) RedisError() {}
 
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }

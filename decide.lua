@@ -59,9 +59,15 @@
 -- so a write after TIME needs no redis.replicate_commands() on the servers
 -- slidelog supports (6.0 and later).
 --
--- An error (WRONGTYPE, OOM) ends the whole call. Decisions before it in the
--- same call may have recorded their events; the client then sends each
--- decision again on its own, marked as re-sent, and those find their events.
+-- A key of another type (WRONGTYPE) fails only the decision that reads it:
+-- each decision's first read of each of its keys is a redis.pcall, before
+-- it writes anything, and its error is that decision's reply (alone: the
+-- call's error reply; in a call of several: "-" and the error's text), while
+-- the call goes on and sets every other decision's expiries. A fault in one
+-- decision never changes another's answer or its log's life. An error that
+-- ends the whole call (OOM, which Redis raises only at a script's first
+-- write, so nothing was written) has the client send each decision again on
+-- its own, marked as re-sent.
 
 -- clock.lua, which runs before this script (the library joins the two),
 -- has read Redis' TIME: now (µs, a number), nows (the same as a string),
@@ -98,6 +104,14 @@ local out -- the replies of a batch
 local seen
 local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
 local nargs = #ARGV
+-- A decision's first read of each log, in a call of several decisions, is
+-- a redis.pcall: a key of another type fails only that decision (its reply
+-- is the error). A call of one single-limit decision (4 arguments) reads
+-- with redis.call: its error is the call's, with nothing written.
+local read, type = call, type
+if nargs > 4 then
+  read = redis.pcall
+end
 while a < nargs do
   -- (n and L are almost always 1; comparing interned strings costs nothing)
   local n, L, nk = 1, 1, 1 -- nk: its keys, the logs and an AllowAll's index
@@ -121,7 +135,7 @@ while a < nargs do
   end
   local upto = a + 2 + 2 * L -- its last argument; the call's last decision's is nargs
 
-  local reply, wrote -- the decision's answer; whether it wrote its logs
+  local reply, wrote -- the decision's answer (a table: the error of a first read); whether it wrote its logs
   local hit = seen and not resent and L == 1 and seen[KEYS[k + 1]]
   if hit and hit[1] == ARGV[a + 3] and hit[2] == ARGV[a + 4] and hit[3] == n then
     reply = hit[4]
@@ -133,8 +147,8 @@ while a < nargs do
     local at, retried = nows, false -- the decision's time
     if resent then
       for i = 1, L do
-        local recorded = call('ZSCORE', KEYS[k + i], first)
-        if recorded then
+        local recorded = read('ZSCORE', KEYS[k + i], first)
+        if recorded and type(recorded) ~= 'table' then -- (an error: ZCARD meets it again)
           at, retried = recorded, true
           break
         end
@@ -158,7 +172,11 @@ while a < nargs do
       local c = a + 2 * i
       limit = tonumber(ARGV[c + 1])
       window = tonumber(ARGV[c + 2])
-      local card = call('ZCARD', key)
+      local card = read('ZCARD', key)
+      if read ~= call and type(card) == 'table' then
+        reply, fits = card, false -- WRONGTYPE: this decision fails, with nothing written
+        break
+      end
       -- (one assignment each: a multiple assignment costs a copy more each;
       -- oldest and exps are read only where this log's read set them)
       gone = 0
@@ -189,14 +207,17 @@ while a < nargs do
       end
     end
 
+    local named -- the index's windows (AllowAll)
+    if fits and first ~= '' and not retried and nk > L then
+      -- read before the first write, so that a key of another type there
+      -- (WRONGTYPE) fails the decision with nothing written
+      named = read('ZRANGE', KEYS[k + L + 1], '0', '-1')
+      if named.err then
+        reply, fits = named, false
+      end
+    end
     if fits and first ~= '' and not retried then
       wrote = true
-      local named -- the index's windows (AllowAll)
-      if nk > L then
-        -- read before the first write, so that a key of another type there
-        -- (WRONGTYPE) stops the script with nothing written
-        named = call('ZRANGE', KEYS[k + L + 1], '0', '-1')
-      end
       -- 3. Admit: record n events at now in every log. NX keeps an event that
       --    is already there untouched, so a retried call (same ids) records
       --    nothing twice.
@@ -360,6 +381,9 @@ while a < nargs do
     return reply -- a single decision
   end
   out = out or {}
+  if type(reply) == 'table' then -- the decision's error, as a string
+    reply = '-' .. reply.err
+  end
   out[#out + 1] = reply
   k = k + nk
   a = upto

@@ -85,6 +85,7 @@ redis = {call = function(cmd, key, ...)
   end
   error('the stand-in has no ' .. cmd)
 end}
+redis.pcall = redis.call -- the stand-in raises no errors
 
 if case == 'deny' then
   fill('hot', 100)
