@@ -109,3 +109,25 @@ func TestAllowAllRealRedis(t *testing.T) {
 		t.Errorf("admitted %d; the minute log holds %d, the hour log %d; want 20 each", admitted.Load(), minute, hour)
 	}
 }
+
+// An AllowAll over thousands of windows is refused before anything is
+// written, on a real server too. (Before, Redis answered "too many results
+// to unpack" after every log held the event: logs with no expiry, and no
+// index for Reset to find them by.)
+func TestAllowAllTooManyLimitsWritesNothing(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	prefix := uniqueKey(t) + ":"
+	l := New(rdb, WithPrefix(prefix))
+	limits := make([]Limit, 4500)
+	for i := range limits {
+		limits[i] = Limit{Events: 10, Window: time.Duration(i+1) * time.Millisecond}
+	}
+	_, err := l.AllowAll(ctx, "k", 1, limits...)
+	if !errors.Is(err, ErrInvalidLimit) {
+		t.Errorf("AllowAll over %d limits: %v, want ErrInvalidLimit", len(limits), err)
+	}
+	if keys, err := rdb.Keys(ctx, prefix+"*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys written: %d (%v)", len(keys), err)
+	}
+}

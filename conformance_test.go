@@ -27,6 +27,9 @@ func miniSubject(t *testing.T, opts ...slidelog.Option) conformance.Subject {
 // edges, exact RetryAfter, Reset, AllowAll. slidelog/local runs the same.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) conformance.Subject { return miniSubject(t) })
+	t.Run("MaxLimits", func(t *testing.T) {
+		conformance.RunMaxLimits(t, func(t *testing.T) conformance.Subject { return miniSubject(t) })
+	})
 }
 
 // Batched, the limiter decides exactly as unbatched.

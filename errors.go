@@ -21,7 +21,8 @@ import (
 var (
 	// ErrInvalidLimit: Limit.Events < 1, Limit.Window < 1µs, or a window too
 	// long to keep in microseconds exactly (over 2^53µs, about 285 years);
-	// for AllowAll also no limit at all, or two limits with one window.
+	// for AllowAll also no limit at all, more than MaxLimits, or two limits
+	// with one window.
 	ErrInvalidLimit = errors.New("slidelog: invalid limit")
 	// ErrInvalidN: n < 1.
 	ErrInvalidN = errors.New("slidelog: invalid n")

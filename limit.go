@@ -31,6 +31,13 @@ func (l Limit) Validate() error { return l.validate(1) }
 // the limit (ErrInvalidLimit, ErrInvalidN or ErrExceedsLimit), or nil.
 func (l Limit) ValidateN(n int) error { return l.validate(n) }
 
+// MaxLimits is the most limits one AllowAll takes. A call over more is
+// refused (ErrInvalidLimit) before anything is written, by both limiters:
+// each limit is a log of its own that the one atomic script reads and
+// writes, and a call must be bounded to stay atomic and quick (Redis
+// serves no one else while a script runs).
+const MaxLimits = 64
+
 // maxWindow is the longest window whose microseconds a Lua number holds exactly.
 const maxWindow = (1 << 53) * time.Microsecond
 

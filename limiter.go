@@ -239,6 +239,9 @@ func (l *Limiter) checkRequest(q *request) error {
 	if len(q.limits) == 0 {
 		return fmt.Errorf("%w: AllowAll needs at least one limit", ErrInvalidLimit)
 	}
+	if len(q.limits) > MaxLimits {
+		return fmt.Errorf("%w: AllowAll over %d limits, more than MaxLimits (%d)", ErrInvalidLimit, len(q.limits), MaxLimits)
+	}
 	for i, lim := range q.limits {
 		if err := l.validate(lim, q.n); err != nil {
 			return err

@@ -175,6 +175,9 @@ func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slide
 	if len(limits) == 0 {
 		return slidelog.Result{}, fmt.Errorf("%w: AllowAll needs at least one limit", slidelog.ErrInvalidLimit)
 	}
+	if len(limits) > slidelog.MaxLimits {
+		return slidelog.Result{}, fmt.Errorf("%w: AllowAll over %d limits, more than MaxLimits (%d)", slidelog.ErrInvalidLimit, len(limits), slidelog.MaxLimits)
+	}
 	for _, lim := range limits {
 		if err := check(key, lim, n); err != nil {
 			return slidelog.Result{}, err

@@ -39,7 +39,10 @@ func subject(t *testing.T) conformance.Subject {
 }
 
 // The very tables the Redis limiter passes.
-func TestConformance(t *testing.T) { conformance.Run(t, subject) }
+func TestConformance(t *testing.T) {
+	conformance.Run(t, subject)
+	t.Run("MaxLimits", func(t *testing.T) { conformance.RunMaxLimits(t, subject) })
+}
 
 func TestConformanceModel(t *testing.T) { conformance.RunModel(t, subject, 50, 1000) }
 

@@ -7,6 +7,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -184,6 +185,37 @@ func Run(t *testing.T, fresh func(t *testing.T) Subject) {
 				}
 			}
 		})
+	}
+}
+
+// RunMaxLimits holds AllowAll to MaxLimits: over MaxLimits limits it is
+// refused with ErrInvalidLimit and records nothing in any of them, at
+// MaxLimits it decides.
+func RunMaxLimits(t *testing.T, fresh func(t *testing.T) Subject) {
+	s := fresh(t)
+	s.SetTime(0)
+	ctx := context.Background()
+	limits := make([]slidelog.Limit, slidelog.MaxLimits+1)
+	for i := range limits {
+		limits[i] = slidelog.Limit{Events: 1, Window: time.Duration(i+1) * time.Second}
+	}
+	if r, err := s.Limiter.AllowAll(ctx, "k", 1, limits...); !errors.Is(err, slidelog.ErrInvalidLimit) || r.Allowed {
+		t.Fatalf("AllowAll over %d limits: %+v, %v; want ErrInvalidLimit", len(limits), r, err)
+	}
+	// nothing was recorded: each of the limits (Events 1) still admits
+	for i, lim := range limits {
+		if r, err := s.Limiter.AllowAll(ctx, "k", 1, lim); err != nil || !r.Allowed {
+			t.Fatalf("limit %d after the refused call: %+v, %v; want admitted (nothing recorded)", i, r, err)
+		}
+	}
+	if err := s.Limiter.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Limiter.AllowAll(ctx, "k", 1, limits[:slidelog.MaxLimits]...); err != nil || !r.Allowed {
+		t.Fatalf("AllowAll over MaxLimits (%d) limits: %+v, %v; want admitted", slidelog.MaxLimits, r, err)
+	}
+	if r, err := s.Limiter.AllowAll(ctx, "k", 1, limits[slidelog.MaxLimits-1]); err != nil || r.Allowed {
+		t.Fatalf("its last limit after it: %+v, %v; want denied", r, err)
 	}
 }
 
