@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -80,6 +81,24 @@ type pending struct {
 	// admission's; an acquisition's (no holder would release them); nil
 	// otherwise.
 	take *Handle
+
+	answered atomic.Bool // reply was called: val and err are final
+}
+
+// reply answers p with val and err, once: a later reply (a pipeline's,
+// after a panic answered p) changes nothing.
+func (p *pending) reply(val any, err error) {
+	if p.answered.CompareAndSwap(false, true) {
+		p.val, p.err = val, err
+		close(p.done)
+	}
+}
+
+// failAll answers every decision of batch that has no answer yet with err.
+func failAll(batch []*pending, err error) {
+	for _, p := range batch {
+		p.reply(nil, err)
+	}
 }
 
 func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handle) (any, error) {
@@ -90,21 +109,7 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handl
 		// allocate); callers that come meanwhile queue for a pipeline.
 		b.flushing++
 		b.mu.Unlock()
-		var v any
-		var err error
-		if b.acks != nil && take != nil {
-			v, err = b.acks.decide(ctx, keys, args)
-		} else {
-			v, err = decideScript.Run(ctx, b.scripter, keys, args...).Result()
-		}
-		b.mu.Lock()
-		b.flushing--
-		if len(b.queue) > 0 && b.flushing < b.inFlight {
-			b.flushing++
-			go b.flush()
-		}
-		b.mu.Unlock()
-		return v, err
+		return b.alone(ctx, keys, args, take)
 	}
 	p := &pending{ctx: ctx, keys: keys, args: args, done: make(chan struct{}), take: take}
 	b.queue = append(b.queue, p)
@@ -129,6 +134,27 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handl
 	}
 }
 
+// alone is the call of a caller that found nothing in flight, sent at once
+// on its own. However it ends (a panic of the client too, which becomes its
+// error), the batcher learns that it is over and sends what queued
+// meanwhile.
+func (b *batcher) alone(ctx context.Context, keys []string, args []any, take *Handle) (v any, err error) {
+	defer func() {
+		b.mu.Lock()
+		b.flushing--
+		if len(b.queue) > 0 && b.flushing < b.inFlight {
+			b.flushing++
+			go b.flush()
+		}
+		b.mu.Unlock()
+	}()
+	defer recoverTo(func(e error) { v, err = nil, e })
+	if b.acks != nil && take != nil {
+		return b.acks.decide(ctx, keys, args)
+	}
+	return decideScript.Run(ctx, b.scripter, keys, args...).Result()
+}
+
 // left is the error of a caller that left before its pipeline answered: its
 // context's. The decision's events, if taken back, are abandoned's to take.
 type left struct{ error }
@@ -139,6 +165,7 @@ func (e left) Unwrap() error { return e.error }
 // answer (its context ended), once the pipeline has answered, if it
 // admitted: no caller was told it was.
 func (b *batcher) abandoned(p *pending) {
+	defer recoverTo(func(error) {}) // the events then free at their window's end
 	<-p.done
 	if replyAdmits(p.val) {
 		b.giveBack(*p.take)
@@ -159,8 +186,15 @@ func (b *batcher) flush() {
 		copy(batch, b.queue)
 		b.queue = append(b.queue[:0], b.queue[n:]...)
 		b.mu.Unlock()
-		b.send(batch)
+		b.sendSafely(batch)
 	}
+}
+
+// sendSafely is send, whose panics (the client's, on a reply it cannot
+// read) become the error of the batch's decisions not answered yet.
+func (b *batcher) sendSafely(batch []*pending) {
+	defer recoverTo(func(err error) { failAll(batch, err) })
+	b.send(batch)
 }
 
 func (b *batcher) send(batch []*pending) {
@@ -168,8 +202,7 @@ func (b *batcher) send(batch []*pending) {
 	live := batch[:0]
 	for _, p := range batch {
 		if err := deadline.Ended(p.ctx); err != nil {
-			p.err = err
-			close(p.done)
+			p.reply(nil, err)
 			continue
 		}
 		live = append(live, p)
@@ -322,8 +355,7 @@ func (b *batcher) deliver(calls []shared, cmds []*redis.Cmd) (again []*pending) 
 	for i, c := range calls {
 		val, err := cmds[i].Result()
 		if len(c.of) == 1 {
-			c.of[0].val, c.of[0].err = val, err
-			close(c.of[0].done)
+			c.of[0].reply(val, err)
 			continue
 		}
 		// a shared call replies with one reply per decision
@@ -339,13 +371,12 @@ func (b *batcher) deliver(calls []shared, cmds []*redis.Cmd) (again []*pending) 
 		for j, p := range c.of {
 			switch {
 			case err != nil:
-				p.err = err
+				p.reply(nil, err)
 			case isFailed(vals[j]):
-				p.err = replyError(vals[j].(string)[1:])
+				p.reply(nil, replyError(vals[j].(string)[1:]))
 			default:
-				p.val = vals[j]
+				p.reply(vals[j], nil)
 			}
-			close(p.done)
 		}
 	}
 	return again

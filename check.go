@@ -175,6 +175,7 @@ func (l *Limiter) Check(ctx context.Context) (Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer recoverTo(func(err error) { errs[i] = err }) // a reply the client could not read
 			s := &serverCheck{node: node, addr: node.Options().Addr, prefix: l.prefix, cluster: cluster}
 			if l.acks != nil {
 				s.acks = l.acks.n

@@ -49,22 +49,8 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		}
 		keys, args, id = c.key[:], c.args[:], c.id
 	}
-	var v any
-	var err error
 	sent := deadline.Ended(ctx) == nil // go-redis sends nothing for a context that ended already
-	switch {
-	case l.batch != nil:
-		var take *Handle // what to take back if the caller leaves: WithReplicas' admissions, acquisitions
-		if record && (l.acks != nil || q.op == opAcquire) {
-			h := handle(q, keys, id)
-			take = &h
-		}
-		v, err = l.batch.do(ctx, keys, args, take)
-	case l.acks != nil && record:
-		v, err = l.acks.decide(ctx, keys, args)
-	default:
-		v, err = decideScript.Run(ctx, l.rdb, keys, args...).Result()
-	}
+	v, err := l.send(ctx, q, keys, args, id, record)
 	var unacked error // WithReplicas: an admission the replicas did not acknowledge
 	if err != nil {
 		var na notAcked
@@ -89,6 +75,25 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		return Result{}, l.takeBack(ctx, r.handle, unacked)
 	}
 	return r, err
+}
+
+// send runs the decision's script call: batched, acknowledged by replicas,
+// or on its own. A panic of the client (a reply it cannot read) is its
+// error (ErrPanic).
+func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []any, id [idLen]byte, record bool) (v any, err error) {
+	defer recoverTo(func(e error) { v, err = nil, e })
+	switch {
+	case l.batch != nil:
+		var take *Handle // what to take back if the caller leaves: WithReplicas' admissions, acquisitions
+		if record && (l.acks != nil || q.op == opAcquire) {
+			h := handle(q, keys, id)
+			take = &h
+		}
+		return l.batch.do(ctx, keys, args, take)
+	case l.acks != nil && record:
+		return l.acks.decide(ctx, keys, args)
+	}
+	return decideScript.Run(ctx, l.rdb, keys, args...).Result()
 }
 
 // handle names the events q records, with the first id id, in its logs

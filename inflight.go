@@ -297,6 +297,7 @@ func (l *Limiter) takeBackLost(ctx context.Context, h Handle) {
 	}
 	go func() {
 		defer l.lost.Add(-1)
+		defer recoverTo(func(error) {}) // the slots then free at their lease's end
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.takeBackWithin())
 		defer cancel()
 		_ = l.Refund(ctx, h)

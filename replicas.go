@@ -178,7 +178,7 @@ func (a *acks) reload(ctx context.Context) {
 func (a *acks) wait(ctx context.Context, conn *redis.Conn) error {
 	got, err := conn.Wait(ctx, a.n, a.timeout).Result()
 	switch {
-	case err != nil && unavailable(err):
+	case err != nil && (unavailable(err) || demoted(err)):
 		return notAcked{fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, a.n, a.timeout.Milliseconds(), err)}
 	case err != nil:
 		return notAcked{fmt.Errorf("slidelog: WAIT %d %d: %w", a.n, a.timeout.Milliseconds(), err)}
@@ -187,6 +187,13 @@ func (a *acks) wait(ctx context.Context, conn *redis.Conn) error {
 	}
 	return nil
 }
+
+// demoted reports whether err is a WAIT's answer from a master that
+// stopped being one while the WAIT blocked: Redis unblocks it with
+// "UNBLOCKED force unblock from blocking operation, instance state changed
+// (master -> replica?)". Like every other way a master stops being one
+// during WAIT, it is ErrNotReplicated.
+func demoted(err error) bool { return redis.HasErrorPrefix(err, "UNBLOCKED") }
 
 // notAcked is the error of an admission that was recorded but not
 // acknowledged: the reply that comes with it is to be taken back.
@@ -218,6 +225,7 @@ func (l *Limiter) takeBack(ctx context.Context, h Handle, unacked error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.acks.timeout)
 	go func() {
 		defer cancel()
+		defer recoverTo(func(error) {}) // the events then free at their window's end
 		_ = l.Refund(rctx, h)
 	}()
 	err := fmt.Errorf("%w; its events are being taken back", unacked)
@@ -250,9 +258,7 @@ func (b *batcher) sendAcked(ctx context.Context, live []*pending) {
 			m, err := b.acks.master(ctx, c.keys[0])
 			if err != nil {
 				for _, q := range c.of {
-					p := stand[q]
-					p.err = err
-					close(p.done)
+					stand[q].reply(nil, err)
 				}
 				continue
 			}
@@ -265,6 +271,13 @@ func (b *batcher) sendAcked(ctx context.Context, live []*pending) {
 		var redirected []*pending
 		var failed bool
 		send := func(m *redis.Client) {
+			defer recoverTo(func(err error) { // the client panicked: this master's decisions fail
+				for _, c := range groups[m] {
+					for _, q := range c.of {
+						stand[q].reply(nil, err)
+					}
+				}
+			})
 			moved, f := b.sendTo(ctx, m, groups[m], stand, attempt == 0 && b.acks.cluster != nil)
 			mu.Lock()
 			redirected = append(redirected, moved...)
@@ -306,18 +319,17 @@ func (b *batcher) sendTo(ctx context.Context, master *redis.Client, calls []shar
 	for _, c := range calls {
 		for _, q := range c.of {
 			p := stand[q]
-			p.val, p.err = q.val, q.err
 			switch {
-			case redirect && redirection(p.err):
+			case redirect && redirection(q.err):
 				moved = append(moved, p)
 				continue
-			case p.err == nil && p.take != nil && replyAdmits(p.val):
-				waiting = append(waiting, p)
+			case q.err == nil && p.take != nil && replyAdmits(q.val):
+				waiting = append(waiting, q)
 				continue
-			case p.err != nil && unavailable(p.err):
+			case q.err != nil && unavailable(q.err):
 				failed = true
 			}
-			close(p.done)
+			p.reply(q.val, q.err)
 		}
 	}
 	if len(waiting) == 0 {
@@ -328,13 +340,17 @@ func (b *batcher) sendTo(ctx context.Context, master *redis.Client, calls []shar
 	// (and their denials) go on while it lasts.
 	go func() {
 		defer func() { _ = conn.Close() }()
+		defer recoverTo(func(err error) { // the client panicked on WAIT's reply
+			for _, q := range waiting {
+				stand[q].reply(q.val, notAcked{err})
+			}
+		})
 		err := b.acks.wait(ctx, conn)
 		if err != nil && b.acks.cluster != nil {
 			b.acks.cluster.ReloadState(ctx)
 		}
-		for _, p := range waiting {
-			p.err = err
-			close(p.done)
+		for _, q := range waiting {
+			stand[q].reply(q.val, err)
 		}
 	}()
 	return moved, failed

@@ -3,11 +3,14 @@ package slidelog
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // A WAIT the server refuses (the user may not run it) is a mistake: an
@@ -143,5 +146,55 @@ func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+	}
+}
+
+// A master demoted while its WAIT blocks (REPLICAOF, as a failover does)
+// answers the WAIT "UNBLOCKED force unblock ... (master -> replica?)": that
+// is ErrNotReplicated, so FailOpen admits, batched or not. Before, it was an
+// error no policy answered for.
+func TestReplicasMasterDemotedDuringWait(t *testing.T) {
+	for _, mode := range batchingModes {
+		t.Run(mode.name, func(t *testing.T) {
+			addr := redistest.Start(t) // no replica: a WAIT 1 blocks until its timeout
+			rdb := client(t, addr)
+			ctx, cancel := context.WithTimeout(context.Background(), generous)
+			defer cancel()
+			gone := redistest.Gone(t)
+			host, port, _ := net.SplitHostPort(gone)
+			strict := New(rdb, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Minute), mode.opt)
+			open := New(rdb, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Minute), WithPolicy(FailOpen), mode.opt)
+			type answer struct {
+				r   Result
+				err error
+			}
+			answers := make(chan answer, 2)
+			for _, l := range []*Limiter{strict, open} {
+				go func() {
+					r, err := l.Allow(ctx, "k", PerMinute(10))
+					answers <- answer{r, err}
+				}()
+			}
+			waitFor(t, "two WAITs blocked", func() bool { return infoField(rdb, "blocked_clients") == "2" })
+			if err := rdb.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = rdb.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err() })
+			var notReplicated, admitted int
+			for range 2 {
+				a := <-answers
+				switch {
+				case errors.Is(a.err, ErrNotReplicated) && !a.r.Allowed:
+					notReplicated++
+				case a.err == nil && a.r.Allowed && a.r.Degraded():
+					admitted++
+				default:
+					t.Errorf("a demoted master's WAIT: %+v, %v; want ErrNotReplicated (FailClosed) or a degraded admission (FailOpen)", a.r, a.err)
+				}
+			}
+			if notReplicated != 1 || admitted != 1 {
+				t.Errorf("%d ErrNotReplicated, %d admitted by FailOpen; want one each", notReplicated, admitted)
+			}
+		})
 	}
 }
