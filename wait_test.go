@@ -90,3 +90,34 @@ func admittedAt(r Result, err error) (time.Time, error) {
 	}
 	return r.Time(), err
 }
+
+// A Wait whose deadline falls just after the instant the request fits
+// (0.5ms: less than an ask and a timer's lateness) fails at once with
+// ErrWaitDeadline, or is admitted; it never sleeps only to fail. Before, it
+// slept the whole wait in 9 of 10 runs, then failed with
+// context.DeadlineExceeded.
+func TestWaitDeadlineJustAfterFit(t *testing.T) {
+	l := New(realRedis(t), WithPrefix(uniqueKey(t)+":"))
+	lim := Limit{Events: 1, Window: 50 * time.Millisecond}
+	for run := range 10 {
+		key := fmt.Sprintf("k%d", run)
+		if r, err := l.Allow(context.Background(), key, lim); err != nil || !r.Allowed {
+			t.Fatal(r, err)
+		}
+		p, err := l.Peek(context.Background(), key, lim)
+		if err != nil || p.Allowed {
+			t.Fatal(p, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), p.RetryAfter+500*time.Microsecond)
+		start := time.Now()
+		r, err := l.Wait(ctx, key, lim)
+		took := time.Since(start)
+		cancel()
+		switch {
+		case err == nil && r.Allowed:
+		case errors.Is(err, ErrWaitDeadline) && took < p.RetryAfter/2:
+		default:
+			t.Errorf("run %d: Wait %v after a wait of %v: %+v, %v; want admitted, or ErrWaitDeadline at once", run, took, p.RetryAfter, r, err)
+		}
+	}
+}

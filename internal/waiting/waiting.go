@@ -27,10 +27,18 @@ type line struct {
 	waiting int           // callers in line, the asking one included
 }
 
+// Slack is the room Wait leaves, beyond the retry and the time an ask took,
+// for a timer that fires late and an ask that takes longer than the last:
+// a deadline closer than that to the instant the request fits could only
+// end the ask it would sleep for.
+const Slack = time.Millisecond
+
 // Wait calls try, in key's line, until it admits: after a denial it sleeps
 // the retry the denial named and asks again. If the context has a deadline
-// that comes before that retry, Wait returns at once with an error
-// wrapping ErrDeadline; if the context ends while waiting, ctx.Err().
+// that leaves no room for that (the retry, then an ask as long as the last
+// one took, and Slack), Wait returns at once with an error wrapping
+// ErrDeadline, rather than sleep only to fail; if the context ends while
+// waiting, ctx.Err().
 func (ls *Lines) Wait(ctx context.Context, key string, try func() (allowed bool, retry time.Duration, err error)) error {
 	l := ls.join(key)
 	defer ls.leave(key, l)
@@ -41,11 +49,12 @@ func (ls *Lines) Wait(ctx context.Context, key string, try func() (allowed bool,
 	}
 	defer func() { <-l.turn }()
 	for {
+		start := time.Now()
 		allowed, retry, err := try()
 		if err != nil || allowed {
 			return err
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < retry {
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < retry+time.Since(start)+Slack {
 			return ErrDeadline
 		}
 		t := time.NewTimer(retry)
