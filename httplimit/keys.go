@@ -56,7 +56,17 @@ type IPKey struct {
 	// IPv6Prefix groups IPv6 clients by network: one host usually holds a
 	// whole /64. 1 to 128; default (0): 64.
 	IPv6Prefix int
+	// MaxProxies is the most proxies a request passes through on its way
+	// to the service, the peer included: the walk reads at most this many
+	// elements of Header from its right end (each proxy appended one, the
+	// first the client's address), however long the header is. A request
+	// whose last MaxProxies elements are all trusted proxies, with more
+	// left of them, is answered 400. Default (0): 16.
+	MaxProxies int
 }
+
+// defaultMaxProxies is IPKey.MaxProxies' default.
+const defaultMaxProxies = 16
 
 // Validate reports the mistake in k that ClientIP would panic on, or nil.
 func (k IPKey) Validate() error {
@@ -65,6 +75,9 @@ func (k IPKey) Validate() error {
 	}
 	if k.IPv6Prefix < 0 || k.IPv6Prefix > 128 {
 		return fmt.Errorf("httplimit: IPKey.IPv6Prefix %d is not 0 (the default, 64) to 128", k.IPv6Prefix)
+	}
+	if k.MaxProxies < 0 {
+		return fmt.Errorf("httplimit: IPKey.MaxProxies %d is negative (0 is the default, %d)", k.MaxProxies, defaultMaxProxies)
 	}
 	for i, p := range k.TrustedProxies {
 		if !p.IsValid() {
@@ -101,13 +114,21 @@ func unmapPrefix(p netip.Prefix) netip.Prefix {
 // ("203.0.113.7:5555", "[2001:db8::1]:80", "[2001:db8::1]"); the port is
 // ignored, an IPv6 zone is dropped and an IPv4-mapped IPv6 address is its
 // IPv4 address. A hop that is not an address ("unknown", an obfuscated
-// identifier such as "_hidden", garbage), a Forwarded element without for=,
-// or a Forwarded line that does not parse, reached on the walk, ends it: the
-// key is an error and the request is answered 400, uncounted. Keyed by the
+// identifier such as "_hidden", garbage), a Forwarded element without for=
+// or one that does not parse, reached on the walk, ends it: the key is an
+// error and the request is answered 400, uncounted. Keyed by the
 // proxy, such requests would all share one bucket, and one client could
 // spend every other's budget; keyed by the hop's text, a client that can
 // shape it could pick a fresh key for every request. A proxy that hides
 // addresses needs another key (Header, on a value the proxy sets).
+//
+// The work is bounded by what the walk can use, whatever the header's
+// length: the header is read from the right end of its last line, at most
+// cfg.MaxProxies elements (16 by default) of at most 1 KiB each. Nothing
+// left of the client is split, parsed or read, so a client's long or
+// malformed prefix costs nothing. A walk that reads MaxProxies trusted
+// hops with more left, or an element of more than 1 KiB, ends in an error
+// (400).
 //
 // IPv6 addresses are grouped by cfg.IPv6Prefix. ClientIP panics if
 // cfg.Validate reports a mistake.
@@ -142,6 +163,10 @@ func clientAddr(cfg IPKey) func(*http.Request) (netip.Addr, error) {
 		header = "X-Forwarded-For"
 	}
 	forwarded := header == "Forwarded"
+	most := cfg.MaxProxies
+	if most == 0 {
+		most = defaultMaxProxies
+	}
 	proxies := make([]netip.Prefix, len(cfg.TrustedProxies)) // a caller's later change to its slice changes nothing
 	for i, p := range cfg.TrustedProxies {
 		proxies[i] = unmapPrefix(p)
@@ -165,7 +190,7 @@ func clientAddr(cfg IPKey) func(*http.Request) (netip.Addr, error) {
 		}
 		addr = addr.WithZone("").Unmap()
 		if trusted(addr) {
-			return walk(r.Header[header], header, forwarded, addr, trusted)
+			return walk(r.Header[header], header, forwarded, addr, trusted, most)
 		}
 		return addr, nil
 	}
@@ -173,49 +198,241 @@ func clientAddr(cfg IPKey) func(*http.Request) (netip.Addr, error) {
 
 // walk returns the client in lines (the header's field lines, oldest hop
 // first) from the trusted peer's view: the rightmost hop that is not
-// trusted, else the leftmost hop, else the peer. It reads from the right
-// and stops there: a long forged prefix costs nothing.
-func walk(lines []string, header string, forwarded bool, peer netip.Addr, trusted func(netip.Addr) bool) (netip.Addr, error) {
+// trusted, else the leftmost hop, else the peer.
+//
+// It reads from the right end of the last line and stops at the client:
+// it reads at most most elements (empty ones included), each of at most
+// maxElement bytes, and never looks left of them. The hops it uses were
+// written by trusted proxies; whatever a client wrote left of them, however
+// long or malformed, is never split, parsed or even read. A walk that has
+// read most elements, all trusted proxies, with more left, ends in an
+// error: more proxies than IPKey.MaxProxies.
+func walk(lines []string, header string, forwarded bool, peer netip.Addr, trusted func(netip.Addr) bool, most int) (netip.Addr, error) {
 	client := peer
+	read := 0
 	for i := len(lines) - 1; i >= 0; i-- {
-		var hops []string
-		if forwarded {
-			var err error
-			if hops, err = forwardedFor(lines[i]); err != nil {
-				return netip.Addr{}, err
+		line := lines[i]
+		for end := len(line); ; {
+			if read == most {
+				return netip.Addr{}, fmt.Errorf("%s: the last %d elements are all trusted proxies (or empty) and there are more, more than IPKey.MaxProxies", header, most)
 			}
-		}
-		for rest := lines[i]; ; {
+			read++
 			var hop string
+			var start int
+			var err error
 			if forwarded {
-				if len(hops) == 0 {
-					break
-				}
-				hop, hops = hops[len(hops)-1], hops[:len(hops)-1]
-				if hop == "" {
+				var hasFor, empty bool
+				hop, hasFor, empty, start, err = lastForwarded(line, end)
+				switch {
+				case err != nil:
+					return netip.Addr{}, err
+				case !empty && !hasFor:
 					return netip.Addr{}, errors.New("a Forwarded element has no for= parameter")
 				}
-			} else {
-				if rest == "" {
-					break
+			} else if hop, start, err = lastListElement(line, end); err != nil {
+				return netip.Addr{}, err
+			}
+			if hop != "" { // "": an empty list element (RFC 9110 §5.6.1)
+				a, ok := parseHop(hop)
+				if !ok {
+					return netip.Addr{}, fmt.Errorf("%s hop %s is not an IP address", header, short(hop))
 				}
-				cut := strings.LastIndexByte(rest, ',')
-				hop, rest = strings.TrimSpace(rest[cut+1:]), rest[:max(cut, 0)]
-				if hop == "" {
-					continue // an empty list element (RFC 9110 §5.6.1)
+				client = a
+				if !trusted(a) {
+					return client, nil
 				}
 			}
-			a, ok := parseHop(hop)
-			if !ok {
-				return netip.Addr{}, fmt.Errorf("%s hop %s is not an IP address", header, short(hop))
+			if start < 0 {
+				break
 			}
-			client = a
-			if !trusted(a) {
-				return client, nil
-			}
+			end = start
 		}
 	}
 	return client, nil
+}
+
+// maxElement is the longest list element walk reads: an X-Forwarded-For
+// hop, or a Forwarded element with all its pairs (for=, by=, host=,
+// proto=), with the whitespace around it. What a proxy writes is far
+// shorter; a longer element reached on the walk is an error.
+const maxElement = 1024
+
+// errLongElement is the error of an element longer than maxElement.
+func errLongElement(header string) error {
+	return fmt.Errorf("%s: an element of more than %d bytes", header, maxElement)
+}
+
+// lastListElement is the element of a comma-separated list that ends at
+// line[end] (exclusive), trimmed of whitespace ("" if empty), and the index
+// of the comma before it (-1 at the line's start). It reads no further
+// back from end than an element of maxElement bytes and its comma.
+func lastListElement(line string, end int) (elem string, start int, err error) {
+	floor := max(end-maxElement-1, 0) // the element and the comma before it
+	start = strings.LastIndexByte(line[floor:end], ',')
+	if start >= 0 {
+		start += floor
+	} else if floor > 0 {
+		return "", 0, errLongElement("X-Forwarded-For")
+	}
+	return strings.Trim(line[start+1:end], " \t"), start, nil
+}
+
+// lastForwarded parses, from its end, the element of a Forwarded field
+// line (RFC 7239) that ends at line[end] (exclusive): its for= value,
+// unquoted, whether it has one, whether it is empty (no pair and no ';':
+// skipped, as in any list), and the index of the comma before it (-1 at
+// the line's start). It reads no further back from end than an element of
+// maxElement bytes and its comma.
+//
+// An element a proxy wrote parses the same from either end; only the
+// elements the walk needs are parsed, so a client's malformed text left of
+// them (an open quote, a stray byte) is never reached. Off the grammar, the
+// element is an error: where it begins cannot be known, so neither can
+// the hop before it. Unquoted values may hold ':', '[' and ']', as proxies
+// write them.
+func lastForwarded(line string, end int) (value string, hasFor, empty bool, start int, err error) {
+	floor := max(end-maxElement-1, 0) // the element and the comma before it
+	i := end                          // line[i:end] is read
+	bad := func(why string) (string, bool, bool, int, error) {
+		return "", false, false, 0, fmt.Errorf("the Forwarded element %s does not parse: %s", short(line[i:end]), why)
+	}
+	long := func() (string, bool, bool, int, error) {
+		return "", false, false, 0, errLongElement("Forwarded")
+	}
+	// at reports whether line[i-1] can be read: false at the line's start,
+	// and past floor (then i > 0: the element is too long).
+	at := func() bool { return i > floor }
+	ows := func() {
+		for at() && (line[i-1] == ' ' || line[i-1] == '\t') {
+			i--
+		}
+	}
+	empty = true
+	for {
+		ows()
+		if !at() {
+			if i > 0 {
+				return long()
+			}
+			return value, hasFor, empty, -1, nil
+		}
+		switch line[i-1] {
+		case ',':
+			return value, hasFor, empty, i - 1, nil
+		case ';':
+			i--
+			empty = false
+			continue
+		}
+		// A pair, name=value, read from its value's end.
+		empty = false
+		var v string
+		if line[i-1] == '"' {
+			// The opening quote is the nearest '"' to the left with an
+			// even number of backslashes before it (none escapes it).
+			closing := i - 1
+			if backslashes(line, closing, floor)%2 == 1 {
+				i = closing
+				return bad("an unterminated quoted string")
+			}
+			j, escaped := closing-1, false
+			for {
+				if j < floor {
+					if floor > 0 {
+						return long()
+					}
+					i = 0
+					return bad("an unterminated quoted string")
+				}
+				c := line[j]
+				if c == '"' {
+					n := backslashes(line, j, floor)
+					if j-n == floor && floor > 0 {
+						return long() // the run of backslashes may go on, or '=' is past floor
+					}
+					if n%2 == 0 {
+						break
+					}
+					escaped = true
+				} else if c == '\\' {
+					escaped = true
+				} else if (c < 0x20 && c != '\t') || c == 0x7f {
+					i = j
+					return bad("a control character in a quoted string")
+				}
+				j--
+			}
+			v = line[j+1 : closing]
+			if escaped {
+				v = unescape(v)
+			}
+			i = j
+		} else {
+			k := i
+			for k > floor && (isTchar(line[k-1]) || line[k-1] == ':' || line[k-1] == '[' || line[k-1] == ']') {
+				k--
+			}
+			if k == floor && floor > 0 {
+				return long()
+			}
+			if k == i {
+				return bad("want a value")
+			}
+			v, i = line[k:i], k
+		}
+		if !at() || line[i-1] != '=' {
+			if !at() && i > 0 {
+				return long()
+			}
+			return bad("want name=value")
+		}
+		i--
+		k := i
+		for k > floor && isTchar(line[k-1]) {
+			k--
+		}
+		if k == floor && floor > 0 {
+			return long()
+		}
+		if k == i {
+			return bad("want name=value")
+		}
+		name := line[k:i]
+		i = k
+		if strings.EqualFold(name, "for") {
+			if hasFor {
+				return bad("two for= in one element")
+			}
+			hasFor, value = true, v
+		}
+		ows()
+		if at() && line[i-1] != ';' && line[i-1] != ',' {
+			return bad("want ';' or ',' before a pair")
+		}
+	}
+}
+
+// backslashes is the number of backslashes right before line[j], counting
+// no further left than floor.
+func backslashes(line string, j, floor int) int {
+	n := 0
+	for j-n > floor && line[j-n-1] == '\\' {
+		n++
+	}
+	return n
+}
+
+// unescape is a quoted string's content with its quoted pairs undone.
+func unescape(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // parseHop reads an address with an optional port: 203.0.113.7,
@@ -262,104 +479,6 @@ func validPort(p string) bool {
 	}
 	n, err := strconv.ParseUint(p, 10, 16)
 	return err == nil && len(p) <= 5 && n <= 65535
-}
-
-// forwardedFor parses one Forwarded field line (RFC 7239) and returns the
-// for= value of each element, unquoted, left to right; "" for an element
-// without for=. Empty elements are skipped. A line off the grammar is an
-// error: where one element ends cannot be known, so neither can the client.
-// Unquoted values may hold ':', '[' and ']', as proxies write them.
-func forwardedFor(line string) ([]string, error) {
-	var fors []string
-	bad := func(why string) ([]string, error) {
-		return nil, fmt.Errorf("the Forwarded line %s does not parse: %s", short(line), why)
-	}
-	i, n := 0, len(line)
-	ows := func() {
-		for i < n && (line[i] == ' ' || line[i] == '\t') {
-			i++
-		}
-	}
-	for {
-		// One element: pairs separated by ';', up to ',' or the end.
-		ows()
-		elemStart := i
-		var forValue string
-		hasFor := false
-		for i < n && line[i] != ',' {
-			if line[i] == ';' {
-				i++
-				ows()
-				continue
-			}
-			start := i
-			for i < n && isTchar(line[i]) {
-				i++
-			}
-			name := line[start:i]
-			if name == "" || i >= n || line[i] != '=' {
-				return bad("want name=value")
-			}
-			i++
-			var value string
-			if i < n && line[i] == '"' {
-				var b strings.Builder
-				i++
-				closed := false
-				for i < n {
-					c := line[i]
-					if c == '\\' && i+1 < n {
-						b.WriteByte(line[i+1])
-						i += 2
-						continue
-					}
-					if c == '"' {
-						closed = true
-						i++
-						break
-					}
-					if (c < 0x20 && c != '\t') || c == 0x7f {
-						return bad("a control character in a quoted string")
-					}
-					b.WriteByte(c)
-					i++
-				}
-				if !closed {
-					return bad("an unterminated quoted string")
-				}
-				value = b.String()
-			} else {
-				start := i
-				for i < n && (isTchar(line[i]) || line[i] == ':' || line[i] == '[' || line[i] == ']') {
-					i++
-				}
-				value = line[start:i]
-				if value == "" {
-					return bad("an empty value")
-				}
-			}
-			if strings.EqualFold(name, "for") {
-				if hasFor {
-					return bad("two for= in one element")
-				}
-				hasFor, forValue = true, value
-			}
-			ows()
-			if i < n && line[i] != ';' && line[i] != ',' {
-				return bad("want ';' or ',' after a value")
-			}
-		}
-		switch {
-		case hasFor:
-			fors = append(fors, forValue)
-		case i > elemStart: // pairs, or bare ';', but no for=
-			fors = append(fors, "")
-		}
-		if i >= n {
-			return fors, nil
-		}
-		i++ // ','
-	}
 }
 
 // isToken: a header name (RFC 9110 token).

@@ -182,9 +182,14 @@ func TestClientIPForwarded(t *testing.T) {
 		{fwd, []string{"Forwarded", `for=_hidden`}, ""},
 		{fwd, []string{"Forwarded", `for=203.0.113.7, proto=https`}, ""},
 		{fwd, []string{"Forwarded", `for=198.51.100.1;for=203.0.113.7`}, ""},
-		// the client's open quote swallows the proxy's element
-		{fwd, []string{"Forwarded", `for="198.51.100.1, for=203.0.113.7`}, ""},
-		{fwd, []string{"Forwarded", `for="x\", for=203.0.113.7`}, ""},
+		// the client's open quote does not swallow the proxy's element: the
+		// line is read from the right, and the walk stops at the client
+		{fwd, []string{"Forwarded", `for="198.51.100.1, for=203.0.113.7`}, "ip:203.0.113.7"},
+		{fwd, []string{"Forwarded", `for="x\", for=203.0.113.7`}, "ip:203.0.113.7"},
+		// the proxy's own element broken: an error
+		{fwd, []string{"Forwarded", `for="203.0.113.7`}, ""},
+		{fwd, []string{"Forwarded", `for=203.0.113.7"`}, ""},
+		{fwd, []string{"Forwarded", `for="203.0.113.7\"`}, ""},
 		{fwd, []string{"Forwarded", `for=203.0.113.7 junk`}, ""},
 		{fwd, []string{"Forwarded", `for=203.0.113.7;`}, "ip:203.0.113.7"}, // an empty pair is allowed
 		{fwd, []string{"Forwarded", `for=203.0.113.7 ; proto=https ,`}, "ip:203.0.113.7"},
@@ -256,6 +261,7 @@ func TestClientIPConfig(t *testing.T) {
 		{Header: "X-Forwarded-For:"},
 		{IPv6Prefix: 129},
 		{IPv6Prefix: -1},
+		{MaxProxies: -1},
 		{TrustedProxies: []netip.Prefix{{}}},
 		{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:0.0.0.0/80")}},
 	} {
@@ -277,8 +283,10 @@ func TestClientIPConfig(t *testing.T) {
 }
 
 // Whatever a client sends, the proxy's appended hop decides: the key is the
-// client's address, or (a Forwarded line the client broke) an error, never
-// a key of the client's choosing.
+// client's address, never a key of the client's choosing and never an
+// error, also when the client's text shares the proxy's line (before the
+// walk read from the right, a Forwarded line the client broke was an
+// error).
 func FuzzClientCannotChooseKey(f *testing.F) {
 	for _, s := range []string{"", "unknown", "198.51.100.1", `for="`, `for="x\`, `for=198.51.100.1;for=`, "_hidden, 10.0.0.1",
 		`for="[2001:db8::1]:80"`, "\x00", ",,,", `;;`, `for=10.0.0.1`, "for=\"a\tb\""} {
@@ -291,18 +299,54 @@ func FuzzClientCannotChooseKey(f *testing.F) {
 		for _, c := range []struct {
 			key    httplimit.KeyFunc
 			header []string
-			broken bool // the client's text shares the proxy's line
 		}{
-			{xff, []string{"X-Forwarded-For", forged + ", 203.0.113.7"}, false},
-			{xff, []string{"X-Forwarded-For", forged, "X-Forwarded-For", "203.0.113.7"}, false},
-			{fwd, []string{"Forwarded", forged + ", for=203.0.113.7"}, true},
-			{fwd, []string{"Forwarded", forged, "Forwarded", "for=203.0.113.7"}, false},
-			{fwd, []string{"Forwarded", forged, "Forwarded", `for="203.0.113.7:1";proto=https`}, false},
+			{xff, []string{"X-Forwarded-For", forged + ", 203.0.113.7"}},
+			{xff, []string{"X-Forwarded-For", forged, "X-Forwarded-For", "203.0.113.7"}},
+			{fwd, []string{"Forwarded", forged + ", for=203.0.113.7"}},
+			{fwd, []string{"Forwarded", forged + `, for="203.0.113.7:1";proto=https, for=10.0.0.2`}},
+			{fwd, []string{"Forwarded", forged, "Forwarded", "for=203.0.113.7"}},
+			{fwd, []string{"Forwarded", forged, "Forwarded", `for="203.0.113.7:1";proto=https`}},
 		} {
 			got, err := keyOf(c.key, "10.1.2.3:80", c.header...)
-			if got != want && (!c.broken || err == nil) {
+			if got != want {
 				t.Errorf("%q: %q, %v; want %q", c.header, got, err, want)
 			}
 		}
 	})
+}
+
+// IPKey.MaxProxies bounds the walk: it reads that many elements from the
+// right at most. Past it, with every hop so far trusted, the request is an
+// error, not keyed by a hop it did not read.
+func TestClientIPMaxProxies(t *testing.T) {
+	two := httplimit.ClientIP(httplimit.IPKey{TrustedProxies: proxies, MaxProxies: 2})
+	byDefault := httplimit.ClientIP(httplimit.IPKey{TrustedProxies: proxies})
+	hops := func(n int) string { // n trusted hops
+		s := ""
+		for i := range n {
+			s += fmt.Sprintf(", 10.0.0.%d", i+1)
+		}
+		return s
+	}
+	for i, c := range []struct {
+		key       httplimit.KeyFunc
+		xff, want string // want "" for an error
+	}{
+		{two, "203.0.113.7" + hops(1), "ip:203.0.113.7"},
+		{two, "198.51.100.1, 203.0.113.7" + hops(1), "ip:203.0.113.7"},
+		{two, "203.0.113.7" + hops(2), ""},
+		{two, "10.0.0.9" + hops(1), "ip:10.0.0.9"}, // every hop trusted, all read: the leftmost
+		{two, "10.0.0.9" + hops(2), ""},
+		{two, "203.0.113.7, ," + hops(1), ""}, // an empty element counts
+		{byDefault, "203.0.113.7" + hops(15), "ip:203.0.113.7"},
+		{byDefault, "203.0.113.7" + hops(16), ""},
+	} {
+		got, err := keyOf(c.key, "10.1.2.3:80", "X-Forwarded-For", c.xff)
+		if c.want == "" && err == nil {
+			t.Errorf("case %d %q: keyed %q, want an error", i, c.xff, got)
+		}
+		if c.want != "" && (err != nil || got != c.want) {
+			t.Errorf("case %d %q: %q, %v; want %q", i, c.xff, got, err, c.want)
+		}
+	}
 }
