@@ -12,3 +12,11 @@ func SetAfterFunc(f func(d time.Duration, fn func()) Timer) (restore func()) {
 	afterFunc = f
 	return func() { afterFunc = old }
 }
+
+// SetLogNow makes the default OnError's rate of lines read f instead of
+// time.Now, until restore is called.
+func SetLogNow(f func() time.Time) (restore func()) {
+	old := logNow
+	logNow = f
+	return func() { logNow = old }
+}

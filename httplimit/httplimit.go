@@ -47,6 +47,10 @@
 // "//healthz", is counted), ExemptClients the client ClientIP finds (an
 // untrusted peer's X-Forwarded-For is never read).
 //
+// Without Options.OnError, each 500 and 503 is logged through
+// slog.Default(), at most a line per LogInterval per middleware, the next
+// line counting those left out: an outage is neither silent nor a flood.
+//
 // Mistakes a configuration shows on its own (no Limiter, neither Limit nor
 // LimitFor, an invalid Limit, a Name that is not a valid string) make New
 // panic; Options.Validate reports them as an error instead.
@@ -98,8 +102,11 @@ type Options struct {
 	OnDenied func(w http.ResponseWriter, r *http.Request, res slidelog.Result)
 	// OnError writes the response when no decision could be had, with the
 	// status the package documentation lists (400, 413, 500 or 503) and the
-	// error; it is the place to log. Default: that status with an
-	// application/problem+json body.
+	// error. Default: that status with an application/problem+json body,
+	// and for a 500 or a 503 a line at level Error through slog.Default()
+	// (the default logger when the line is logged), at most one per
+	// LogInterval per middleware, the next line counting those left out
+	// ("suppressed"). Set it to log elsewhere, or otherwise.
 	OnError func(w http.ResponseWriter, r *http.Request, status int, err error)
 }
 
@@ -137,7 +144,7 @@ func New(o Options) func(http.Handler) http.Handler {
 		o.OnDenied = deniedProblem
 	}
 	if o.OnError == nil {
-		o.OnError = errorProblem
+		o.OnError = (&errorLog{what: "rate"}).onError
 	}
 	name := ratefields.String(o.Name)
 	return func(next http.Handler) http.Handler {

@@ -39,7 +39,8 @@ type InFlightOptions struct {
 	// FailLocal with a fallback that is not an Acquirer; after either, no
 	// renewal is tried again) or a finished request's lease could not be
 	// released (Redis failed: its slots stay held until the lease runs
-	// out). It is the place to log. Default: nil, not told.
+	// out). Default: a line at level Error through slog.Default(), at most
+	// one per LogInterval (shared with the default OnError), as OnError's.
 	OnLeaseError func(r *http.Request, err error)
 }
 
@@ -106,8 +107,12 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 	if o.OnDenied == nil {
 		o.OnDenied = inFlightDenied
 	}
+	logs := &errorLog{what: "in-flight"}
 	if o.OnError == nil {
-		o.OnError = errorProblem
+		o.OnError = logs.onError
+	}
+	if o.OnLeaseError == nil {
+		o.OnLeaseError = logs.onLeaseError
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
