@@ -25,7 +25,9 @@ import (
 //   - Name and LegacyHeaders are not used: no RateLimit field is written.
 //     Those fields describe a quota per window, which an in-flight limit is
 //     not, and they belong to the rate limit's middleware if one is
-//     mounted too.
+//     mounted too. A response InFlight writes itself (a denial, an error)
+//     carries none, also when a rate limit's middleware outside it wrote
+//     them: they would describe a limit that did not answer it.
 //   - OnDenied gets the denial's Result; its default says the client's
 //     slots are all held.
 type InFlightOptions struct {
@@ -76,6 +78,13 @@ func (o InFlightOptions) Validate() error {
 // that died (and stopped renewing) stay taken. It panics if o.Validate
 // reports a mistake.
 //
+// With a rate limit (New) too, mount the in-flight limit outside it,
+// inflight(rate(handler)): a request the in-flight limit denies then never
+// reaches the rate limit, which charges it nothing, and one the rate limit
+// denies gives its slot back as soon as the 429 is written. The other way
+// round, the rate limit records each request before the in-flight limit
+// denies it, and a client kept out by its slots spends its quota retrying.
+//
 // A request is answered:
 //
 //   - exempt (Options.Exempt reports true): by the next handler, neither
@@ -114,6 +123,11 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 	if o.OnLeaseError == nil {
 		o.OnLeaseError = logs.onLeaseError
 	}
+	onError := o.OnError
+	o.OnError = func(w http.ResponseWriter, r *http.Request, status int, err error) {
+		clearRateFields(w)
+		onError(w, r, status, err)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if o.Exempt != nil && o.Exempt(r) {
@@ -135,6 +149,7 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 				return
 			}
 			if !lease.Allowed {
+				clearRateFields(w)
 				w.Header().Set("Retry-After", strconv.FormatInt(ratefields.Seconds(lease.RetryAfter, 1), 10))
 				o.OnDenied(w, r, lease.Result)
 				return
@@ -143,6 +158,21 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 			defer h.end()
 			next.ServeHTTP(w, r)
 		})
+	}
+}
+
+// rateFields are the fields a rate limit's middleware writes (New, and
+// the X-RateLimit-* of LegacyHeaders).
+var rateFields = []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+
+// clearRateFields deletes the rate-limit fields a rate limit's middleware
+// mounted outside InFlight wrote before it: a response InFlight writes (a
+// denial, an error) was answered by the in-flight limit, and a rate limit's
+// "r=597;t=0" beside its Retry-After would describe another limit.
+func clearRateFields(w http.ResponseWriter) {
+	h := w.Header()
+	for _, f := range rateFields {
+		h.Del(f)
 	}
 }
 
