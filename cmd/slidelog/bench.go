@@ -80,7 +80,7 @@ flags:`)
 	fs.BoolVar(&cfg.large, "large", false, "measure large limits instead (10, 1 000, 100 000 events per key)")
 	fs.BoolVar(&cfg.instructions, "instructions", false, "count redis-server's instructions per decision under callgrind instead")
 	fs.IntVar(&cfg.calls, "calls", 5000, "decisions per variant with --instructions")
-	if err := parse(fs, args, "", nil, stdout); err != nil {
+	if _, err := parse(fs, args, "", nil, stdout); err != nil {
 		return err
 	}
 	var err error

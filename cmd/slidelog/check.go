@@ -54,7 +54,7 @@ flags:`)
 	prefix := fs.String("prefix", "slidelog:", "the limiter's key prefix, for the ACL check")
 	replicas := fs.Int("replicas", 0, "the replicas each admission waits for, as WithReplicas(`N`, ...): a master with fewer online is a problem; 0: no WithReplicas")
 	asJSON := fs.Bool("json", false, `print the report as JSON: {"ok": bool, "findings": [{"severity", "check", "server", "text"}]}`)
-	if err := parse(fs, args, "", nil, stdout); err != nil {
+	if _, err := parse(fs, args, "", nil, stdout); err != nil {
 		return err
 	}
 	if *url == "" {

@@ -52,7 +52,7 @@ flags:`)
 	fs.DurationVar(&cfg.window, "window", time.Second, "length of the sliding window")
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long to run")
 	fs.Float64Var(&cfg.load, "load", 3, "offered load, as a multiple of the limit")
-	if err := parse(fs, args, "", nil, stdout); err != nil {
+	if _, err := parse(fs, args, "", nil, stdout); err != nil {
 		return err
 	}
 	cfg.redisURL = *url
@@ -85,18 +85,20 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	if embedded {
 		where += " (embedded)"
 	}
+	// Redis is reached before anything is printed: an unreachable one is
+	// the one line of the error, not a banner followed by it.
+	watchClient := redis.NewClient(opts)
+	defer func() { _ = watchClient.Close() }()
+	if err := watchClient.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s is unreachable: %w", opts.Addr, err)
+	}
+
 	limit := slidelog.Limit{Events: cfg.events, Window: cfg.window}
 	prefix := fmt.Sprintf("slidelog-demo:%d:", time.Now().UnixNano())
 	const key = "shared"
 	fmt.Fprintf(out, "redis %s, key %s%s, limit %v, %d instances x %d callers, offered load %.1fx, %v\n",
 		where, prefix, key, limit, cfg.instances, cfg.workers, cfg.load, cfg.duration)
 	fmt.Fprintln(out, "each window of wall time: decisions admitted, denied, failed; per instance iN: admitted/requests")
-
-	watchClient := redis.NewClient(opts)
-	defer func() { _ = watchClient.Close() }()
-	if err := watchClient.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", opts.Addr, err)
-	}
 
 	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()

@@ -31,14 +31,18 @@ flags:`)
 	var limit slidelog.Limit
 	fs.IntVar(&limit.Events, "events", 0, "the key's limit: events per window; without it, no decision is shown")
 	fs.DurationVar(&limit.Window, "window", time.Minute, "the key's limit: window")
-	if err := parse(fs, args, "KEY", nil, stdout); err != nil {
+	positional, err := parse(fs, args, "KEY", nil, stdout)
+	if err != nil {
 		return err
 	}
+	key := positional[0]
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	switch {
 	case *url == "":
 		return usagef("--redis (or REDIS_URL) is required")
+	case key == "":
+		return usagef("KEY is empty: every limiter refuses an empty key, so it has no log")
 	case given["window"] && !given["events"]:
 		return usagef("--window %v needs --events", limit.Window)
 	case given["events"] && limit.Events < 1:
@@ -48,13 +52,16 @@ flags:`)
 			return usagef("--window %v: %w", limit.Window, err)
 		}
 	}
-	key := fs.Arg(0)
 	opts, err := parseRedis(*url)
 	if err != nil {
 		return err
 	}
 	rdb := redis.NewClient(opts)
 	defer func() { _ = rdb.Close() }()
+	// A prefix New refuses (it panics) is refused here, before any read.
+	if _, err := newLimiter(rdb, *prefix); err != nil {
+		return err
+	}
 	return inspect(ctx, rdb, *prefix, key, limit, stdout)
 }
 

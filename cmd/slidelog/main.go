@@ -3,7 +3,9 @@
 //	slidelog demo    several simulated instances share one limit (embedded Redis by default)
 //	slidelog serve   an HTTP service guarded by slidelog's middleware
 //	slidelog inspect a key's events with their ages, its TTL, the next decision
+//	slidelog check   whether a Redis keeps slidelog's events safely
 //	slidelog bench   decisions/s, latency and cost, side by side with the alternatives
+//	slidelog version the module version and VCS revision it was built from
 //
 // Run "slidelog COMMAND --help" for a command's flags.
 package main
@@ -60,8 +62,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
 		usage(stdout)
+		return 0
+	case "version", "--version", "-version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "slidelog %s: unexpected arguments: %q\n", args[0], args[1:])
+			return 2
+		}
+		fmt.Fprintln(stdout, buildVersion())
 		return 0
 	}
 	for _, c := range commands {
@@ -92,6 +102,7 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintf(w, "  %-8s %s\n", "version", "print the version and the VCS revision it was built from (also --version)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "slidelog COMMAND --help" for a command's flags.`)
 }
@@ -106,30 +117,46 @@ func (u usageError) Unwrap() error { return u.err }
 // usagef is a usageError.
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
-// parse parses a command's flags and wants the one argument named arg
-// after them, or none when arg is "".
+// parse parses a command's flags and returns its positional arguments:
+// the one named arg, or none when arg is "". Flags and arguments may come
+// in any order ("inspect KEY --redis URL"); "--" ends the flags, and what
+// follows it is arguments (a KEY that begins with "-").
 // --help prints the usage to stdout (flag.ErrHelp); a flag that does not
 // parse is a usageError of one line; so is a variable of env, the command's
 // flag defaults, that does not parse, unless its flag was given.
-func parse(fs *flag.FlagSet, args []string, arg string, env envDefaults, stdout io.Writer) error {
+func parse(fs *flag.FlagSet, args []string, arg string, env envDefaults, stdout io.Writer) ([]string, error) {
 	fs.SetOutput(io.Discard) // the error is reported once, by run
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return err
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(stdout)
+				fs.Usage()
+				return nil, err
+			}
+			return nil, usageError{err}
 		}
-		return usageError{err}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		// flag stops at the first argument, or after a "--" it consumed.
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
 	switch {
-	case arg == "" && fs.NArg() > 0:
-		return usagef("unexpected arguments: %q", fs.Args())
-	case arg != "" && fs.NArg() == 0:
-		return usagef("%s is missing", arg)
-	case arg != "" && fs.NArg() > 1:
-		return usagef("want one %s after the flags, got %q", arg, fs.Args())
+	case arg == "" && len(positional) > 0:
+		return nil, usagef("unexpected arguments: %q", positional)
+	case arg != "" && len(positional) == 0:
+		return nil, usagef("%s is missing", arg)
+	case arg != "" && len(positional) > 1:
+		return nil, usagef("want one %s, got %q", arg, positional)
 	}
-	return env.check(fs)
+	return positional, env.check(fs)
 }
 
 // redisFlag registers --redis, defaulting to $REDIS_URL.

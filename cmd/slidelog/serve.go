@@ -94,7 +94,7 @@ flags:`)
 	fs.Var(exemptPaths, "exempt-path", "comma-separated `paths` exempt from the limit: exact (/public), or a subtree (/static/); repeatable [SLIDELOG_EXEMPT_PATH]")
 	exemptClients := env.list("exempt-client", "SLIDELOG_EXEMPT_CLIENT", checkExemptClient)
 	fs.Var(exemptClients, "exempt-client", "comma-separated client `addresses` or CIDRs exempt from the limit, found as --key ip finds them; repeatable [SLIDELOG_EXEMPT_CLIENT]")
-	if err := parse(fs, args, "", env, stdout); err != nil {
+	if _, err := parse(fs, args, "", env, stdout); err != nil {
 		return err
 	}
 	cfg.exemptPaths, cfg.exemptClients = exemptPaths.items, exemptClients.items
@@ -167,7 +167,11 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	case cfg.key == "ip":
 		key = httplimit.ClientIP(ipk)
 	case strings.HasPrefix(cfg.key, "header:") && len(cfg.key) > len("header:"):
-		key = httplimit.Header(strings.TrimPrefix(cfg.key, "header:"))
+		name := strings.TrimPrefix(cfg.key, "header:")
+		if err := checkHeaderName(name); err != nil {
+			return nil, nil, usagef("--key %q: %w", cfg.key, err)
+		}
+		key = httplimit.Header(name)
 	default:
 		return nil, nil, usagef("--key %q: want ip or header:NAME", cfg.key)
 	}
@@ -222,6 +226,26 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 	})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	return mux, closeAll, nil
+}
+
+// checkHeaderName reports why no request can carry a header named name
+// where httplimit.Header reads it (every request would be answered 400),
+// or nil: a name is an HTTP token (RFC 9110: letters, digits and
+// !#$%&'*+-.^_`|~), and Host and Transfer-Encoding, which net/http moves
+// out of a request's header, are never there.
+func checkHeaderName(name string) error {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return fmt.Errorf("%q is not a header name (letters, digits and !#$%%&'*+-.^_`|~ only)", name)
+	}
+	switch http.CanonicalHeaderKey(name) {
+	case "Host", "Transfer-Encoding":
+		return fmt.Errorf("net/http moves %s out of a request's header, so every request would be answered 400", http.CanonicalHeaderKey(name))
+	}
+	return nil
 }
 
 // serveExempt is the middleware's Exempt of --exempt-path and
