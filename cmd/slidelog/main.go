@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -41,9 +42,37 @@ var commands = []command{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signalContext()
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// signalError is the cause of the context signalContext ends: the signal.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string { return "signal " + e.sig.String() }
+
+// signalContext is a context that ends on the first SIGINT or SIGTERM,
+// with signalError as its cause (context.Cause). A second signal is left
+// to its default action: it ends the process at once.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			cancel(signalError{s})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(context.Canceled)
+	}
 }
 
 // quietRedis keeps go-redis from logging: its pool prints a line for every
@@ -78,9 +107,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c.name == args[0] {
 			err := c.run(ctx, args[1:], stdout, stderr)
 			var u usageError
+			var reported exitError
 			switch {
 			case errors.Is(err, flag.ErrHelp):
 				return 0
+			case errors.As(err, &reported):
+				return reported.code
 			case errors.As(err, &u):
 				fmt.Fprintf(stderr, "slidelog %s: %v; see slidelog %s --help\n", c.name, u.err, c.name)
 				return 2
@@ -113,6 +145,12 @@ type usageError struct{ err error }
 
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
+
+// exitError: the command failed and has said why itself (serve, in its
+// log); run exits with code and prints nothing more.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 // usagef is a usageError.
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,7 +41,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
                       [--policy closed|open|local] [--instances N] [--deadline D]
                       [--replicas N] [--replicas-timeout D]
                       [--name NAME] [--legacy-headers]
-                      [--exempt-path PATHS] [--exempt-client ADDRS]
+                      [--exempt-path PATHS] [--exempt-client ADDRS] [--grace D]
 
 A small HTTP service guarded by slidelog's middleware: "/" answers 200 "ok"
 when the request is admitted, 429 when it is not, with the RateLimit and
@@ -73,6 +74,12 @@ network (10.0.0.0/8), found as --key ip finds it: behind --trusted-proxies
 only, from --client-ip-header only. A network written with an address's
 bits past its prefix (10.1.2.3/8) is refused, here and in --trusted-proxies.
 
+On SIGTERM or SIGINT, serve stops accepting connections, lets the requests
+in flight finish for up to --grace, logs a line that it stopped and exits
+0; if --grace ends first, the requests still in flight are cut off, a
+warning says how many, and the exit code is 1. A second signal ends it at
+once.
+
 flags:`)
 		fs.PrintDefaults()
 	}
@@ -94,8 +101,13 @@ flags:`)
 	fs.Var(exemptPaths, "exempt-path", "comma-separated `paths` exempt from the limit: exact (/public), or a subtree (/static/); repeatable [SLIDELOG_EXEMPT_PATH]")
 	exemptClients := env.list("exempt-client", "SLIDELOG_EXEMPT_CLIENT", checkExemptClient)
 	fs.Var(exemptClients, "exempt-client", "comma-separated client `addresses` or CIDRs exempt from the limit, found as --key ip finds them; repeatable [SLIDELOG_EXEMPT_CLIENT]")
+	var grace time.Duration
+	fs.DurationVar(&grace, "grace", env.duration("grace", "SLIDELOG_GRACE", 5*time.Second), "on SIGTERM or SIGINT, how long requests in flight may take to finish before they are cut off [SLIDELOG_GRACE]")
 	if _, err := parse(fs, args, "", env, stdout); err != nil {
 		return err
+	}
+	if grace < 0 {
+		return usagef("--grace %v: want 0 (cut off at once) or more", grace)
 	}
 	cfg.exemptPaths, cfg.exemptClients = exemptPaths.items, exemptClients.items
 	h, stop, err := serveHandler(cfg, *url, stderr)
@@ -108,16 +120,49 @@ flags:`)
 		return err
 	}
 	fmt.Fprintf(stdout, "listening on %s: %v per key (%s), policy %s%s\n", ln.Addr(), cfg.limit, cfg.key, cfg.policy, exemptions(cfg))
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+	return serveUntilDone(ctx, ln, h, grace, slog.New(slog.NewTextHandler(stderr, nil)))
+}
+
+// serveUntilDone serves h on ln until ctx ends (on SIGTERM or SIGINT, its
+// cause the signal), then stops accepting, lets the requests in flight
+// finish within grace, and logs one line: "stopped", or, when grace ended
+// first, a warning that the requests still in flight were cut off (an
+// exitError: exit 1). It returns once no request runs, or grace ended.
+func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, log *slog.Logger) error {
+	var inFlight atomic.Int64
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inFlight.Add(1)
+			defer inFlight.Add(-1)
+			h.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
 	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err // Serve failed: it never returns ErrServerClosed before Shutdown
+	case <-ctx.Done():
+	}
+	why := []any{"cause", context.Cause(ctx)}
+	var sig signalError
+	if errors.As(context.Cause(ctx), &sig) {
+		why = []any{"signal", sig.sig.String()}
+	}
+	atSignal := inFlight.Load()
+	shutdown, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(shutdown) // closes ln at once: Serve returns
+	<-served
+	if err != nil {
+		left := inFlight.Load()
+		_ = srv.Close()
+		log.Warn("stopped: --grace ended with requests in flight; they were cut off",
+			append(why, "grace", grace, "in_flight", atSignal, "cut_off", left)...)
+		return exitError{1}
+	}
+	log.Info("stopped", append(why, "grace", grace, "in_flight", atSignal)...)
 	return nil
 }
 
