@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,12 +18,18 @@ import (
 func runInspect(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: slidelog inspect [--redis URL] [--prefix P] [--events N [--window D]] KEY
+		fmt.Fprintln(fs.Output(), `usage: slidelog inspect [--redis URL] [--prefix P] [--events N [--window D]] [--lease D] KEY
 
-Shows a key's log as Redis holds it: every event with its server timestamp
-and age, the key's TTL and, given the limit (--events and --window), what
-Allow would answer now (remaining, retry-after, reset-after; read only,
-through Peek). Read from $REDIS_URL when --redis is not given.
+Shows every log of a key as Redis holds it, read in one transaction: the
+single-limit log (Allow, AllowN, Peek), each AllowAll log (one per window,
+found through the key's index of windows), and the in-flight log
+(AcquireN: the slots held, each with its lease's end). Every event has its
+server timestamp, age and id; every log its TTL. Given the single limit
+(--events and --window), it shows what Allow would answer now (remaining,
+retry-after, reset-after; read only, through Peek). A slot's lease ends
+--lease after it was taken or renewed; without --lease, the lease is taken
+from the in-flight log's expiry (its newest slot's end, to about a
+millisecond). Read from $REDIS_URL when --redis is not given.
 
 flags:`)
 		fs.PrintDefaults()
@@ -31,6 +39,7 @@ flags:`)
 	var limit slidelog.Limit
 	fs.IntVar(&limit.Events, "events", 0, "the key's limit: events per window; without it, no decision is shown")
 	fs.DurationVar(&limit.Window, "window", time.Minute, "the key's limit: window")
+	lease := fs.Duration("lease", 0, "the in-flight limit's lease (InFlight(holders, lease)), for each slot's exact end; default: from the in-flight log's expiry")
 	positional, err := parse(fs, args, "KEY", nil, stdout)
 	if err != nil {
 		return err
@@ -52,6 +61,11 @@ flags:`)
 			return usagef("--window %v: %w", limit.Window, err)
 		}
 	}
+	if given["lease"] {
+		if err := slidelog.InFlight(1, *lease).Validate(); err != nil {
+			return usagef("--lease %v: %w", *lease, err)
+		}
+	}
 	opts, err := parseRedis(*url)
 	if err != nil {
 		return err
@@ -62,40 +76,142 @@ flags:`)
 	if _, err := newLimiter(rdb, *prefix); err != nil {
 		return err
 	}
-	return inspect(ctx, rdb, *prefix, key, limit, stdout)
+	return inspect(ctx, rdb, *prefix, key, limit, *lease, stdout)
 }
 
-func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit slidelog.Limit, out io.Writer) error {
-	rkey := prefix + key
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
+// zlog is one sorted set of a key as read: its events (or windows, for
+// the index) and its TTL.
+type zlog struct {
+	name string
+	zs   []redis.Z
+	ttl  time.Duration // PTTL's: -2 no key, -1 no expiry
+}
+
+// inspect prints every log of key: the single-limit log, each AllowAll
+// window's log and the in-flight log; then, given limit, Peek's answer.
+// lease (0: taken from the in-flight log's expiry) dates each slot's end.
+func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit slidelog.Limit, lease time.Duration, out io.Writer) error {
+	names := logsOf(prefix, key)
+	// One transaction: the server time and the logs at one instant (a
+	// Cluster would take it too: every log of a key is on one slot).
+	var now *redis.TimeCmd
+	type pending struct {
+		l   *zlog
+		zs  *redis.ZSliceCmd
+		ttl *redis.DurationCmd
+	}
+	var ps []pending
+	queue := func(p redis.Pipeliner, k string) *zlog {
+		l := &zlog{name: k}
+		ps = append(ps, pending{l, p.ZRangeWithScores(ctx, k, 0, -1), p.PTTL(ctx, k)})
+		return l
+	}
+	var single, index, inflight *zlog
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		single, index, inflight = queue(p, names.single), queue(p, names.index), queue(p, names.inflight)
+		return nil
+	}); err != nil && !isRedisError(err) {
 		return err
 	}
-	zs, err := rdb.ZRangeWithScores(ctx, rkey, 0, -1).Result()
-	if err != nil {
-		return fmt.Errorf("%s: %w", rkey, err)
-	}
-	ttl, err := rdb.PTTL(ctx, rkey).Result()
-	if err != nil {
+	if err := now.Err(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "key %s at server time %s: %d events", rkey, now.UTC().Format("2006-01-02T15:04:05.000000Z"), len(zs))
-	switch {
-	case ttl > 0:
-		fmt.Fprintf(out, ", expires in %v\n", ttl)
-	default:
-		fmt.Fprintln(out)
+	for _, p := range ps {
+		if err := p.zs.Err(); err != nil {
+			return fmt.Errorf("%s: %w", p.l.name, err)
+		}
+		p.l.zs, p.l.ttl = p.zs.Val(), p.ttl.Val()
 	}
-	nowUS := now.UnixMicro()
-	for i, z := range zs {
-		at := int64(z.Score)
-		age := time.Duration(nowUS-at) * time.Microsecond
+	// The AllowAll logs the index names, in a second transaction.
+	ps = ps[:0]
+	var windows []*zlog
+	if len(index.zs) > 0 {
+		if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			for _, z := range index.zs {
+				windows = append(windows, queue(p, names.start+fmt.Sprint(z.Member)))
+			}
+			return nil
+		}); err != nil && !isRedisError(err) {
+			return err
+		}
+		for _, p := range ps {
+			if err := p.zs.Err(); err != nil {
+				return fmt.Errorf("%s: %w", p.l.name, err)
+			}
+			p.l.zs, p.l.ttl = p.zs.Val(), p.ttl.Val()
+		}
+	}
+	at := now.Val()
+	nowUS := at.UnixMicro()
+
+	fmt.Fprintf(out, "key %s at server time %s: %s%s\n", single.name, at.UTC().Format("2006-01-02T15:04:05.000000Z"),
+		count(len(single.zs), "event"), expires(single.ttl))
+	for i, z := range single.zs {
 		state := ""
-		if limit.Events > 0 && age >= limit.Window {
+		if limit.Events > 0 && time.Duration(nowUS-int64(z.Score))*time.Microsecond >= limit.Window {
 			state = "  (expired)"
 		}
-		fmt.Fprintf(out, "%4d  %s  age %-14v id %x%s\n", i+1, time.UnixMicro(at).UTC().Format("15:04:05.000000"), age, z.Member, state)
+		printEvent(out, i, z, nowUS, state)
 	}
+
+	if len(index.zs) == 0 {
+		fmt.Fprintf(out, "AllowAll: no logs (no index %s)\n", index.name)
+	} else {
+		ws := make([]string, len(index.zs))
+		for i, z := range index.zs {
+			ws[i] = windowOf(z).String()
+		}
+		fmt.Fprintf(out, "AllowAll: %s, windows %s (index %s%s)\n", count(len(index.zs), "log"), strings.Join(ws, ", "), index.name, expires(index.ttl))
+		for i, w := range windows {
+			window := windowOf(index.zs[i])
+			fmt.Fprintf(out, "AllowAll log %s, window %v: %s%s\n", w.name, window, count(len(w.zs), "event"), expires(w.ttl))
+			for j, z := range w.zs {
+				state := ""
+				if time.Duration(nowUS-int64(z.Score))*time.Microsecond >= window {
+					state = "  (expired)"
+				}
+				printEvent(out, j, z, nowUS, state)
+			}
+		}
+	}
+
+	if len(inflight.zs) == 0 {
+		fmt.Fprintf(out, "in flight: no slots held (no log %s)\n", inflight.name)
+	} else {
+		how := fmt.Sprintf("lease %v", lease)
+		if lease == 0 {
+			// The log expires when its newest slot's lease ends, rounded up
+			// to a millisecond: the lease to about a millisecond.
+			newest := int64(inflight.zs[len(inflight.zs)-1].Score)
+			if inflight.ttl > 0 {
+				lease = (time.Duration(nowUS-newest)*time.Microsecond + inflight.ttl).Truncate(time.Millisecond)
+				how = fmt.Sprintf("lease ≈ %v from the log's expiry; --lease for exact ends", lease)
+			} else {
+				how = "lease unknown: the log has no expiry; give --lease"
+			}
+		}
+		held := 0
+		for _, z := range inflight.zs {
+			if lease == 0 || time.Duration(nowUS-int64(z.Score))*time.Microsecond < lease {
+				held++
+			}
+		}
+		fmt.Fprintf(out, "in flight: %s held, %d in the log %s%s (%s)\n", count(held, "slot"), len(inflight.zs), inflight.name, expires(inflight.ttl), how)
+		for i, z := range inflight.zs {
+			state := ""
+			if lease > 0 {
+				end := int64(z.Score) + lease.Microseconds()
+				left := time.Duration(end-nowUS) * time.Microsecond
+				state = fmt.Sprintf("  lease ends %s (in %v)", time.UnixMicro(end).UTC().Format("15:04:05.000000"), left)
+				if left <= 0 {
+					state = fmt.Sprintf("  lease ended %s (%v ago)", time.UnixMicro(end).UTC().Format("15:04:05.000000"), -left)
+				}
+			}
+			printEvent(out, i, z, nowUS, state)
+		}
+	}
+
 	if limit.Events == 0 {
 		return nil
 	}
@@ -110,4 +226,37 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 	fmt.Fprintf(out, "limit %v: the next request would be %s; remaining %d, retry after %v, reset after %v\n",
 		limit, verdict, r.Remaining, r.RetryAfter, r.ResetAfter)
 	return nil
+}
+
+// isRedisError: err is a command's error reply (WRONGTYPE), which the
+// command's own Err tells, not a failure of the whole transaction.
+func isRedisError(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}
+
+// printEvent prints the i-th event z of a log, then state.
+func printEvent(out io.Writer, i int, z redis.Z, nowUS int64, state string) {
+	at := int64(z.Score)
+	age := time.Duration(nowUS-at) * time.Microsecond
+	fmt.Fprintf(out, "%4d  %s  age %-14v id %x%s\n", i+1, time.UnixMicro(at).UTC().Format("15:04:05.000000"), age, z.Member, state)
+}
+
+// windowOf is the window an index entry names (its score: µs).
+func windowOf(z redis.Z) time.Duration { return time.Duration(z.Score) * time.Microsecond }
+
+// count is "1 event", "2 events".
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// expires is ", expires in D" for a TTL, or "".
+func expires(ttl time.Duration) string {
+	if ttl > 0 {
+		return fmt.Sprintf(", expires in %v", ttl)
+	}
+	return ""
 }
