@@ -45,7 +45,13 @@ so that a noisy machine slows them all alike. Prints, per concurrency and
 key count, the medians over rounds of decisions/s, p50 and p99 latency, the
 client's allocations and CPU per call, and Redis' CPU and command time per
 decision (INFO cpu; INFO commandstats usec over decisions, as with batching
-one script call takes many decisions).
+one script call takes many decisions). Each figure is the median with its
+range over the rounds, "median (min–max)"; a figure whose rounds differ by
+more than 1.25× (max ÷ min) is warned of as too noisy to compare, as are
+slidelog and batched (one configuration) when they differ as much in a
+round. Each verdict says what it divides by what and where, the target
+(docs/performance.md's) and whether it is met, or inconclusive when its
+figures are too noisy or its rounds fall on both sides of the target.
 
 variants: ping (the floor: one round trip), reference (a plain sorted-set
 script through EvalSha: client clock, UUID member), slidelog (Allow with

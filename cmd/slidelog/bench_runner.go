@@ -72,8 +72,10 @@ func benchMatrix(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io
 // admissions, and is put back before the next round).
 func benchLarge(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io.Writer) error {
 	const conc = 16
+	fmt.Fprintf(out, "Each figure: the median over %s, and (min–max) when the rounds differ.\n\n", plural(cfg.rounds, "round"))
 	fmt.Fprintln(out, "| events per key | path | decisions/s | p50 | p99 | Redis CPU µs/call | Redis command µs/call |")
 	fmt.Fprintln(out, "| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+	var warnings []string // printed after the table
 	for _, events := range []int{10, 1000, 100000} {
 		l := slidelog.New(rdb, slidelog.WithPrefix(fmt.Sprintf("large%d:", events)))
 		full := slidelog.Limit{Events: events, Window: time.Hour}
@@ -111,22 +113,26 @@ func benchLarge(ctx context.Context, rdb *redis.Client, cfg benchConfig, out io.
 					return err
 				}
 			}
-			pick := func(f func(sample) float64) float64 {
-				xs := make([]float64, len(ss))
-				for i, s := range ss {
-					xs[i] = f(s)
+			fmt.Fprintln(out, largeRow(events, path.name, ss))
+			for _, f := range []struct {
+				name string
+				s    spread
+				fmt  func(float64) string
+			}{{"decisions/s", figures(ss, perSec), fmtCount}, {"p50", figures(ss, p50), fmtDuration}} {
+				if f.s.wide() {
+					warnings = append(warnings, fmt.Sprintf("warning: %d events per key, %s: %s ranged %s over %s (%.2f×, more than %.2f×): too noisy to compare",
+						events, path.name, f.name, f.fmt(f.s.min)+"–"+f.fmt(f.s.max), plural(len(ss), "round"), f.s.ratio(), maxSpread))
 				}
-				return median(xs)
 			}
-			fmt.Fprintf(out, "| %d | %s | %.0f | %v | %v | %.1f | %.2f |\n", events, path.name,
-				pick(func(s sample) float64 { return s.perSec }),
-				time.Duration(pick(func(s sample) float64 { return float64(s.p50) })).Round(time.Microsecond),
-				time.Duration(pick(func(s sample) float64 { return float64(s.p99) })).Round(time.Microsecond),
-				pick(func(s sample) float64 { return s.redisCPU }),
-				pick(func(s sample) float64 { return s.usecPerCall }))
 		}
 		if err := l.Reset(ctx, "k"); err != nil {
 			return err
+		}
+	}
+	if len(warnings) > 0 {
+		fmt.Fprintln(out)
+		for _, w := range warnings {
+			fmt.Fprintln(out, w)
 		}
 	}
 	return nil

@@ -195,8 +195,9 @@ func TestBench(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, got)
 	}
 	for _, want := range []string{"| 16 | 50 | slidelog |", "| 1 | 1 | ping |", "| 16 | 1 | denycache |",
-		"1 caller, 1 keys: slidelog/reference throughput", "(target ≤ 1.05: ", "16 callers, 50 keys: slidelog/reference throughput",
-		"(target ≥ 1.3: "} {
+		"1 caller, 1 key: decisions/s, slidelog ÷ reference (a plain sorted-set script): ", "; target ≤ 1.05×: ",
+		"16 callers, 50 keys: decisions/s, slidelog ÷ reference (a plain sorted-set script): ", "; target ≥ 1.30×: ",
+		"Each figure: the median over 2 rounds"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no %q in:\n%s", want, got)
 		}
