@@ -153,6 +153,7 @@ func measure(ctx context.Context, rdb *redis.Client, v variant, conc, keys int, 
 	ru0 := rusage()
 	lat := make([][]time.Duration, conc)
 	errs := make([]int, conc)
+	panics := make([]error, conc)
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -162,18 +163,30 @@ func measure(ctx context.Context, rdb *redis.Client, v variant, conc, keys int, 
 		go func() {
 			defer wg.Done()
 			l := make([]time.Duration, 0, 1<<14)
-			for i := g; runCtx.Err() == nil; i += conc {
-				key := strconv.Itoa(i % keys)
-				t0 := time.Now()
-				if err := v.op(ctx, key); err != nil {
-					errs[g]++
+			// A panic (a reply go-redis cannot read) ends the run as an error.
+			panics[g] = recovered(func() error {
+				for i := g; runCtx.Err() == nil; i += conc {
+					key := strconv.Itoa(i % keys)
+					t0 := time.Now()
+					if err := v.op(ctx, key); err != nil {
+						errs[g]++
+					}
+					l = append(l, time.Since(t0))
 				}
-				l = append(l, time.Since(t0))
+				return nil
+			})
+			if panics[g] != nil {
+				cancel()
 			}
 			lat[g] = l
 		}()
 	}
 	wg.Wait()
+	for _, err := range panics {
+		if err != nil {
+			return sample{}, fmt.Errorf("%s: %w", v.name, err)
+		}
+	}
 	elapsed := time.Since(start)
 	ru1 := rusage()
 	runtime.ReadMemStats(&ms1)
@@ -216,15 +229,18 @@ func runCalls(ctx context.Context, v variant, conc, keys, calls int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(calls) {
-					return
+			if err := recovered(func() error {
+				for {
+					i := next.Add(1) - 1
+					if i >= int64(calls) {
+						return nil
+					}
+					if err := v.op(ctx, strconv.FormatInt(i%int64(keys), 10)); err != nil {
+						return err
+					}
 				}
-				if err := v.op(ctx, strconv.FormatInt(i%int64(keys), 10)); err != nil {
-					errs <- fmt.Errorf("%s: %w", v.name, err)
-					return
-				}
+			}); err != nil {
+				errs <- fmt.Errorf("%s: %w", v.name, err)
 			}
 		}()
 	}

@@ -112,25 +112,30 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		defer close(watchDone)
 		tick := time.NewTicker(cfg.window / 4)
 		defer tick.Stop()
-		for {
-			zs, err := watchClient.ZRangeWithScores(context.Background(), prefix+key, 0, -1).Result()
-			if err != nil {
-				watchErr = err
-				return
+		watchErr = recovered(func() error {
+			for {
+				zs, err := watchClient.ZRangeWithScores(context.Background(), prefix+key, 0, -1).Result()
+				if err != nil {
+					return err
+				}
+				for _, z := range zs {
+					seen[z.Member.(string)] = int64(z.Score)
+				}
+				select {
+				case <-runCtx.Done():
+					return nil
+				case <-tick.C:
+				}
 			}
-			for _, z := range zs {
-				seen[z.Member.(string)] = int64(z.Score)
-			}
-			select {
-			case <-runCtx.Done():
-				return
-			case <-tick.C:
-			}
+		})
+		if watchErr != nil {
+			cancel() // the run ends: its count could not be checked
 		}
 	}()
 
 	tallies := make([]tally, cfg.instances)
 	var totalAdmitted atomic.Int64
+	var workerErrs atomic.Pointer[error] // the first caller's panic
 	// Each caller waits a random time with this mean, so the instances
 	// together offer load x the limit.
 	meanGap := time.Duration(float64(cfg.window) * float64(cfg.instances*cfg.workers) / (cfg.load * float64(cfg.events)))
@@ -143,26 +148,33 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for {
-					select {
-					case <-runCtx.Done():
-						return
-					case <-time.After(time.Duration(rand.ExpFloat64() * float64(meanGap))):
+				// A panic (a reply go-redis cannot read) ends the run as an error.
+				err := recovered(func() error {
+					for {
+						select {
+						case <-runCtx.Done():
+							return nil
+						case <-time.After(time.Duration(rand.ExpFloat64() * float64(meanGap))):
+						}
+						callCtx, cancel := context.WithTimeout(runCtx, time.Second)
+						res, err := limiter.Allow(callCtx, key, limit)
+						cancel()
+						switch {
+						case err != nil && runCtx.Err() != nil:
+							return nil // the run ended during the call
+						case err != nil:
+							tallies[i].failed.Add(1)
+						case res.Allowed:
+							tallies[i].admitted.Add(1)
+							totalAdmitted.Add(1)
+						default:
+							tallies[i].denied.Add(1)
+						}
 					}
-					callCtx, cancel := context.WithTimeout(runCtx, time.Second)
-					res, err := limiter.Allow(callCtx, key, limit)
+				})
+				if err != nil {
+					workerErrs.CompareAndSwap(nil, &err)
 					cancel()
-					switch {
-					case err != nil && runCtx.Err() != nil:
-						return // the run ended during the call
-					case err != nil:
-						tallies[i].failed.Add(1)
-					case res.Allowed:
-						tallies[i].admitted.Add(1)
-						totalAdmitted.Add(1)
-					default:
-						tallies[i].denied.Add(1)
-					}
 				}
 			}()
 		}
@@ -195,6 +207,9 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	}
 	wg.Wait()
 	<-watchDone
+	if p := workerErrs.Load(); p != nil {
+		return fmt.Errorf("caller: %w", *p)
+	}
 	if watchErr != nil {
 		return fmt.Errorf("watcher: %w", watchErr)
 	}

@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
-			err := c.run(ctx, args[1:], stdout, stderr)
+			err := recovered(func() error { return c.run(ctx, args[1:], stdout, stderr) })
 			var u usageError
 			var reported exitError
 			switch {
@@ -145,6 +145,19 @@ type usageError struct{ err error }
 
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
+
+// recovered runs f and returns its error, or its panic as an error: a
+// reply that makes go-redis panic (a bulk length of 2^63-1 from a broken
+// proxy) is a failure of the command, exit 1, never a crash. The
+// goroutines the commands start themselves run under it too.
+func recovered(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v (a reply no Redis sends, or a bug)", p)
+		}
+	}()
+	return f()
+}
 
 // exitError: the command failed and has said why itself (serve, in its
 // log); run exits with code and prints nothing more.
