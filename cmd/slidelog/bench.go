@@ -114,6 +114,9 @@ flags:`)
 	if err := cfg.limit.Validate(); err != nil {
 		return usagef("--events %d --window %v: %w", cfg.limit.Events, cfg.limit.Window, err)
 	}
+	if slices.Contains(cfg.variants, "reference") && cfg.limit.Window%time.Millisecond != 0 {
+		return usagef("--window %v: the reference variant (a plain script) counts whole milliseconds; want a whole number of them, or leave reference out", cfg.limit.Window)
+	}
 	if cfg.instructions && slices.Contains(cfg.variants, "replicas") {
 		return usagef("--instructions: the replicas variant needs a replica, and --instructions starts a server without one")
 	}

@@ -148,6 +148,7 @@ func TestBadValuesAtStartUp(t *testing.T) {
 		{[]string{"inspect", "--redis", url, "--prefix", "{x", "--events", "2", "k"}, "--prefix"},
 		{[]string{"inspect", "--redis", url, ""}, "KEY"},
 		{[]string{"check", "--redis", url, "--prefix", "svc{}:"}, "--prefix"},
+		{[]string{"bench", "--redis", url, "--window", "1500us"}, "--window"},
 	} {
 		// serve in this process, with a done context (it would serve on);
 		// the others in a process of their own (a panic would end the test).
