@@ -38,7 +38,7 @@ type batcher struct {
 	inFlight int            // most pipelines in flight at once
 	merge    merge          // which single-limit decisions share script calls
 	acks     *acks          // WithReplicas: admissions wait for replicas (replicas.go)
-	giveBack func(Handle)   // takes back what an abandoned decision recorded (Limiter.giveBack)
+	takeBacks *takeBacks     // takes back what a decision whose caller left recorded
 
 	mu       sync.Mutex
 	queue    []*pending
@@ -101,7 +101,11 @@ func failAll(batch []*pending, err error) {
 	}
 }
 
-func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handle) (any, error) {
+// do decides one decision: at once if nothing is in flight, else in the
+// next pipeline. take is what to take back if the caller leaves before the
+// answer; detach (an acquisition) runs a lone call detached from ctx, so
+// that the take-back follows it.
+func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handle, detach bool) (any, error) {
 	b.mu.Lock()
 	if b.flushing == 0 && len(b.queue) == 0 {
 		// Nothing in flight: the caller sends its own call at once, as
@@ -109,6 +113,11 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handl
 		// allocate); callers that come meanwhile queue for a pipeline.
 		b.flushing++
 		b.mu.Unlock()
+		if detach {
+			return b.takeBacks.detached(ctx, *take, func(ctx context.Context) (any, error) {
+				return b.alone(ctx, keys, args, take)
+			})
+		}
 		return b.alone(ctx, keys, args, take)
 	}
 	p := &pending{ctx: ctx, keys: keys, args: args, done: make(chan struct{}), take: take}
@@ -128,6 +137,7 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any, take *Handl
 		// What it recorded is taken back once it is known, where take says
 		// so.
 		if take != nil {
+			b.takeBacks.busy.Add(1)
 			go b.abandoned(p)
 		}
 		return nil, left{ctx.Err()}
@@ -165,10 +175,10 @@ func (e left) Unwrap() error { return e.error }
 // answer (its context ended), once the pipeline has answered, if it
 // admitted: no caller was told it was.
 func (b *batcher) abandoned(p *pending) {
-	defer recoverTo(func(error) {}) // the events then free at their window's end
+	defer b.takeBacks.busy.Done()
 	<-p.done
-	if replyAdmits(p.val) {
-		b.giveBack(*p.take)
+	if replyAdmits(p.val) || (p.err != nil && mayHaveRun(p.err)) {
+		b.takeBacks.add(*p.take)
 	}
 }
 

@@ -56,7 +56,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		var na notAcked
 		if v == nil || !errors.As(err, &na) {
 			if q.op == opAcquire && sent && !errors.As(err, new(left)) && mayHaveRun(err) {
-				l.takeBackLost(ctx, handle(q, keys, id))
+				l.takeBacks.add(handle(q, keys, id)) // its reply was lost: it may have admitted
 			}
 			return Result{}, wrap(ctx, "run script", err)
 		}
@@ -78,18 +78,28 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 }
 
 // send runs the decision's script call: batched, acknowledged by replicas,
-// or on its own. A panic of the client (a reply it cannot read) is its
-// error (ErrPanic).
+// or on its own. An acquisition runs detached from the caller's context, so
+// that its take-back, if its caller leaves, follows it (takeback.go). (With
+// WithReplicas, an admission whose caller leaves during its WAIT is taken
+// back after the script answered: in order too.)
+// A panic of the client (a reply it cannot read) is its error (ErrPanic).
 func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []any, id [idLen]byte, record bool) (v any, err error) {
 	defer recoverTo(func(e error) { v, err = nil, e })
+	var take *Handle // what to take back if the caller leaves: WithReplicas' admissions, acquisitions
+	if record && (l.acks != nil || q.op == opAcquire) {
+		h := handle(q, keys, id)
+		take = &h
+	}
 	switch {
 	case l.batch != nil:
-		var take *Handle // what to take back if the caller leaves: WithReplicas' admissions, acquisitions
-		if record && (l.acks != nil || q.op == opAcquire) {
-			h := handle(q, keys, id)
-			take = &h
-		}
-		return l.batch.do(ctx, keys, args, take)
+		return l.batch.do(ctx, keys, args, take, q.op == opAcquire)
+	case q.op == opAcquire:
+		return l.takeBacks.detached(ctx, *take, func(ctx context.Context) (any, error) {
+			if l.acks != nil {
+				return l.acks.decide(ctx, keys, args)
+			}
+			return decideScript.Run(ctx, l.rdb, keys, args...).Result()
+		})
 	case l.acks != nil && record:
 		return l.acks.decide(ctx, keys, args)
 	}
@@ -99,10 +109,13 @@ func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []an
 // handle names the events q records, with the first id id, in its logs
 // keys: what Refund takes back.
 func handle(q *request, keys []string, id [idLen]byte) Handle {
-	h := Handle{key: keys[0], id: id, n: q.n, user: q.key}
+	h := Handle{key: keys[0], id: id, n: q.n, user: q.key, window: q.limit.Window}
 	if q.op == opAllowAll {
 		logs := keys[:len(q.limits)]
 		h.all = &logs
+		for _, lim := range q.limits {
+			h.window = max(h.window, lim.Window)
+		}
 	}
 	return h
 }

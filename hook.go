@@ -9,7 +9,7 @@ import (
 // the limiter's name, never the key: keys are unbounded, metric labels must
 // not be.
 type Observation struct {
-	Op       string        // "allow" (Allow and AllowN), "peek", "allow_all" or "acquire" (Acquire and AcquireN)
+	Op       string        // "allow" (Allow and AllowN), "peek", "allow_all", "acquire" (Acquire and AcquireN), or "take_back" (below)
 	Name     string        // WithName
 	Limit    Limit         // the limit that decided
 	N        int           // events asked for
@@ -20,6 +20,12 @@ type Observation struct {
 	Err      error         // the call's error, or the Redis error a policy answered for
 	Latency  time.Duration // from the call to its answer
 }
+
+// An Observation whose Op is "take_back" is no call's: it reports a
+// take-back given up (the Refund of N events that no caller was told were
+// admitted, such as an acquisition whose caller left, failed with Err, and
+// could not be done before the events left their window), so that what
+// stays recorded meanwhile is never silent. Its Limit is zero.
 
 // Hook observes every call's outcome (metrics, logs, traces). Decided runs
 // on the caller's goroutine, after the decision: keep it quick.
@@ -38,5 +44,6 @@ const (
 	opAllow    = "allow"
 	opPeek     = "peek"
 	opAllowAll = "allow_all"
-	opAcquire  = "acquire" // AcquireN
+	opAcquire  = "acquire"   // AcquireN
+	opTakeBack = "take_back" // a take-back given up (takeback.go)
 )

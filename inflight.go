@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // InFlight is the Limit of an in-flight (concurrency) limit: at most holders
@@ -252,71 +249,4 @@ func (l *Limiter) renewLease(ctx context.Context, h Handle, limit Limit) (Result
 		at:         v[1],
 		handle:     h,
 	}, nil
-}
-
-// An acquisition whose caller was not told that it was admitted holds its
-// slots with no holder to release them: they would stay taken for a whole
-// lease, as a dead holder's. That happens when the caller's context ends
-// while its call is under way (a client that went away), or when the reply
-// is lost (a read timeout, a connection broken after the write): the script
-// may have run. Such an acquisition's events are taken back (Refund, a
-// no-op for events never recorded) in the background: at once when its own
-// call failed, and, for a caller that left while its pipeline was in
-// flight, once the pipeline has answered (batcher.abandoned).
-const (
-	// takeBackTimeout bounds each take-back (without WithReplicas, whose
-	// timeout bounds its own).
-	takeBackTimeout = time.Second
-	// maxTakeBacks is the most take-backs of lost replies that one Limiter
-	// runs at once: past it (Redis failing for many callers at once), the
-	// events are left to free at their lease's end.
-	maxTakeBacks = 64
-)
-
-// giveBack takes back h's events, which no caller was told were admitted.
-func (l *Limiter) giveBack(h Handle) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.takeBackWithin())
-	defer cancel()
-	_ = l.Refund(ctx, h)
-}
-
-// takeBackWithin bounds a take-back: takeBackTimeout, or WithReplicas'.
-func (l *Limiter) takeBackWithin() time.Duration {
-	if l.acks != nil {
-		return l.acks.timeout
-	}
-	return takeBackTimeout
-}
-
-// takeBackLost takes back, in the background, the events h of an
-// acquisition whose call failed after it may have run in Redis.
-func (l *Limiter) takeBackLost(ctx context.Context, h Handle) {
-	if l.lost.Add(1) > maxTakeBacks {
-		l.lost.Add(-1)
-		return
-	}
-	go func() {
-		defer l.lost.Add(-1)
-		defer recoverTo(func(error) {}) // the slots then free at their lease's end
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.takeBackWithin())
-		defer cancel()
-		_ = l.Refund(ctx, h)
-	}()
-}
-
-// mayHaveRun reports whether a script call that failed with err may have
-// run in Redis all the same: its reply was lost (a timeout, the caller's
-// context, a connection broken after the write), rather than answered (an
-// error reply: the script wrote nothing) or never sent (no connection could
-// be had, or the client is closed).
-func mayHaveRun(err error) bool {
-	var reply redis.Error
-	var op *net.OpError
-	switch {
-	case errors.As(err, &reply), errors.Is(err, redis.ErrClosed):
-		return false
-	case errors.As(err, &op) && op.Op == "dial":
-		return false
-	}
-	return !unsent(err)
 }

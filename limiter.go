@@ -23,7 +23,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,7 +90,7 @@ type Limiter struct {
 	deny       *denyCache
 	acks       *acks         // WithReplicas
 	waits      waiting.Lines // Wait's callers, in line per key
-	lost       atomic.Int32  // take-backs of acquisitions whose reply was lost, running (takeBackLost)
+	takeBacks  takeBacks     // of events no caller was told were admitted (takeback.go)
 	mistakes   []string      // what the options found wrong, for New to panic with
 }
 
@@ -107,6 +106,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		panic("slidelog: New with a nil redis.Scripter")
 	}
 	l := &Limiter{rdb: rdb, prefix: "slidelog:"}
+	l.takeBacks.l = l
 	for _, opt := range opts {
 		opt(l)
 	}
@@ -127,7 +127,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		l.batch = b
 	}
 	if l.batch != nil {
-		l.batch.giveBack = l.giveBack
+		l.batch.takeBacks = &l.takeBacks
 	}
 	if l.acks != nil {
 		if err := l.acks.bind(rdb); err != nil {

@@ -222,12 +222,7 @@ func (l *Limiter) takeBack(ctx context.Context, h Handle, unacked error) error {
 			return fmt.Errorf("%w; taking its events back failed: %w", unacked, err)
 		}
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.acks.timeout)
-	go func() {
-		defer cancel()
-		defer recoverTo(func(error) {}) // the events then free at their window's end
-		_ = l.Refund(rctx, h)
-	}()
+	l.takeBacks.add(h)
 	err := fmt.Errorf("%w; its events are being taken back", unacked)
 	if done := deadline.Ended(ctx); !errors.Is(err, done) {
 		err = fmt.Errorf("%w: %w", done, err)

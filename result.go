@@ -46,6 +46,8 @@ type Handle struct {
 	id   [idLen]byte
 	n    int
 	user string // the caller's key
+
+	window time.Duration // the longest window of its logs: its events count that long
 }
 
 // logs are the keys the events are in.

@@ -1,0 +1,221 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Take-backs. Events that no caller was told were admitted would stay
+// recorded with nobody to refund them: an acquisition's slots (held for a
+// whole lease, as a dead holder's), and with WithReplicas, an admission the
+// replicas did not acknowledge. That happens when the caller's context ends
+// while its call is under way (a client that went away), when the reply is
+// lost (a read timeout, a connection broken after the write: the script may
+// have run), or when the replicas do not acknowledge. Every such take-back
+// (a Refund: a no-op for events never recorded) goes through one queue per
+// Limiter, and follows what it takes back:
+//
+//   - a call whose caller may leave before its answer (an acquisition, an
+//     acknowledged admission) runs on a context that the caller's ending
+//     does not cut (detached): go-redis closes a connection whose read a
+//     deadline interrupted, and a take-back sent on another connection
+//     could reach Redis before the call still waiting in the first one's
+//     buffer. The take-back is queued only once the call has answered,
+//     and only if it admitted;
+//   - a call whose reply was lost all the same (the client's read timeout,
+//     a broken connection) is taken back at once: its command left long
+//     before (a read timeout is seconds), or the server closed the
+//     connection, and with it every command it had not run.
+//
+// One bound for all of them: at most takeBackWorkers refunds run at once;
+// the queue holds a Handle per take-back and nothing else, and forgets a
+// take-back once its events have left their window anyway (they no longer
+// count), so it never outgrows the events admitted in a window. A refund
+// that fails is tried again, pausing longer each time, until then; one that
+// can never succeed (an error that is no unavailability), or whose window
+// ends first, is given up and reported to the Hook (Observation.Op
+// "take_back", Err the last failure, N the events). None is dropped
+// silently.
+type takeBacks struct {
+	l *Limiter
+
+	mu      sync.Mutex
+	queue   []takeBack
+	workers int
+	busy    sync.WaitGroup // queued take-backs and detached calls not over yet (for tests)
+}
+
+// takeBack is one take-back in the queue.
+type takeBack struct {
+	h     Handle
+	until time.Time     // when its events have left their window (this process's clock)
+	pause time.Duration // before the next retry
+	err   error         // the last failure
+}
+
+const (
+	// takeBackTimeout bounds each refund (without WithReplicas, whose
+	// timeout bounds its own).
+	takeBackTimeout = time.Second
+	// takeBackWorkers is the most refunds of take-backs that one Limiter
+	// runs at once.
+	takeBackWorkers = 4
+	// take-backs that fail pause this long before their first retry, then
+	// twice as long each time, up to a second
+	takeBackPause, takeBackMaxPause = 10 * time.Millisecond, time.Second
+)
+
+// add queues the take-back of h's events.
+func (t *takeBacks) add(h Handle) {
+	if h.n == 0 {
+		return
+	}
+	t.busy.Add(1)
+	t.queued(takeBack{h: h, until: time.Now().Add(h.window), pause: takeBackPause})
+}
+
+// queued puts tb in the queue, and starts a worker for it if fewer than
+// takeBackWorkers run.
+func (t *takeBacks) queued(tb takeBack) {
+	t.mu.Lock()
+	t.queue = append(t.queue, tb)
+	start := t.workers < takeBackWorkers && t.workers < len(t.queue)
+	if start {
+		t.workers++
+	}
+	t.mu.Unlock()
+	if start {
+		go t.work()
+	}
+}
+
+// work refunds queued take-backs until the queue is empty.
+func (t *takeBacks) work() {
+	for {
+		t.mu.Lock()
+		if len(t.queue) == 0 {
+			t.workers--
+			t.mu.Unlock()
+			return
+		}
+		tb := t.queue[0]
+		t.queue = t.queue[1:]
+		t.mu.Unlock()
+		t.run(tb)
+	}
+}
+
+// run refunds tb once, and queues it again, reports it or is done with it.
+func (t *takeBacks) run(tb takeBack) {
+	if !time.Now().Before(tb.until) {
+		t.give(tb) // left its window: it no longer counts
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.l.takeBackWithin())
+	err := t.refund(ctx, tb.h)
+	cancel()
+	switch {
+	case err == nil:
+		t.busy.Done()
+	case !unavailable(err) && !errors.Is(err, ErrPanic):
+		tb.err = err
+		t.give(tb)
+	default: // Redis unavailable: again after a pause
+		tb.err = err
+		pause := tb.pause
+		tb.pause = min(2*tb.pause, takeBackMaxPause)
+		time.AfterFunc(pause, func() { t.queued(tb) })
+	}
+}
+
+// refund is Refund, whose panic (the client's) is its error.
+func (t *takeBacks) refund(ctx context.Context, h Handle) (err error) {
+	defer recoverTo(func(e error) { err = e })
+	return t.l.Refund(ctx, h)
+}
+
+// give gives tb up: reported to the hook if a refund failed (its events
+// stay recorded until their window ends).
+func (t *takeBacks) give(tb takeBack) {
+	defer t.busy.Done()
+	if tb.err != nil && t.l.hook != nil {
+		t.l.hook.Decided(context.Background(), Observation{Op: opTakeBack, Name: t.l.name, N: tb.h.n, Err: tb.err})
+	}
+}
+
+// detached runs call, whose admission h is to be taken back if its caller
+// leaves before its answer, on a context the caller's ending does not cut,
+// and waits for it as long as ctx allows. If ctx ends first, the caller gets
+// left{ctx.Err()}, and once call has answered, its events are taken back if
+// it admitted (or if its reply was lost: it may have). A call whose context
+// had ended already is not sent at all.
+func (t *takeBacks) detached(ctx context.Context, h Handle, call func(context.Context) (any, error)) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	done := make(chan answer, 1)
+	t.busy.Add(1)
+	go func() {
+		var a answer
+		defer func() { done <- a }()
+		defer recoverTo(func(err error) { a = answer{nil, err} })
+		a.v, a.err = call(context.WithoutCancel(ctx))
+	}()
+	select {
+	case a := <-done:
+		t.busy.Done()
+		return a.v, a.err
+	case <-ctx.Done():
+		go func() {
+			defer t.busy.Done()
+			a := <-done
+			if (a.err == nil && replyAdmits(a.v)) || (a.err != nil && mayHaveRun(a.err)) || notAckedReply(a) {
+				t.add(h)
+			}
+		}()
+		return nil, left{ctx.Err()}
+	}
+}
+
+// answer is a script call's reply and error.
+type answer struct {
+	v   any
+	err error
+}
+
+// notAckedReply: an admission the replicas did not acknowledge (its reply
+// comes with the error).
+func notAckedReply(a answer) bool {
+	var na notAcked
+	return a.v != nil && errors.As(a.err, &na) && replyAdmits(a.v)
+}
+
+// takeBackWithin bounds a refund: takeBackTimeout, or WithReplicas'.
+func (l *Limiter) takeBackWithin() time.Duration {
+	if l.acks != nil {
+		return l.acks.timeout
+	}
+	return takeBackTimeout
+}
+
+// mayHaveRun reports whether a script call that failed with err may have
+// run in Redis all the same: its reply was lost (a timeout, the caller's
+// context, a connection broken after the write), rather than answered (an
+// error reply: the script wrote nothing) or never sent (no connection could
+// be had, or the client is closed).
+func mayHaveRun(err error) bool {
+	var reply redis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &reply), errors.Is(err, redis.ErrClosed):
+		return false
+	case errors.As(err, &op) && op.Op == "dial":
+		return false
+	}
+	return !unsent(err)
+}
