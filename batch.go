@@ -32,12 +32,12 @@ type pipeliner interface {
 // over servers by a hash of its own, so there each decision stays its own
 // call.
 type batcher struct {
-	rdb      pipeliner
-	scripter redis.Scripter // the same client, for a lone caller's own call
-	max      int            // most decisions in one pipeline
-	inFlight int            // most pipelines in flight at once
-	merge    merge          // which single-limit decisions share script calls
-	acks     *acks          // WithReplicas: admissions wait for replicas (replicas.go)
+	rdb       pipeliner
+	scripter  redis.Scripter // the same client, for a lone caller's own call
+	max       int            // most decisions in one pipeline
+	inFlight  int            // most pipelines in flight at once
+	merge     merge          // which single-limit decisions share script calls
+	acks      *acks          // WithReplicas: admissions wait for replicas (replicas.go)
 	takeBacks *takeBacks     // takes back what a decision whose caller left recorded
 
 	mu       sync.Mutex
