@@ -81,7 +81,7 @@ var unavailableCodes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CL
 // unavailable reports whether err means that Redis cannot be reached or
 // cannot serve now (see Policy), rather than a mistake.
 func unavailable(err error) bool {
-	if errors.Is(err, ErrNotReplicated) {
+	if errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrBreakerOpen) {
 		return true
 	}
 	var reply redis.Error

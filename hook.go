@@ -9,7 +9,7 @@ import (
 // the limiter's name, never the key: keys are unbounded, metric labels must
 // not be.
 type Observation struct {
-	Op       string        // "allow" (Allow and AllowN), "peek", "allow_all", "acquire" (Acquire and AcquireN), or "take_back" (below)
+	Op       string        // "allow" (Allow and AllowN), "peek", "allow_all", "acquire" (Acquire and AcquireN), or "take_back", "breaker_open", "breaker_close" (below)
 	Name     string        // WithName
 	Limit    Limit         // the limit that decided
 	N        int           // events asked for
@@ -21,11 +21,13 @@ type Observation struct {
 	Latency  time.Duration // from the call to its answer
 }
 
-// An Observation whose Op is "take_back" is no call's: it reports a
-// take-back given up (the Refund of N events that no caller was told were
-// admitted, such as an acquisition whose caller left, failed with Err, and
-// could not be done before the events left their window), so that what
-// stays recorded meanwhile is never silent. Its Limit is zero.
+// Three Ops are no call's. "take_back" reports a take-back given up (the
+// Refund of N events that no caller was told were admitted, such as an
+// acquisition whose caller left, failed with Err, and could not be done
+// before the events left their window), so that what stays recorded
+// meanwhile is never silent. "breaker_open" reports Redis found unreachable
+// (Err: why; decisions then fail at once with ErrBreakerOpen, through the
+// Policy), "breaker_close" Redis answering again. Their Limit is zero.
 
 // Hook observes every call's outcome (metrics, logs, traces). Decided runs
 // on the caller's goroutine, after the decision: keep it quick.
@@ -46,4 +48,14 @@ const (
 	opAllowAll = "allow_all"
 	opAcquire  = "acquire"   // AcquireN
 	opTakeBack = "take_back" // a take-back given up (takeback.go)
+
+	opBreakerOpen  = "breaker_open"  // Redis found unreachable (breaker.go)
+	opBreakerClose = "breaker_close" // Redis answers again
 )
+
+// observe hands o to the hook, if there is one.
+func (l *Limiter) observe(o Observation) {
+	if l.hook != nil {
+		l.hook.Decided(context.Background(), o)
+	}
+}

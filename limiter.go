@@ -91,6 +91,7 @@ type Limiter struct {
 	acks       *acks         // WithReplicas
 	waits      waiting.Lines // Wait's callers, in line per key
 	takeBacks  takeBacks     // of events no caller was told were admitted (takeback.go)
+	breaker    breaker       // whether Redis is known to be unreachable (breaker.go)
 	mistakes   []string      // what the options found wrong, for New to panic with
 }
 
@@ -107,6 +108,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	}
 	l := &Limiter{rdb: rdb, prefix: "slidelog:"}
 	l.takeBacks.l = l
+	l.breaker.l = l
 	for _, opt := range opts {
 		opt(l)
 	}

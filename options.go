@@ -15,7 +15,7 @@ import (
 //
 // How the options combine. A decision passes through them in one direction:
 //
-//	validate ─▶ deny cache ─▶ Redis (batched or not, within WithTimeout) ─▶ policy ─▶ shadow ─▶ hook
+//	validate ─▶ deny cache ─▶ breaker ─▶ Redis (batched or not, within WithTimeout) ─▶ policy ─▶ shadow ─▶ hook
 //
 // Each in that order:
 //   - Validation comes first: bad input (and WithMaxEvents) is refused
@@ -32,6 +32,9 @@ import (
 //     (WAIT); batched, one WAIT per pipeline and master covers its
 //     admissions, and its denials are answered before it. Not acknowledged
 //     in time, the call failed with ErrNotReplicated, an unavailability.
+//   - The breaker (on unless WithoutBreaker) fails a decision at once
+//     with ErrBreakerOpen, an unavailability, while Redis is known to be
+//     unreachable, instead of sending it.
 //   - WithPolicy answers for a decision whose Redis call failed for
 //     unavailability (see Policy); its Result is Degraded.
 //   - WithShadow then admits whatever was decided (or failed) and reports

@@ -13,8 +13,9 @@ import (
 // and the replies of a Redis that cannot serve now: LOADING, BUSY,
 // MASTERDOWN, TRYAGAIN, CLUSTERDOWN, READONLY (a failover under way), OOM
 // (maxmemory reached), NOREPLICAS and "max number of clients reached";
-// and ErrNotReplicated (WithReplicas: the replicas did not acknowledge an
-// admission in time).
+// ErrNotReplicated (WithReplicas: the replicas did not acknowledge an
+// admission in time); and ErrBreakerOpen (Redis known to be unreachable:
+// the decision was not sent).
 // Anything else is a mistake that no policy hides: WRONGTYPE (ErrWrongType),
 // NOPERM, CROSSSLOT, an unknown command, a script error, a closed client,
 // bad input, and the caller's own canceled or expired context are returned

@@ -143,8 +143,8 @@ func (t *takeBacks) refund(ctx context.Context, h Handle) (err error) {
 // stay recorded until their window ends).
 func (t *takeBacks) give(tb takeBack) {
 	defer t.busy.Done()
-	if tb.err != nil && t.l.hook != nil {
-		t.l.hook.Decided(context.Background(), Observation{Op: opTakeBack, Name: t.l.name, N: tb.h.n, Err: tb.err})
+	if tb.err != nil {
+		t.l.observe(Observation{Op: opTakeBack, Name: t.l.name, N: tb.h.n, Err: tb.err})
 	}
 }
 
