@@ -45,7 +45,8 @@ func perKey(limiter *slidelog.Limiter, next http.Handler) http.Handler {
 		if err != nil {
 			// Redis failed or did not answer in time. Whether the event
 			// was recorded is unknown; this service denies. (WithPolicy
-			// can admit, or decide in process, instead.)
+			// can admit, or decide in process, instead; httplimit logs
+			// such errors for you, at most a line a second.)
 			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 			return
 		}
