@@ -25,7 +25,7 @@ type pipeliner interface {
 //
 // The decisions of a pipeline also share script calls (merge): one call
 // takes up to mergeMax of them, one after the other at one server time,
-// each exactly as if it were alone (decide.lua). That saves Redis the
+// each exactly as if it were alone (script.lua). That saves Redis the
 // per-call cost (the script's start, TIME, the reply) for all but one. On a
 // single server any decisions may share a call; on a Cluster, those whose
 // keys are in one hash slot (a call's keys must be); a Ring spreads keys
@@ -233,7 +233,7 @@ func (b *batcher) send(batch []*pending) {
 
 // runCalls runs calls in a pipeline on p and answers their callers. A
 // decision that fails alone (WRONGTYPE) is answered its error and the call
-// goes on for the others (decide.lua). A shared call Redis refused whole
+// goes on for the others (script.lua). A shared call Redis refused whole
 // (OOM, which Redis raises before a script's first write) goes again, each
 // of its decisions on its own, its id marked as re-sent: should an earlier
 // decision have recorded events after all, it finds them and stays
@@ -393,7 +393,7 @@ func (b *batcher) deliver(calls []shared, cmds []*redis.Cmd) (again []*pending) 
 }
 
 // isFailed reports whether v, one decision's reply in a shared call, is the
-// error of that decision alone (decide.lua: "-" and Redis' error text, as
+// error of that decision alone (script.lua: "-" and Redis' error text, as
 // WRONGTYPE on a key of another type): the call went on for the others.
 func isFailed(v any) bool {
 	s, ok := v.(string)

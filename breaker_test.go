@@ -110,7 +110,7 @@ func (h *breakerEvents) ops() []string {
 	return ops
 }
 
-// decideCalls counts the decide.lua calls a client sends.
+// decideCalls counts the script.lua calls a client sends.
 type decideCalls struct{ n, probes int64 }
 
 func (h *decideCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -182,7 +182,7 @@ func TestBreakerOutage(t *testing.T) {
 	var tookOpen []time.Duration
 	var decisions, failedAtOnce int
 	var refused bool // a probe learned go-redis' cause
-	var opened int64 // decide.lua calls sent once both breakers were open
+	var opened int64 // script.lua calls sent once both breakers were open
 	for start := time.Now(); !refused && time.Since(start) < 10*time.Second; decisions++ {
 		r, err, took := decide(strict)
 		if err == nil {
@@ -215,7 +215,7 @@ func TestBreakerOutage(t *testing.T) {
 	}
 	sent, probes := calls.counts()
 	if probes == 0 || sent != opened {
-		t.Errorf("while Redis was down: %d decide.lua calls after the 100th decision (want none: the breakers were open), %d probes (want some)", sent-opened, probes)
+		t.Errorf("while Redis was down: %d script.lua calls after the 100th decision (want none: the breakers were open), %d probes (want some)", sent-opened, probes)
 	}
 	o.up()
 	back := time.Now()
@@ -235,6 +235,6 @@ func TestBreakerOutage(t *testing.T) {
 		t.Errorf("the hook heard %v, want open then close", got)
 	}
 	slices.Sort(tookOpen)
-	t.Logf("during the outage (50ms deadlines, %d decisions, two limiters): median %v, p99 %v, max %v; decide.lua calls sent %d (one before the outage), probes %d; first admission %v after Redis returned",
+	t.Logf("during the outage (50ms deadlines, %d decisions, two limiters): median %v, p99 %v, max %v; script.lua calls sent %d (one before the outage), probes %d; first admission %v after Redis returned",
 		len(tookOpen), tookOpen[len(tookOpen)/2], tookOpen[len(tookOpen)*99/100], tookOpen[len(tookOpen)-1], sent, probes, firstAdmission)
 }

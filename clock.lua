@@ -1,4 +1,4 @@
--- slidelog: the clock, the first lines of decide.lua and of renew.lua (the
+-- slidelog: the clock, the first lines of script.lua and of renew.lua (the
 -- library joins it before each when it is built: embed.go). Redis' own
 -- clock is the only clock, read once per call: instances whose clocks
 -- drift still share one timeline.

@@ -24,7 +24,7 @@ type call struct {
 	arg    idArg
 }
 
-// redis is the Redis layer of a decision: one run of decide.lua (alone, or
+// redis is the Redis layer of a decision: one run of script.lua (alone, or
 // in a batch) and its reply.
 func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	if l.timeout > 0 {
@@ -142,7 +142,7 @@ func (l *Limiter) allArgs(q *request) (keys []string, args []any, id [idLen]byte
 	return append(keys, index), args, id
 }
 
-// decode reads decide.lua's reply to one decision under limits, "allowed
+// decode reads script.lua's reply to one decision under limits, "allowed
 // at count kth newest" with a count-kth-newest triple per limit, and does
 // the arithmetic on Redis' timestamps here, exactly, in integers: the
 // Result's fields as the contract defines them, and for several limits,

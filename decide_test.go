@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// decide.lua's reply is decoded exactly, whichever way the server printed
+// script.lua's reply is decoded exactly, whichever way the server printed
 // the scores, and anything else is an error, not a guess.
 func TestDecode(t *testing.T) {
 	lim := Limit{Events: 10, Window: time.Second}

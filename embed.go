@@ -12,8 +12,8 @@ import (
 var (
 	//go:embed clock.lua
 	clockLua string
-	//go:embed decide.lua
-	decideLua string
+	//go:embed script.lua
+	scriptLua string
 	//go:embed reset.lua
 	resetSrc string
 	//go:embed refund.lua
@@ -22,7 +22,7 @@ var (
 	renewLua string
 
 	// The sources as Redis runs them: the clock, then the script.
-	decideSrc = clockLua + decideLua
+	decideSrc = clockLua + scriptLua
 	renewSrc  = clockLua + renewLua
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,

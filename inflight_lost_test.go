@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// isDecide reports whether cmd runs decide.lua.
+// isDecide reports whether cmd runs script.lua.
 func isDecide(cmd redis.Cmder) bool {
 	a := cmd.Args()
 	if len(a) < 2 {
@@ -29,7 +29,7 @@ func isDecide(cmd redis.Cmder) bool {
 	return false
 }
 
-// lostReply lets the next decide.lua call run in Redis, then loses its
+// lostReply lets the next script.lua call run in Redis, then loses its
 // reply: the caller gets err, after cut (which may end its context), as
 // when a deadline or a read timeout cuts the read short.
 type lostReply struct {
@@ -177,7 +177,7 @@ func (h *scriptNames) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return next
 }
 
-// stall holds the first lone decide.lua call and the first pipeline until
+// stall holds the first lone script.lua call and the first pipeline until
 // the test lets them go.
 type stall struct {
 	lone, pipe     atomic.Bool

@@ -5,7 +5,7 @@
 // (a measurement run by hand, about a minute; docs/performance.md quotes
 // it). Each variant is a small script run by EVALSHA from one client; the
 // differences between variants are what a piece costs, and they are why
-// clock.lua and decide.lua are written as they are.
+// clock.lua and script.lua are written as they are.
 
 package slidelog
 
@@ -45,7 +45,7 @@ func TestScriptPieces(t *testing.T) {
 			clockLua + count + "local again = tonumber(time[1]) * 1000000 + tonumber(time[2])\n" + reply},
 		{"the count printed by '..' (%.14g, the earlier scripts' way)",
 			clockLua + count + "return '0 ' .. nows .. ' ' .. count"},
-		{"the count printed by string.format('%d') (decide.lua's way)",
+		{"the count printed by string.format('%d') (script.lua's way)",
 			clockLua + count + "return '0 ' .. nows .. ' ' .. string.format('%d', count)"},
 		{"+ 20 Lua operations (x = x + 1) and a local",
 			clockLua + count + "local x = 0\n" +

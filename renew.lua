@@ -53,7 +53,7 @@ end
 if renewed == 0 then
   return {0, now, 0}
 end
--- As an admission does (decide.lua): forget the expired events, and let
+-- As an admission does (script.lua): forget the expired events, and let
 -- the log live until its newest event (now) leaves the window, rounded up
 -- to a whole millisecond (PEXPIREAT: Redis' millisecond clock lags TIME).
 -- The live count is read first: a script that ran past now + lease in real

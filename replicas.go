@@ -201,7 +201,7 @@ type notAcked struct{ error }
 
 func (e notAcked) Unwrap() error { return e.error }
 
-// replyAdmits reports whether v, decide.lua's reply to one decision, admits.
+// replyAdmits reports whether v, script.lua's reply to one decision, admits.
 func replyAdmits(v any) bool {
 	s, ok := v.(string)
 	return ok && strings.HasPrefix(s, "1 ")

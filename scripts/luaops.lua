@@ -1,10 +1,10 @@
--- Counts the Lua operations decide.lua executes for one call, by running it
+-- Counts the Lua operations script.lua executes for one call, by running it
 -- in a Lua 5.1 interpreter (the language of Redis' scripts) with a count
 -- hook, against a small in-memory stand-in for the Redis commands it uses.
 -- Callgrind on redis-server counts a call's instructions but cannot say
 -- which lines of a script they went to; this does, line by line:
 --
---   lua5.1 scripts/luaops.lua decide.lua CASE [lines]
+--   lua5.1 scripts/luaops.lua script.lua CASE [lines]
 --
 -- The library joins clock.lua before the script (embed.go), and so does
 -- this; lines of clock.lua print with a c before their number.
@@ -110,10 +110,10 @@ elseif case == 'batch' then
     end
   end
 else
-  error('usage: lua5.1 scripts/luaops.lua decide.lua deny|admit|admit-live|peek|allowall|batch [lines]')
+  error('usage: lua5.1 scripts/luaops.lua script.lua deny|admit|admit-live|peek|allowall|batch [lines]')
 end
 
--- The library joins clock.lua (beside the script) before decide.lua and
+-- The library joins clock.lua (beside the script) before script.lua and
 -- renew.lua; a script that reads TIME itself (an older one) runs alone.
 local function read(path)
   local f = assert(io.open(path))
