@@ -37,7 +37,7 @@ func TestBatchingRealRedis(t *testing.T) {
 	sc := &scriptCalls{}
 	rdb.AddHook(sc)
 	pc := &pipeCounter{Client: rdb}
-	l := New(pc, WithPrefix(uniqueKey(t)+":"), WithBatching(0))
+	l := New(pc, WithPrefix(uniqueKey(t)+":"), WithBatching(256))
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestBatchingWrongTypeFailsAlone(t *testing.T) {
 	sc := &scriptCalls{}
 	rdb.AddHook(sc)
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, WithPrefix(prefix), WithBatching(0))
+	l := New(rdb, WithPrefix(prefix), WithBatching(256))
 	if err := rdb.Set(ctx, prefix+"bad", "a string", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestSharedCallWrongTypeAlone(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix), WithBatching(0))
+			l := New(rdb, WithPrefix(prefix), WithBatching(256))
 			if err := rdb.Set(ctx, prefix+"bad", "a string", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -166,11 +166,11 @@ func TestSharedCallWrongTypeAlone(t *testing.T) {
 				c.args = [4]any{&c.n, &c.arg, &c.events, &c.window}
 				ps = append(ps, &pending{ctx: ctx, keys: c.key[:], args: c.args[:], done: make(chan struct{})})
 			}
-			calls := l.batch.plan(ps)
+			calls := l.batch.merge.plan(ps)
 			if len(calls) != 1 {
 				t.Fatalf("%d calls, want one shared call", len(calls))
 			}
-			l.batch.runCalls(ctx, rdb, calls)
+			runCalls(ctx, rdb, calls)
 			for i, key := range []string{"a", "bad", "c"} {
 				p := ps[i]
 				if key == "bad" {
@@ -234,7 +234,7 @@ func TestBatchPlan(t *testing.T) {
 		{mergeSlot, []int{5, 1, mergeMax, 1}},
 		{mergeAll, []int{mergeMax + 2, 5}},
 	} {
-		calls := (&batcher{merge: c.merge}).plan(batch)
+		calls := c.merge.plan(batch)
 		var got []int
 		decisions := 0
 		for _, call := range calls {
@@ -321,7 +321,7 @@ func TestBatchingLoneCaller(t *testing.T) {
 // reply of nothing.
 func TestBatchingCanceledContext(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, WithBatching(0))
+	l := New(m.rdb, WithBatching(256))
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
 	var wg sync.WaitGroup

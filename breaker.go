@@ -34,10 +34,12 @@ var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker
 // count, so a Cluster with one master down keeps the breaker closed: only
 // decisions whose keys are on the dead master pay their deadline.
 type breaker struct {
-	l       *Limiter
-	off     bool         // WithoutBreaker
-	open    atomic.Bool  // decisions fail at once
-	failed  atomic.Int32 // decisions in a row that found Redis unreachable
+	rdb     redis.Scripter
+	observe func(Observation) // the Limiter's hook
+	name    string            // the Limiter's WithName
+	off     bool              // WithoutBreaker
+	open    atomic.Bool       // decisions fail at once
+	failed  atomic.Int32      // decisions in a row that found Redis unreachable
 	mu      sync.Mutex
 	cause   error  // what made Redis unreachable, the latest known
 	key     string // the Redis key of the decision that failed last (a probe goes to its node)
@@ -68,7 +70,7 @@ var probeScript = redis.NewScript("return 1")
 // breaker is on (decisions fail at once with ErrBreakerOpen, through the
 // Policy, while Redis is unreachable; see ErrBreakerOpen).
 func WithoutBreaker() Option {
-	return func(l *Limiter) { l.breaker.off = true }
+	return func(c *config) { c.noBreaker = true }
 }
 
 // check fails a decision at once while the breaker is open.
@@ -111,7 +113,7 @@ func (b *breaker) record(err error, key string) {
 	start := !b.probing
 	b.probing = true
 	b.mu.Unlock()
-	b.l.observe(Observation{Op: opBreakerOpen, Name: b.l.name, Err: err})
+	b.observe(Observation{Op: opBreakerOpen, Name: b.name, Err: err})
 	if start {
 		go b.probe()
 	}
@@ -124,7 +126,7 @@ func (b *breaker) close() {
 	b.failed.Store(0)
 	b.mu.Unlock()
 	if was {
-		b.l.observe(Observation{Op: opBreakerClose, Name: b.l.name})
+		b.observe(Observation{Op: opBreakerClose, Name: b.name})
 	}
 }
 
@@ -157,7 +159,7 @@ func (b *breaker) probe() {
 // ask runs the probe, whose panic (the client's) is its error.
 func (b *breaker) ask(ctx context.Context, key string) (err error) {
 	defer recoverTo(func(e error) { err = e })
-	return probeScript.Run(ctx, b.l.rdb, []string{key}).Err()
+	return probeScript.Run(ctx, b.rdb, []string{key}).Err()
 }
 
 // breakerError is a decision's error while the breaker is open:

@@ -3,11 +3,7 @@ package slidelog
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/slidelog/slidelog/internal/deadline"
 )
@@ -53,7 +49,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		return Result{}, err
 	}
 	sent := deadline.Ended(ctx) == nil // go-redis sends nothing for a context that ended already
-	v, err := l.send(ctx, q, keys, args, id, record)
+	v, err := l.send(ctx, q, keys, args, id)
 	if sent {
 		l.breaker.record(err, keys[0])
 	}
@@ -78,38 +74,30 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		r.handle = handle(q, keys, id)
 	}
 	if unacked != nil && err == nil {
-		return Result{}, l.takeBack(ctx, r.handle, unacked)
+		return Result{}, l.takeBacks.unacked(ctx, r.handle, unacked)
 	}
 	return r, err
 }
 
-// send runs the decision's script call: batched, acknowledged by replicas,
-// or on its own. An acquisition runs detached from the caller's context, so
-// that its take-back, if its caller leaves, follows it (takeback.go). (With
-// WithReplicas, an admission whose caller leaves during its WAIT is taken
-// back after the script answered: in order too.)
-// A panic of the client (a reply it cannot read) is its error (ErrPanic).
-func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []any, id [idLen]byte, record bool) (v any, err error) {
+// send runs the decision's script call through the transport. An
+// acquisition runs detached from the caller's context, so that its
+// take-back, if its caller leaves, follows it (takeback.go); with
+// WithReplicas, an admission whose caller leaves is taken back after the
+// script answered, in order too. A panic of the client (a reply it cannot
+// read) is its error (ErrPanic).
+func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []any, id [idLen]byte) (v any, err error) {
 	defer recoverTo(func(e error) { v, err = nil, e })
-	var take *Handle // what to take back if the caller leaves: WithReplicas' admissions, acquisitions
-	if record && (l.acks != nil || q.op == opAcquire) {
+	var take *Handle // WithReplicas: what the admission records, to wait for and to take back
+	if l.acks != nil && q.op != opPeek {
 		h := handle(q, keys, id)
 		take = &h
 	}
-	switch {
-	case l.batch != nil:
-		return l.batch.do(ctx, keys, args, take, q.op == opAcquire)
-	case q.op == opAcquire:
-		return l.takeBacks.detached(ctx, *take, func(ctx context.Context) (any, error) {
-			if l.acks != nil {
-				return l.acks.decide(ctx, keys, args)
-			}
-			return decideScript.Run(ctx, l.rdb, keys, args...).Result()
+	if q.op == opAcquire {
+		return l.takeBacks.detached(ctx, handle(q, keys, id), func(ctx context.Context) (any, error) {
+			return l.transport.send(ctx, keys, args, take)
 		})
-	case l.acks != nil && record:
-		return l.acks.decide(ctx, keys, args)
 	}
-	return decideScript.Run(ctx, l.rdb, keys, args...).Result()
+	return l.transport.send(ctx, keys, args, take)
 }
 
 // handle names the events q records, with the first id id, in its logs
@@ -140,77 +128,4 @@ func (l *Limiter) allArgs(q *request) (keys []string, args []any, id [idLen]byte
 		args = append(args, lim.Events, lim.micros())
 	}
 	return append(keys, index), args, id
-}
-
-// decode reads script.lua's reply to one decision under limits, "allowed
-// at count kth newest" with a count-kth-newest triple per limit, and does
-// the arithmetic on Redis' timestamps here, exactly, in integers: the
-// Result's fields as the contract defines them, and for several limits,
-// AllowAll's rules (Limit: the one that denied latest, or the one with the
-// fewest Remaining; Remaining the least, RetryAfter and ResetAfter the
-// most).
-func decode(v any, limits []Limit) (Result, error) {
-	s, ok := v.(string)
-	head := [2]int64{}
-	for i := 0; ok && i < len(head); i++ {
-		head[i], s, ok = field(s)
-	}
-	if !ok || head[0] < 0 || head[0] > 1 {
-		return Result{}, fmt.Errorf("slidelog: script replied %v, want \"allowed at\" and a count, kth and newest per limit", v)
-	}
-	allowed, at := head[0] == 1, head[1]
-	r := Result{Allowed: allowed, Remaining: math.MaxInt, at: at}
-	which := 0
-	for i, lim := range limits {
-		var f [3]int64
-		for j := 0; ok && j < len(f); j++ {
-			f[j], s, ok = field(s)
-		}
-		if !ok {
-			return Result{}, fmt.Errorf("slidelog: script replied %v, want a count, kth and newest for each of %d limits", v, len(limits))
-		}
-		count, kth, newest := f[0], f[1], f[2]
-		window := lim.micros()
-		remaining := int(max(int64(lim.Events)-count, 0))
-		if allowed && remaining < r.Remaining {
-			which = i
-		}
-		r.Remaining = min(r.Remaining, remaining)
-		if retry := time.Duration(kth+window-at) * time.Microsecond; !allowed && kth != 0 && retry > r.RetryAfter {
-			which, r.RetryAfter = i, retry
-		}
-		if reset := time.Duration(newest+window-at) * time.Microsecond; newest != 0 && reset > r.ResetAfter { // 0: an empty log
-			r.ResetAfter = reset
-		}
-	}
-	if s != "" {
-		return Result{}, fmt.Errorf("slidelog: script replied %v, more than %d limits", v, len(limits))
-	}
-	r.Limit = limits[which]
-	return r, nil
-}
-
-// field reads the first space-separated integer of s, and the rest.
-func field(s string) (int64, string, bool) {
-	if s == "" {
-		return 0, "", false
-	}
-	f, rest, found := strings.Cut(s, " ")
-	n, ok := integer(f)
-	return n, rest, ok && (!found || rest != "")
-}
-
-// integer reads a decimal integer, or a score as a server printed it: Redis
-// 7.0 prints every digit (%.17g), others may print the shortest form that
-// reads back to the same double ("1.7672688e+15"); a score is an integer
-// below 2^53, so the double is exact.
-func integer(s string) (int64, bool) {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, true
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		return 0, false
-	}
-	return int64(f), true
 }

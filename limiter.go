@@ -75,24 +75,22 @@ var _ Decider = (*Limiter)(nil)
 // A Limiter is safe for concurrent use by multiple goroutines. Build it with
 // New; the zero value is not usable.
 type Limiter struct {
-	rdb        redis.Scripter
-	prefix     string
-	name       string
-	policy     Policy
-	shadow     bool
-	hook       Hook
-	plain      bool // no deny cache, policy, shadow or hook: finish has nothing to do
-	timeout    time.Duration
-	batchMax   int  // 0: the default; -1: WithoutBatching
-	batchAsked bool // WithBatching was given: a client that cannot pipeline is a mistake
-	maxEvents  int
-	batch      *batcher
-	deny       *denyCache
-	acks       *acks         // WithReplicas
-	waits      waiting.Lines // Wait's callers, in line per key
-	takeBacks  takeBacks     // of events no caller was told were admitted (takeback.go)
-	breaker    breaker       // whether Redis is known to be unreachable (breaker.go)
-	mistakes   []string      // what the options found wrong, for New to panic with
+	rdb       redis.Scripter
+	prefix    string
+	name      string
+	policy    Policy
+	shadow    bool
+	hook      Hook
+	plain     bool // no deny cache, policy, shadow or hook: finish has nothing to do
+	timeout   time.Duration
+	maxEvents int
+	deny      *denyCache
+	acks      *acks         // WithReplicas
+	transport transport     // how a decision's script call travels (transport.go)
+	batch     *batcher      // the transport, when it batches
+	takeBacks takeBacks     // of events no caller was told were admitted (takeback.go)
+	breaker   breaker       // whether Redis is known to be unreachable (breaker.go)
+	waits     waiting.Lines // Wait's callers, in line per key
 }
 
 // defaultBatch is the most decisions one pipeline carries by default.
@@ -106,41 +104,36 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	if rdb == nil {
 		panic("slidelog: New with a nil redis.Scripter")
 	}
-	l := &Limiter{rdb: rdb, prefix: "slidelog:"}
-	l.takeBacks.l = l
-	l.breaker.l = l
+	c := config{prefix: "slidelog:", batchMax: defaultBatch}
 	for _, opt := range opts {
-		opt(l)
+		opt(&c)
 	}
-	if err := checkPrefix(l.prefix); err != nil {
-		l.mistakes = append(l.mistakes, err.Error())
+	if mistakes := c.check(rdb); len(mistakes) > 0 {
+		panic("slidelog: New: " + strings.Join(mistakes, "; "))
 	}
-	if l.timeout > 0 && contextTimeoutsOff(rdb) {
-		l.mistakes = append(l.mistakes, fmt.Sprintf("WithTimeout(%v) on a client without ContextTimeoutEnabled: go-redis would not bound its commands by the deadline", l.timeout))
+	l := &Limiter{rdb: rdb, prefix: c.prefix, name: c.name, policy: c.policy, shadow: c.shadow, hook: c.hook,
+		timeout: c.timeout, maxEvents: c.maxEvents}
+	if c.denyCache {
+		l.deny = newDenyCache(time.Now)
 	}
-	if _, pipelines := rdb.(pipeliner); l.batchMax == 0 && pipelines {
-		l.batchMax = defaultBatch // on by default where the client can pipeline
+	if c.replicas != nil {
+		l.acks = newAcks(rdb, *c.replicas)
 	}
-	if l.batchMax > 0 {
-		b, err := newBatcher(rdb, l.batchMax)
-		if err != nil && l.batchAsked {
-			l.mistakes = append(l.mistakes, err.Error())
-		}
-		l.batch = b
-	}
-	if l.batch != nil {
-		l.batch.takeBacks = &l.takeBacks
-	}
+	l.takeBacks = takeBacks{rdb: rdb, within: takeBackTimeout, observe: l.observe, name: c.name}
 	if l.acks != nil {
-		if err := l.acks.bind(rdb); err != nil {
-			l.mistakes = append(l.mistakes, err.Error())
-		}
-		if l.batch != nil {
-			l.batch.acks = l.acks
-		}
+		l.takeBacks.within = l.acks.timeout
 	}
-	if len(l.mistakes) > 0 {
-		panic("slidelog: New: " + strings.Join(l.mistakes, "; "))
+	l.breaker = breaker{rdb: rdb, off: c.noBreaker, observe: l.observe, name: c.name}
+	// the transport, chosen once
+	_, pipelines := rdb.(pipeliner)
+	switch {
+	case c.batching != batchOff && pipelines:
+		l.batch = newBatcher(rdb, c.batchMax, l.acks, &l.takeBacks)
+		l.transport = l.batch
+	case l.acks != nil:
+		l.transport = l.acks
+	default:
+		l.transport = direct{rdb}
 	}
 	l.plain = l.deny == nil && l.policy.kind == failClosed && !l.shadow && l.hook == nil
 	return l

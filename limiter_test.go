@@ -250,7 +250,7 @@ func TestContextDone(t *testing.T) {
 	// by itself, and go-redis dials for a retry).
 	once := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = once.Close() })
-	for _, opt := range []Option{WithBatching(0), WithoutBatching()} {
+	for _, opt := range []Option{WithBatching(256), WithoutBatching()} {
 		l := New(once, WithPrefix(uniqueKey(t)+":"), opt)
 		if _, err := l.Allow(ctx, "warm", PerSecond(1)); err != nil {
 			t.Fatal(err)

@@ -42,13 +42,84 @@ import (
 //     so a shadowed key's later answers are Cached and admitted.
 //   - WithHook (and WithName) observes every call last, cached, degraded
 //     and shadowed ones included.
-type Option func(*Limiter)
+type Option func(*config)
+
+// config is what the options set: each option records its value, and New
+// checks them all at once (check), then builds the Limiter from them.
+type config struct {
+	prefix    string
+	timeout   time.Duration
+	maxEvents int          // WithMaxEvents; 0 (not given): no cap
+	capped    bool         // WithMaxEvents was given
+	batching  batching     // WithBatching, WithoutBatching: the last given wins
+	batchMax  int          // WithBatching's max
+	denyCache bool         // WithDenyCache
+	policy    Policy       // WithPolicy
+	shadow    bool         // WithShadow
+	hook      Hook         // WithHook
+	name      string       // WithName
+	replicas  *replicasSet // WithReplicas
+	noBreaker bool         // WithoutBreaker
+}
+
+// replicasSet is what WithReplicas was given.
+type replicasSet struct {
+	n       int
+	timeout time.Duration
+}
+
+// batching is how decisions travel.
+type batching int
+
+const (
+	batchDefault batching = iota // on, where the client can pipeline
+	batchOn                      // WithBatching: the client must pipeline
+	batchOff                     // WithoutBatching
+)
+
+// check lists every option set wrong for rdb: New panics with all of them.
+// One rule for every value: one that cannot work is a mistake.
+func (c *config) check(rdb redis.Scripter) []string {
+	var mistakes []string
+	if err := checkPrefix(c.prefix); err != nil {
+		mistakes = append(mistakes, err.Error())
+	}
+	switch {
+	case c.timeout < 0:
+		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v): a negative timeout", c.timeout))
+	case c.timeout > 0 && contextTimeoutsOff(rdb):
+		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v) on a client without ContextTimeoutEnabled: go-redis would not bound its commands by the deadline", c.timeout))
+	}
+	if c.capped && c.maxEvents < 1 {
+		mistakes = append(mistakes, fmt.Sprintf("WithMaxEvents(%d): a cap below 1 admits nothing", c.maxEvents))
+	}
+	if c.batching == batchOn {
+		if c.batchMax < 1 {
+			mistakes = append(mistakes, fmt.Sprintf("WithBatching(%d): a pipeline of fewer than 1 decision carries none (the default is %d)", c.batchMax, defaultBatch))
+		}
+		if _, ok := rdb.(pipeliner); !ok {
+			mistakes = append(mistakes, fmt.Sprintf("WithBatching needs a client with Pipeline() (a %T has none)", rdb))
+		}
+	}
+	if r := c.replicas; r != nil {
+		if r.n < 1 {
+			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): n below 1 waits for no replica", r.n, r.timeout))
+		}
+		if r.timeout <= 0 {
+			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): the timeout must be positive (WAIT without one blocks until acknowledged, forever if a replica never comes back)", r.n, r.timeout))
+		}
+		if err := canAcknowledge(rdb, r.n, r.timeout); err != nil {
+			mistakes = append(mistakes, err.Error())
+		}
+	}
+	return mistakes
+}
 
 // WithPrefix sets the string put before every key to form its Redis key.
 // A '{' in it must open a non-empty hash tag ("{rl}:"), or New panics: the
 // logs of one key would scatter over Cluster slots. Default: "slidelog:".
 func WithPrefix(prefix string) Option {
-	return func(l *Limiter) { l.prefix = prefix }
+	return func(c *config) { c.prefix = prefix }
 }
 
 // WithTimeout bounds how long a decision may wait for Redis: past d, the
@@ -60,12 +131,7 @@ func WithPrefix(prefix string) Option {
 // the client's options say ContextTimeoutEnabled is off. Default: none
 // (the caller's context).
 func WithTimeout(d time.Duration) Option {
-	return func(l *Limiter) {
-		l.timeout = d
-		if d < 0 {
-			l.mistakes = append(l.mistakes, fmt.Sprintf("WithTimeout(%v): a negative timeout", d))
-		}
-	}
+	return func(c *config) { c.timeout = d }
 }
 
 // contextTimeoutsOff reports whether rdb is a go-redis client whose options
@@ -91,16 +157,11 @@ func contextTimeoutsOff(rdb redis.Scripter) bool {
 // keys x max x ~104 bytes. Default: no cap; 10 000 is a sensible one. New
 // panics if max < 1.
 func WithMaxEvents(max int) Option {
-	return func(l *Limiter) {
-		l.maxEvents = max
-		if max < 1 {
-			l.mistakes = append(l.mistakes, fmt.Sprintf("WithMaxEvents(%d): a cap below 1 admits nothing", max))
-		}
-	}
+	return func(c *config) { c.maxEvents, c.capped = max, true }
 }
 
-// WithBatching sets the most decisions one pipeline carries (max < 1 means
-// 256), and makes New panic if the client cannot pipeline.
+// WithBatching sets the most decisions one pipeline carries, and makes New
+// panic if the client cannot pipeline, or if max < 1.
 //
 // Batching is on by default, for every client with Pipeline() (every
 // go-redis client has it): the decisions that concurrent callers of this
@@ -116,20 +177,14 @@ func WithMaxEvents(max int) Option {
 // slidelog does not know, each decision is its own call in the pipeline.
 // Decisions are as exact as without batching. Default: on, 256.
 func WithBatching(max int) Option {
-	return func(l *Limiter) {
-		if max < 1 {
-			max = defaultBatch
-		}
-		l.batchMax = max
-		l.batchAsked = true
-	}
+	return func(c *config) { c.batching, c.batchMax = batchOn, max }
 }
 
 // WithoutBatching sends every decision in a round trip of its own. For a
 // client whose calls must not share a pipeline (a wrapper that counts or
 // rewrites each command), or to compare. Default: batching on.
 func WithoutBatching() Option {
-	return func(l *Limiter) { l.batchMax, l.batchAsked = -1, false }
+	return func(c *config) { c.batching = batchOff }
 }
 
 // WithDenyCache answers, locally and exactly, the requests that Redis is
@@ -147,13 +202,13 @@ func WithoutBatching() Option {
 // the remembered RetryAfter has passed. It assumes every caller of a key
 // uses one Limit for it. Default: off.
 func WithDenyCache() Option {
-	return func(l *Limiter) { l.deny = newDenyCache(time.Now) }
+	return func(c *config) { c.denyCache = true }
 }
 
 // WithPolicy sets what a decision is when Redis is unavailable. Default:
 // FailClosed.
 func WithPolicy(p Policy) Option {
-	return func(l *Limiter) { l.policy = p }
+	return func(c *config) { c.policy = p }
 }
 
 // WithShadow decides and reports every request as usual, but admits them
@@ -164,15 +219,15 @@ func WithPolicy(p Policy) Option {
 // and the request is admitted, with Result.Degraded set; only bad input is
 // an error. Default: off.
 func WithShadow() Option {
-	return func(l *Limiter) { l.shadow = true }
+	return func(c *config) { c.shadow = true }
 }
 
 // WithHook sets the hook told of every call. Default: none.
 func WithHook(h Hook) Option {
-	return func(l *Limiter) { l.hook = h }
+	return func(c *config) { c.hook = h }
 }
 
 // WithName names the limiter in Observations (and HTTP headers). Default: "".
 func WithName(name string) Option {
-	return func(l *Limiter) { l.name = name }
+	return func(c *config) { c.name = name }
 }

@@ -9,6 +9,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// A configuration mistake panics in New, naming what is wrong; every
+// mistake at once.
+func TestOptionMistakesAllAtOnce(t *testing.T) {
+	defer func() {
+		msg, _ := recover().(string)
+		for _, says := range []string{"WithTimeout(-1s)", "WithMaxEvents(0)", "WithBatching(0)", "WithReplicas(1, 0s)"} {
+			if !strings.Contains(msg, says) {
+				t.Errorf("panic %q does not name %s", msg, says)
+			}
+		}
+	}()
+	New(newMini(t).rdb, WithTimeout(-time.Second), WithMaxEvents(0), WithBatching(0), WithReplicas(1, 0))
+}
+
 // A configuration mistake panics in New, naming what is wrong.
 func TestOptionMistakesPanicInNew(t *testing.T) {
 	rdb := newMini(t).rdb
@@ -21,6 +35,11 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 		{"max events 0", []Option{WithMaxEvents(0)}, "WithMaxEvents"},
 		{"prefix with an empty tag", []Option{WithPrefix("svc{}:")}, "WithPrefix"},
 		{"batching without Pipeline", []Option{WithBatching(8)}, "Pipeline"},
+		// one rule for every value that cannot work: before, WithBatching(0)
+		// meant 256 while WithMaxEvents(0) panicked
+		{"batching of 0", []Option{WithBatching(0)}, "WithBatching(0)"},
+		{"batching of -1", []Option{WithBatching(-1)}, "WithBatching(-1)"},
+		{"replicas 0", []Option{WithReplicas(0, time.Second)}, "WithReplicas(0, 1s): n below 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {

@@ -1,6 +1,10 @@
 package slidelog
 
-import "context"
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Refund takes back exactly the events that the admission h came from
 // recorded (Result.Handle), e.g. when the upstream call failed and the
@@ -13,9 +17,13 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 	if h.n == 0 {
 		return nil
 	}
-	members := h.members()
 	if l.deny != nil {
 		l.deny.forget(h.user)
 	}
-	return wrap(ctx, "refund", refundScript.Run(ctx, l.rdb, h.logs(), members...).Err())
+	return refundEvents(ctx, l.rdb, h)
+}
+
+// refundEvents runs refund.lua for h's events: Refund's Redis part.
+func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
+	return wrap(ctx, "refund", refundScript.Run(ctx, rdb, h.logs(), h.members()...).Err())
 }

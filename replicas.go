@@ -2,15 +2,11 @@ package slidelog
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slidelog/slidelog/internal/deadline"
 )
 
 // WithReplicas answers an admission allowed only once n replicas have
@@ -56,15 +52,20 @@ import (
 // unit); choose it below the callers' deadlines, so that a failed
 // acknowledgment is told as ErrNotReplicated rather than as a deadline.
 func WithReplicas(n int, timeout time.Duration) Option {
-	return func(l *Limiter) {
-		l.acks = &acks{n: n, timeout: (timeout + time.Millisecond - 1).Truncate(time.Millisecond)}
-		if n < 1 {
-			l.mistakes = append(l.mistakes, fmt.Sprintf("WithReplicas(%d, %v): n below 1 waits for no replica", n, timeout))
-		}
-		if timeout <= 0 {
-			l.mistakes = append(l.mistakes, fmt.Sprintf("WithReplicas(%d, %v): the timeout must be positive (WAIT without one blocks until acknowledged, forever if a replica never comes back)", n, timeout))
-		}
-	}
+	return func(c *config) { c.replicas = &replicasSet{n: n, timeout: timeout} }
+}
+
+// canAcknowledge says why rdb cannot take WithReplicas(n, timeout), or nil.
+func canAcknowledge(rdb redis.Scripter, n int, timeout time.Duration) error {
+	return (&acks{n: n, timeout: timeout}).bind(rdb)
+}
+
+// newAcks is WithReplicas' acks on rdb (which canAcknowledge accepted):
+// timeout rounded up to whole milliseconds, WAIT's unit.
+func newAcks(rdb redis.Scripter, r replicasSet) *acks {
+	a := &acks{n: r.n, timeout: (r.timeout + time.Millisecond - 1).Truncate(time.Millisecond)}
+	_ = a.bind(rdb)
+	return a
 }
 
 // acks is WithReplicas: the replicas an admission waits for, and how to
@@ -72,6 +73,7 @@ func WithReplicas(n int, timeout time.Duration) Option {
 type acks struct {
 	n       int
 	timeout time.Duration // whole milliseconds
+	rdb     redis.Scripter
 
 	single  interface{ Conn() *redis.Conn } // a single server or a failover client,
 	cluster clusterMasters                  // or a Cluster
@@ -86,6 +88,7 @@ type clusterMasters interface {
 
 // bind finds how to reach rdb's masters, or says why it cannot.
 func (a *acks) bind(rdb redis.Scripter) error {
+	a.rdb = rdb
 	switch c := rdb.(type) {
 	case clusterMasters:
 		a.cluster = c
@@ -201,43 +204,14 @@ type notAcked struct{ error }
 
 func (e notAcked) Unwrap() error { return e.error }
 
-// replyAdmits reports whether v, script.lua's reply to one decision, admits.
-func replyAdmits(v any) bool {
-	s, ok := v.(string)
-	return ok && strings.HasPrefix(s, "1 ")
-}
-
-// takeBack refunds the events of an admission that the replicas did not
-// acknowledge, and returns the error that tells the caller so. The refund
-// runs within the caller's context; when that context ends first (it may be
-// what ended the WAIT), the refund goes on in the background, bounded by
-// the WAIT's timeout.
-func (l *Limiter) takeBack(ctx context.Context, h Handle, unacked error) error {
-	if deadline.Ended(ctx) == nil {
-		err := l.Refund(ctx, h)
-		if err == nil {
-			return fmt.Errorf("%w; its events were taken back", unacked)
-		}
-		if deadline.Ended(ctx) == nil {
-			return fmt.Errorf("%w; taking its events back failed: %w", unacked, err)
-		}
-	}
-	l.takeBacks.add(h)
-	err := fmt.Errorf("%w; its events are being taken back", unacked)
-	if done := deadline.Ended(ctx); !errors.Is(err, done) {
-		err = fmt.Errorf("%w: %w", done, err)
-	}
-	return err
-}
-
-// sendAcked is the batcher's send with WithReplicas: each master's script
+// sendPipeline is the batcher's send with WithReplicas: each master's script
 // calls go in one pipeline on one connection to it; the denials and Peeks
 // are answered as soon as the replies are in, and if any decision admitted,
 // one WAIT on that connection covers every admission of the pipeline. On a
 // Cluster the masters are served side by side, and the decisions a node
 // redirected (MOVED, ASK: they did not run) go once more after the slot map
 // is reloaded.
-func (b *batcher) sendAcked(ctx context.Context, live []*pending) {
+func (a *acks) sendPipeline(ctx context.Context, m merge, live []*pending) {
 	for attempt := 0; len(live) > 0; attempt++ {
 		// Each decision travels as a stand-in, which the pipeline answers;
 		// the caller is answered when its reply is final.
@@ -249,31 +223,31 @@ func (b *batcher) sendAcked(ctx context.Context, live []*pending) {
 		}
 		groups := map[*redis.Client][]shared{}
 		var order []*redis.Client
-		for _, c := range b.plan(proxies) {
-			m, err := b.acks.master(ctx, c.keys[0])
+		for _, c := range m.plan(proxies) {
+			master, err := a.master(ctx, c.keys[0])
 			if err != nil {
 				for _, q := range c.of {
 					stand[q].reply(nil, err)
 				}
 				continue
 			}
-			if _, ok := groups[m]; !ok {
-				order = append(order, m)
+			if _, ok := groups[master]; !ok {
+				order = append(order, master)
 			}
-			groups[m] = append(groups[m], c)
+			groups[master] = append(groups[master], c)
 		}
 		var mu sync.Mutex
 		var redirected []*pending
 		var failed bool
-		send := func(m *redis.Client) {
+		send := func(master *redis.Client) {
 			defer recoverTo(func(err error) { // the client panicked: this master's decisions fail
-				for _, c := range groups[m] {
+				for _, c := range groups[master] {
 					for _, q := range c.of {
 						stand[q].reply(nil, err)
 					}
 				}
 			})
-			moved, f := b.sendTo(ctx, m, groups[m], stand, attempt == 0 && b.acks.cluster != nil)
+			moved, f := a.sendTo(ctx, master, groups[master], stand, attempt == 0 && a.cluster != nil)
 			mu.Lock()
 			redirected = append(redirected, moved...)
 			failed = failed || f
@@ -283,33 +257,33 @@ func (b *batcher) sendAcked(ctx context.Context, live []*pending) {
 			send(order[0])
 		} else {
 			var wg sync.WaitGroup
-			for _, m := range order {
+			for _, master := range order {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					send(m)
+					send(master)
 				}()
 			}
 			wg.Wait()
 		}
 		switch {
 		case len(redirected) > 0:
-			b.acks.reload(ctx)
-		case failed && b.acks.cluster != nil:
-			b.acks.cluster.ReloadState(ctx)
+			a.reload(ctx)
+		case failed && a.cluster != nil:
+			a.cluster.ReloadState(ctx)
 		}
 		live = redirected
 	}
 }
 
 // sendTo sends calls (of stand-ins) on one connection to master, answers
-// their callers (see sendAcked; the admissions once a WAIT in the
+// their callers (see sendPipeline; the admissions once a WAIT in the
 // background has answered) and reports whether a call failed for
 // unavailability. With redirect, the callers whose decisions a Cluster node
 // redirected are not answered but returned, to be sent again.
-func (b *batcher) sendTo(ctx context.Context, master *redis.Client, calls []shared, stand map[*pending]*pending, redirect bool) (moved []*pending, failed bool) {
-	conn := b.acks.conn(master)
-	b.runCalls(ctx, conn, calls)
+func (a *acks) sendTo(ctx context.Context, master *redis.Client, calls []shared, stand map[*pending]*pending, redirect bool) (moved []*pending, failed bool) {
+	conn := a.conn(master)
+	runCalls(ctx, conn, calls)
 	var waiting []*pending
 	for _, c := range calls {
 		for _, q := range c.of {
@@ -340,9 +314,9 @@ func (b *batcher) sendTo(ctx context.Context, master *redis.Client, calls []shar
 				stand[q].reply(q.val, notAcked{err})
 			}
 		})
-		err := b.acks.wait(ctx, conn)
-		if err != nil && b.acks.cluster != nil {
-			b.acks.cluster.ReloadState(ctx)
+		err := a.wait(ctx, conn)
+		if err != nil && a.cluster != nil {
+			a.cluster.ReloadState(ctx)
 		}
 		for _, q := range waiting {
 			stand[q].reply(q.val, err)

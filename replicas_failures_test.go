@@ -130,7 +130,7 @@ func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
 // replied <nil>". Here the limiter's client is a replica.
 func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
 	r := startReplicated(t)
-	l := New(r.replica, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithBatching(0))
+	l := New(r.replica, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithBatching(256))
 	for round := range 5 {
 		var wg sync.WaitGroup
 		for i := range 32 {

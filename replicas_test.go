@@ -68,7 +68,7 @@ var batchingModes = []struct {
 	name string
 	opt  Option
 }{
-	{"batched", WithBatching(0)},
+	{"batched", WithBatching(256)},
 	{"unbatched", WithoutBatching()},
 }
 
@@ -184,7 +184,7 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 	defer cancel()
 	prefix := uniqueKey(t) + ":"
 	lim := Limit{Events: 3, Window: time.Minute}
-	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(0))
+	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
 	if res, err := l.AllowN(ctx, "full", lim, 3); err != nil || !res.Allowed {
 		t.Fatalf("filling a key: %+v, %v", res, err)
 	}

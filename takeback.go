@@ -3,11 +3,14 @@ package slidelog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/deadline"
 )
 
 // Take-backs. Events that no caller was told were admitted would stay
@@ -42,7 +45,10 @@ import (
 // "take_back", Err the last failure, N the events). None is dropped
 // silently.
 type takeBacks struct {
-	l *Limiter
+	rdb     redis.Scripter
+	within  time.Duration     // bounds each refund: takeBackTimeout, or WithReplicas' timeout
+	observe func(Observation) // the Limiter's hook
+	name    string            // the Limiter's WithName
 
 	mu      sync.Mutex
 	queue   []takeBack
@@ -116,7 +122,7 @@ func (t *takeBacks) run(tb takeBack) {
 		t.give(tb) // left its window: it no longer counts
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.l.takeBackWithin())
+	ctx, cancel := context.WithTimeout(context.Background(), t.within)
 	err := t.refund(ctx, tb.h)
 	cancel()
 	switch {
@@ -133,10 +139,13 @@ func (t *takeBacks) run(tb takeBack) {
 	}
 }
 
-// refund is Refund, whose panic (the client's) is its error.
+// refund runs refund.lua for h's events, as Refund does (without telling
+// the deny cache: a take-back undoes an admission no caller heard of, and a
+// denial the cache remembers meanwhile is of another call, only ever too
+// strict until it expires); its panic (the client's) is its error.
 func (t *takeBacks) refund(ctx context.Context, h Handle) (err error) {
 	defer recoverTo(func(e error) { err = e })
-	return t.l.Refund(ctx, h)
+	return refundEvents(ctx, t.rdb, h)
 }
 
 // give gives tb up: reported to the hook if a refund failed (its events
@@ -144,7 +153,7 @@ func (t *takeBacks) refund(ctx context.Context, h Handle) (err error) {
 func (t *takeBacks) give(tb takeBack) {
 	defer t.busy.Done()
 	if tb.err != nil {
-		t.l.observe(Observation{Op: opTakeBack, Name: t.l.name, N: tb.h.n, Err: tb.err})
+		t.observe(Observation{Op: opTakeBack, Name: t.name, N: tb.h.n, Err: tb.err})
 	}
 }
 
@@ -195,14 +204,6 @@ func notAckedReply(a answer) bool {
 	return a.v != nil && errors.As(a.err, &na) && replyAdmits(a.v)
 }
 
-// takeBackWithin bounds a refund: takeBackTimeout, or WithReplicas'.
-func (l *Limiter) takeBackWithin() time.Duration {
-	if l.acks != nil {
-		return l.acks.timeout
-	}
-	return takeBackTimeout
-}
-
 // mayHaveRun reports whether a script call that failed with err may have
 // run in Redis all the same: its reply was lost (a timeout, the caller's
 // context, a connection broken after the write), rather than answered (an
@@ -218,4 +219,27 @@ func mayHaveRun(err error) bool {
 		return false
 	}
 	return !unsent(err)
+}
+
+// unacked refunds the events of an admission that the replicas did not
+// acknowledge, and returns the error that tells the caller so. The refund
+// runs within the caller's context; when that context ends first (it may be
+// what ended the WAIT), the refund goes on in the background, bounded by
+// the WAIT's timeout.
+func (t *takeBacks) unacked(ctx context.Context, h Handle, unacked error) error {
+	if deadline.Ended(ctx) == nil {
+		err := t.refund(ctx, h)
+		if err == nil {
+			return fmt.Errorf("%w; its events were taken back", unacked)
+		}
+		if deadline.Ended(ctx) == nil {
+			return fmt.Errorf("%w; taking its events back failed: %w", unacked, err)
+		}
+	}
+	t.add(h)
+	err := fmt.Errorf("%w; its events are being taken back", unacked)
+	if done := deadline.Ended(ctx); !errors.Is(err, done) {
+		err = fmt.Errorf("%w: %w", done, err)
+	}
+	return err
 }

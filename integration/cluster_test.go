@@ -182,7 +182,7 @@ func TestCluster(t *testing.T) {
 			// slot's master); exact as ever.
 			t.Run("batching", func(t *testing.T) {
 				bkeys := keys[:6]
-				tr := newTrafficWith(t, []slidelog.Option{slidelog.WithBatching(0)}, instances, c.client(t), limit, bkeys...)
+				tr := newTrafficWith(t, []slidelog.Option{slidelog.WithBatching(256)}, instances, c.client(t), limit, bkeys...)
 				calls := func() int {
 					var mu sync.Mutex
 					total := 0

@@ -176,7 +176,7 @@ func scriptCallsIn(stats string) int {
 func checkBatching(t *testing.T, n *node) {
 	limit := slidelog.Limit{Events: 50, Window: 500 * time.Millisecond}
 	admin := n.client(t)
-	tr := newTrafficWith(t, []slidelog.Option{slidelog.WithBatching(0)}, instances(t, n, 4), n.client(t), limit, "hot", "warm")
+	tr := newTrafficWith(t, []slidelog.Option{slidelog.WithBatching(256)}, instances(t, n, 4), n.client(t), limit, "hot", "warm")
 	const d = 2 * time.Second
 	before := scriptCalls(t, admin)
 	tr.run(t, d, 0, nil)

@@ -56,7 +56,7 @@ figures are too noisy or its rounds fall on both sides of the target.
 variants: ping (the floor: one round trip), reference (a plain sorted-set
 script through EvalSha: client clock, UUID member), slidelog (Allow with
 New's defaults: batching on), redis_rate (github.com/go-redis/redis_rate/v10,
-GCRA), batched (slidelog WithBatching(0), the same as the default),
+GCRA), batched (slidelog WithBatching(256), the same as the default),
 unbatched (slidelog WithoutBatching), denycache (slidelog WithDenyCache),
 replicas (slidelog WithReplicas(1, 1s): an admission waits until a replica
 has it; with no --redis, bench starts a replica of its server whenever this

@@ -65,7 +65,7 @@ func makeVariants(rdb *redis.Client, names []string, limit slidelog.Limit) ([]va
 	}
 	for name, opts := range map[string][]slidelog.Option{
 		"slidelog":  nil, // New(rdb): the defaults, batching on
-		"batched":   {slidelog.WithBatching(0)},
+		"batched":   {slidelog.WithBatching(256)},
 		"unbatched": {slidelog.WithoutBatching()},
 		"denycache": {slidelog.WithDenyCache()},
 		"replicas":  {slidelog.WithReplicas(1, time.Second)},

@@ -1,0 +1,212 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A pipeline of script calls: which decisions share a call (merge), the
+// calls sent in one pipeline and their replies handed to each decision.
+// The batcher (batch.go) and WithReplicas' pipelines (replicas.go) both
+// send theirs here; nothing here calls back into either.
+
+// pending is one decision waiting for its pipeline.
+type pending struct {
+	ctx  context.Context
+	keys []string
+	args []any
+	done chan struct{}
+	val  any // the script's reply
+	err  error
+
+	// take: the events the decision records if it admits, taken back if
+	// its caller leaves before the answer: with WithReplicas, every
+	// admission's; an acquisition's (no holder would release them); nil
+	// otherwise.
+	take *Handle
+
+	answered atomic.Bool // reply was called: val and err are final
+}
+
+// reply answers p with val and err, once: a later reply (a pipeline's,
+// after a panic answered p) changes nothing.
+func (p *pending) reply(val any, err error) {
+	if p.answered.CompareAndSwap(false, true) {
+		p.val, p.err = val, err
+		close(p.done)
+	}
+}
+
+// failAll answers every decision of batch that has no answer yet with err.
+func failAll(batch []*pending, err error) {
+	for _, p := range batch {
+		p.reply(nil, err)
+	}
+}
+
+// runCalls runs calls in a pipeline on p and answers their callers. A
+// decision that fails alone (WRONGTYPE) is answered its error and the call
+// goes on for the others (script.lua). A shared call Redis refused whole
+// (OOM, which Redis raises before a script's first write) goes again, each
+// of its decisions on its own, its id marked as re-sent: should an earlier
+// decision have recorded events after all, it finds them and stays
+// admitted, and the failing one gets its own error.
+func runCalls(ctx context.Context, p pipeliner, calls []shared) {
+	again := deliver(run(ctx, p, calls))
+	if len(again) > 0 {
+		alone := make([]shared, len(again))
+		for i, q := range again {
+			alone[i] = q.alone()
+		}
+		deliver(run(ctx, p, alone))
+	}
+}
+
+// alone is the script call that carries p by itself.
+func (p *pending) alone() shared { return shared{p.keys, p.args, []*pending{p}} }
+
+// merge says which decisions of a batch may share a call.
+type merge int
+
+const (
+	mergeNone merge = iota // every decision is its own call (a Ring)
+	mergeAll               // any decisions (one server holds every key)
+	mergeSlot              // decisions whose keys share a hash slot (Cluster)
+)
+
+// mergeMax is the most decisions one script call takes: enough to spread
+// the call's own cost thin, few enough (tens of microseconds) not to hold
+// Redis up for other clients.
+const mergeMax = 64
+
+// shared is one script call of a pipeline and the decisions it carries:
+// one, or (merge) up to mergeMax.
+type shared struct {
+	keys []string
+	args []any
+	of   []*pending
+}
+
+// plan turns a batch into script calls: with merge, decisions share calls
+// (a decision's keys are on one slot: keys.go); without, each is its own.
+func (m merge) plan(batch []*pending) []shared {
+	var calls []shared
+	var groups [][]*pending // decisions that may share calls
+	index := map[int]int{}  // a group's slot (mergeSlot; else -1) -> its index
+	for _, p := range batch {
+		if m == mergeNone {
+			calls = append(calls, p.alone())
+			continue
+		}
+		k := -1
+		if m == mergeSlot {
+			k = slot(p.keys[0])
+		}
+		g, ok := index[k]
+		if !ok {
+			g = len(groups)
+			index[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], p)
+	}
+	for _, group := range groups {
+		for len(group) > 0 {
+			g := group[:min(len(group), mergeMax)]
+			group = group[len(g):]
+			c := shared{keys: make([]string, 0, len(g)), args: make([]any, 0, 4*len(g)), of: g}
+			for _, p := range g {
+				c.keys = append(c.keys, p.keys...)
+				c.args = append(c.args, p.args...)
+			}
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+// run sends calls in one pipeline of p (EVALSHA), and those Redis does not
+// know the script for (a restarted or flushed server) again with EVAL, which
+// also loads it for the next pipelines.
+func run(ctx context.Context, p pipeliner, calls []shared) ([]shared, []*redis.Cmd) {
+	cmds := make([]*redis.Cmd, len(calls))
+	pipe := p.Pipeline()
+	for i, c := range calls {
+		cmds[i] = decideScript.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, err := pipe.Exec(ctx) // errors are read per command below
+	settle(cmds, err)
+	var again []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		pipe := p.Pipeline()
+		retried := make([]*redis.Cmd, len(again))
+		for j, i := range again {
+			cmds[i] = decideScript.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+			retried[j] = cmds[i]
+		}
+		_, err := pipe.Exec(ctx)
+		settle(retried, err)
+	}
+	return calls, cmds
+}
+
+// settle gives each command that a pipeline left with neither a reply nor
+// an error the pipeline's error: go-redis leaves a pipeline's commands so
+// when the connection it was sent on had already failed (a *redis.Conn
+// whose earlier pipeline met READONLY, on a master that a failover
+// demoted), and only Exec's error tells why.
+func settle(cmds []*redis.Cmd, err error) {
+	for _, cmd := range cmds {
+		if cmd.Err() != nil || cmd.Val() != nil {
+			continue
+		}
+		if err == nil {
+			err = errors.New("redis: no reply")
+		}
+		cmd.SetErr(err)
+	}
+}
+
+// deliver hands each decision its reply, and returns the decisions of
+// shared calls that Redis refused, to be sent again one by one.
+func deliver(calls []shared, cmds []*redis.Cmd) (again []*pending) {
+	for i, c := range calls {
+		val, err := cmds[i].Result()
+		if len(c.of) == 1 {
+			c.of[0].reply(val, err)
+			continue
+		}
+		// a shared call replies with one reply per decision
+		vals, ok := val.([]any)
+		var rerr redis.Error
+		switch {
+		case errors.As(err, &rerr):
+			again = append(again, c.of...)
+			continue
+		case err == nil && (!ok || len(vals) != len(c.of)):
+			err = fmt.Errorf("script replied %v for %d decisions", val, len(c.of))
+		}
+		for j, p := range c.of {
+			switch {
+			case err != nil:
+				p.reply(nil, err)
+			case isFailed(vals[j]):
+				p.reply(nil, replyError(vals[j].(string)[1:]))
+			default:
+				p.reply(vals[j], nil)
+			}
+		}
+	}
+	return again
+}
+
+func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
