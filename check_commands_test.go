@@ -106,3 +106,34 @@ func TestCheckLuaReplicateCommands(t *testing.T) {
 		})
 	}
 }
+
+// The commands Check verifies (aclCommands) are exactly those the scripts
+// call, and the two that run them: a command added to a script is a
+// command Check must verify.
+func TestCheckVerifiesTheScriptsCommands(t *testing.T) {
+	called := map[string]bool{"EVALSHA": true, "EVAL": true} // how go-redis runs every script
+	re := regexp.MustCompile(`\b(?:call|read|pcall)\('([A-Z]+)'`)
+	for name, src := range map[string]string{"clock.lua": clockLua, "script.lua": scriptLua, "reset.lua": resetSrc, "refund.lua": refundSrc, "renew.lua": renewLua} {
+		found := re.FindAllStringSubmatch(src, -1)
+		if len(found) == 0 {
+			t.Errorf("%s calls no command the pattern finds: the test no longer reads it", name)
+		}
+		for _, m := range found {
+			called[m[1]] = true
+		}
+	}
+	verified := map[string]bool{}
+	for _, c := range aclCommands {
+		verified[c[0].(string)] = true
+	}
+	for cmd := range called {
+		if !verified[cmd] {
+			t.Errorf("the scripts call %s, which Check does not verify (aclCommands)", cmd)
+		}
+	}
+	for cmd := range verified {
+		if !called[cmd] {
+			t.Errorf("Check verifies %s, which no script calls", cmd)
+		}
+	}
+}

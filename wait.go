@@ -2,8 +2,6 @@ package slidelog
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/slidelog/slidelog/internal/waiting"
@@ -29,19 +27,8 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, er
 // slot frees, each instance sends one request for it, not one per waiter.
 // Waiters are admitted in about the order they came, per instance.
 func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
-	return wait(ctx, &l.waits, key, n, func() (Result, error) { return l.AllowN(ctx, key, limit, n) })
-}
-
-// wait is WaitN's loop for any AllowN.
-func wait(ctx context.Context, lines *waiting.Lines, key string, n int, allowN func() (Result, error)) (Result, error) {
-	var r Result
-	err := lines.Wait(ctx, key, func() (bool, time.Duration, error) {
-		var err error
-		r, err = allowN()
-		return r.Allowed, r.RetryAfter, err
+	return waiting.For(ctx, &l.waits, "slidelog", key, n, limit, func() (Result, bool, time.Duration, error) {
+		r, err := l.AllowN(ctx, key, limit, n)
+		return r, r.Allowed, r.RetryAfter, err
 	})
-	if errors.Is(err, ErrWaitDeadline) {
-		err = fmt.Errorf("slidelog: wait for %s of %v: %w", plural(n, "event"), r.Limit, ErrWaitDeadline)
-	}
-	return r, err
 }

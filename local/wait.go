@@ -2,11 +2,10 @@ package local
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/waiting"
 )
 
 // Wait is shorthand for WaitN(ctx, key, limit, 1).
@@ -21,18 +20,8 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit slidelog.Limit) (s
 // the request could fit, it returns at once with an error wrapping
 // slidelog.ErrWaitDeadline; callers waiting on one key take turns.
 func (l *Limiter) WaitN(ctx context.Context, key string, limit slidelog.Limit, n int) (slidelog.Result, error) {
-	var r slidelog.Result
-	err := l.waits.Wait(ctx, key, func() (bool, time.Duration, error) {
-		var err error
-		r, err = l.AllowN(ctx, key, limit, n)
-		return r.Allowed, r.RetryAfter, err
+	return waiting.For(ctx, &l.waits, "local", key, n, limit, func() (slidelog.Result, bool, time.Duration, error) {
+		r, err := l.AllowN(ctx, key, limit, n)
+		return r, r.Allowed, r.RetryAfter, err
 	})
-	if errors.Is(err, slidelog.ErrWaitDeadline) {
-		what := fmt.Sprintf("%d events", n)
-		if n == 1 {
-			what = "1 event"
-		}
-		err = fmt.Errorf("local: wait for %s of %v: %w", what, limit, err)
-	}
-	return r, err
 }

@@ -6,6 +6,7 @@ package waiting
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -99,4 +100,28 @@ func (ls *Lines) Waiting(key string) int {
 		return l.waiting
 	}
 	return 0
+}
+
+// For is WaitN's loop for both limiters: n events for key under limit,
+// asked with allowN (which returns its result, whether it admitted, and the
+// retry a denial named). It returns the last result; a deadline that comes
+// too soon is an error that names the request (pkg: the error's prefix,
+// "slidelog" or "local") and wraps ErrDeadline.
+func For[R any](ctx context.Context, ls *Lines, pkg, key string, n int, limit fmt.Stringer, allowN func() (R, bool, time.Duration, error)) (R, error) {
+	var r R
+	err := ls.Wait(ctx, key, func() (bool, time.Duration, error) {
+		var allowed bool
+		var retry time.Duration
+		var err error
+		r, allowed, retry, err = allowN()
+		return allowed, retry, err
+	})
+	if errors.Is(err, ErrDeadline) {
+		what := fmt.Sprintf("%d events", n)
+		if n == 1 {
+			what = "1 event"
+		}
+		err = fmt.Errorf("%s: wait for %s of %v: %w", pkg, what, limit, err)
+	}
+	return r, err
 }
