@@ -1,0 +1,549 @@
+package envoyrls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/ratefields"
+)
+
+// Headers chooses the response headers the service asks Envoy to add
+// (response_headers_to_add).
+type Headers int
+
+const (
+	// HeadersDraft11: RateLimit-Policy and RateLimit
+	// (draft-ietf-httpapi-ratelimit-headers-11), an item per limited
+	// descriptor, in the request's order.
+	HeadersDraft11 Headers = 1 << iota
+	// HeadersLegacy: envoyproxy/ratelimit's RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset (LIMIT_RESPONSE_HEADERS_ENABLED)
+	// of the descriptor closest to its limit.
+	HeadersLegacy
+)
+
+// Options configure a Server.
+type Options struct {
+	Limiter *slidelog.Limiter // required: its policy answers while Redis is unavailable
+	// Prefix starts every key the service decides on, before the
+	// limiter's own prefix. Default "rls:".
+	Prefix string
+	// NearLimitRatio: an admitted hit counts as near_limit past this share
+	// of the limit (envoyproxy/ratelimit's NEAR_LIMIT_RATIO). Default 0.8.
+	NearLimitRatio float64
+	Headers        Headers
+	// ShadowMode answers OK whatever the limits say, as envoyproxy/
+	// ratelimit's SHADOW_MODE (the statuses still say OVER_LIMIT).
+	ShadowMode bool
+	// RefundTimeout bounds the take-back of a request's admitted
+	// descriptors when another of them is over its limit. Default 1s.
+	RefundTimeout time.Duration
+	Logger        *slog.Logger // default slog.Default()
+}
+
+// Server is envoy.service.ratelimit.v3.RateLimitService over a
+// *slidelog.Limiter: register it on a gRPC server
+// (rlsv3.RegisterRateLimitServiceServer).
+type Server struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	opts    Options
+	cfg     atomic.Pointer[Config]
+	metrics *Metrics
+}
+
+// New returns a Server deciding with opts.Limiter under cfg (nil: no
+// configuration yet; every request fails until SetConfig).
+func New(cfg *Config, opts Options) (*Server, error) {
+	if opts.Limiter == nil {
+		return nil, errors.New("envoyrls: Options.Limiter is nil")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "rls:"
+	}
+	if opts.NearLimitRatio == 0 {
+		opts.NearLimitRatio = 0.8
+	}
+	if opts.NearLimitRatio < 0 || opts.NearLimitRatio > 1 {
+		return nil, fmt.Errorf("envoyrls: NearLimitRatio %v: want 0 to 1", opts.NearLimitRatio)
+	}
+	if opts.RefundTimeout <= 0 {
+		opts.RefundTimeout = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts, metrics: newMetrics()}
+	if cfg != nil {
+		s.cfg.Store(cfg)
+	}
+	return s, nil
+}
+
+// SetConfig puts cfg in force for the requests that arrive from now on.
+func (s *Server) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
+
+// Config is the configuration in force, or nil.
+func (s *Server) Config() *Config { return s.cfg.Load() }
+
+// Metrics are the service's counters.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// one is a descriptor of a request on its way.
+type one struct {
+	m        *match
+	override *rlv3.RateLimitDescriptor_RateLimitOverride
+	limits   []slidelog.Limit
+	units    []rlsv3.RateLimitResponse_RateLimit_Unit
+	names    []string
+	key      string
+	n        int
+	limited  bool // decided (not unmatched, unlimited or replaced)
+	res      slidelog.Result
+	admitted bool // recorded events (to take back if the request is over)
+	denied   bool // over its limit
+	local    bool // denied without Redis: it can never fit
+	err      error
+}
+
+func serviceError(msg string) error { return status.Error(codes.Unknown, msg) }
+
+// ShouldRateLimit decides req: each descriptor against the rule it matches,
+// on Redis. OVER_LIMIT if any (not shadowed) descriptor is over its limit
+// (or every quota_mode descriptor is), and then the events admitted for the
+// request's other descriptors are taken back before the answer. Redis
+// unavailable (with the limiter's FailClosed policy) is UNAVAILABLE.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		s.metrics.serviceError.Add(1)
+		return nil, serviceError("rate limit domain must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		s.metrics.serviceError.Add(1)
+		return nil, serviceError("rate limit descriptor list must not be empty")
+	}
+	cfg := s.cfg.Load()
+	if cfg == nil {
+		s.metrics.serviceError.Add(1)
+		return nil, serviceError(errNoConfig.Error())
+	}
+	ds := make([]one, len(req.GetDescriptors()))
+	replacing := map[string]bool{}
+	for i, d := range req.GetDescriptors() {
+		o := &ds[i]
+		o.n = hitsAddend(req, d)
+		if ov := d.GetLimit(); ov != nil {
+			if _, known := cfg.domains[req.GetDomain()]; !known {
+				s.metrics.domainNotFound(req.GetDomain())
+				continue
+			}
+			unit := rlsv3.RateLimitResponse_RateLimit_Unit(ov.GetUnit())
+			w, ok := unitWindow[unit]
+			if !ok {
+				s.metrics.serviceError.Add(1)
+				return nil, serviceError(fmt.Sprintf("descriptor %d: limit override with unit %v", i, ov.GetUnit()))
+			}
+			o.override = ov
+			o.m = &match{rule: &Rule{FullKey: descriptorKey(req.GetDomain(), d)}, statsKey: descriptorKey(req.GetDomain(), d)}
+			for _, e := range d.GetEntries() {
+				o.m.values = append(o.m.values, e.GetValue())
+			}
+			o.limits = []slidelog.Limit{{Events: int(ov.GetRequestsPerUnit()), Window: w}}
+			o.units = []rlsv3.RateLimitResponse_RateLimit_Unit{unit}
+			o.names = []string{""}
+		} else {
+			if _, known := cfg.domains[req.GetDomain()]; !known {
+				s.metrics.domainNotFound(req.GetDomain())
+			}
+			o.m = cfg.match(req.GetDomain(), d)
+			if o.m == nil {
+				continue
+			}
+			o.limits, o.units, o.names = o.m.rule.Limits, o.m.rule.Units, o.m.rule.Names
+		}
+		for _, r := range o.m.rule.Replaces {
+			replacing[r] = true
+		}
+		o.limited = !o.m.rule.Unlimited
+	}
+	for i := range ds {
+		o := &ds[i]
+		if !o.limited {
+			continue
+		}
+		for _, n := range o.names {
+			if n != "" && replacing[n] {
+				o.limited = false
+			}
+		}
+	}
+	s.decide(ctx, req, ds)
+
+	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
+	var failed error
+	over, quotaTotal, quotaOver := 0, 0, 0
+	for i := range ds {
+		o := &ds[i]
+		switch {
+		case o.m != nil && o.m.rule.Unlimited:
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			continue
+		case !o.limited:
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			continue
+		case o.err != nil:
+			if failed == nil {
+				failed = o.err
+			}
+			continue
+		}
+		st := s.status(o)
+		resp.Statuses[i] = st
+		quota := o.m.rule.Quota
+		if quota {
+			quotaTotal++
+		}
+		if o.denied && !o.m.rule.Shadow {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			if quota {
+				quotaOver++
+			} else {
+				over++
+			}
+		}
+	}
+	code := rlsv3.RateLimitResponse_OK
+	if over > 0 || quotaTotal > 0 && quotaTotal == quotaOver {
+		code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if code == rlsv3.RateLimitResponse_OVER_LIMIT && s.opts.ShadowMode {
+		code = rlsv3.RateLimitResponse_OK
+		s.metrics.globalShadow.Add(1)
+	}
+	if failed != nil || code == rlsv3.RateLimitResponse_OVER_LIMIT {
+		s.takeBack(ctx, ds, resp)
+	}
+	if failed != nil {
+		return nil, s.grpcError(ctx, failed)
+	}
+	resp.OverallCode = code
+	resp.ResponseHeadersToAdd = s.headers(ds, resp)
+	return resp, nil
+}
+
+// hitsAddend is envoyproxy/ratelimit's: the descriptor's own (0 allowed:
+// look without recording), else the request's, at least 1.
+func hitsAddend(req *rlsv3.RateLimitRequest, d *rlv3.RateLimitDescriptor) int {
+	if h := d.GetHitsAddend(); h != nil {
+		return int(min(h.GetValue(), math.MaxInt32))
+	}
+	return int(max(1, req.GetHitsAddend()))
+}
+
+// descriptorKey is envoyproxy/ratelimit's name of a descriptor with a
+// limit override: domain.key_value.key2_value2.
+func descriptorKey(domain string, d *rlv3.RateLimitDescriptor) string {
+	var parts []string
+	for _, e := range d.GetEntries() {
+		p := e.GetKey()
+		if e.GetValue() != "" {
+			p += "_" + e.GetValue()
+		}
+		parts = append(parts, p)
+	}
+	return domain + "." + strings.Join(parts, ".")
+}
+
+// redisKey is the descriptor's key: the prefix, the domain, each entry's
+// key and value (its pattern under share_threshold), '%', '|' and '='
+// escaped so that no two descriptors share a key.
+func redisKey(prefix, domain string, d *rlv3.RateLimitDescriptor, values []string) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	b.WriteString(escape(domain))
+	for i, e := range d.GetEntries() {
+		b.WriteString("|" + escape(e.GetKey()) + "=" + escape(values[i]))
+	}
+	return b.String()
+}
+
+var escaper = strings.NewReplacer("%", "%25", "|", "%7C", "=", "%3D")
+
+func escape(s string) string { return escaper.Replace(s) }
+
+// decide asks Redis for every limited descriptor, at once when there are
+// several (the limiter batches them).
+func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []one) {
+	var wg sync.WaitGroup
+	asked := 0
+	for i := range ds {
+		o := &ds[i]
+		if !o.limited {
+			continue
+		}
+		o.key = redisKey(s.opts.Prefix, req.GetDomain(), req.GetDescriptors()[i], o.m.values)
+		s.metrics.rule(req.GetDomain(), o.m.statsKey).total.Add(uint64(o.n))
+		if fits(o.limits, max(o.n, 1)) {
+			asked++
+		} else {
+			o.denied, o.local = true, true
+		}
+	}
+	for i := range ds {
+		o := &ds[i]
+		if !o.limited || o.local {
+			continue
+		}
+		if asked == 1 {
+			s.decideOne(ctx, o)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.decideOne(ctx, o)
+		}()
+	}
+	wg.Wait()
+	for i := range ds {
+		if o := &ds[i]; o.limited && o.err == nil {
+			s.count(req.GetDomain(), o)
+		}
+	}
+}
+
+// fits reports whether n events can ever fit every limit.
+func fits(limits []slidelog.Limit, n int) bool {
+	for _, l := range limits {
+		if l.Events < n {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) decideOne(ctx context.Context, o *one) {
+	l := s.opts.Limiter
+	switch {
+	case len(o.limits) == 1 && o.n == 0:
+		o.res, o.err = l.Peek(ctx, o.key, o.limits[0])
+		o.denied = o.err == nil && !o.res.Allowed
+	case len(o.limits) == 1:
+		o.res, o.err = l.AllowN(ctx, o.key, o.limits[0], o.n)
+		o.denied = o.err == nil && !o.res.Allowed
+		o.admitted = o.err == nil && o.res.Allowed
+	case o.n == 0:
+		// No Peek of several windows: admit one and take it back at once.
+		o.res, o.err = l.AllowAll(ctx, o.key, 1, o.limits...)
+		o.denied = o.err == nil && !o.res.Allowed
+		if o.err == nil && o.res.Allowed {
+			o.res.Remaining++
+			s.refund(ctx, o.res)
+		}
+	default:
+		o.res, o.err = l.AllowAll(ctx, o.key, o.n, o.limits...)
+		o.denied = o.err == nil && !o.res.Allowed
+		o.admitted = o.err == nil && o.res.Allowed
+	}
+}
+
+func (s *Server) refund(ctx context.Context, res slidelog.Result) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.RefundTimeout)
+	defer cancel()
+	if err := s.opts.Limiter.Refund(ctx, res.Handle()); err != nil {
+		s.metrics.refundError.Add(1)
+		s.opts.Logger.Warn("envoyrls: take-back failed: the events stay counted until they leave their window", "err", err)
+	}
+}
+
+// takeBack refunds the descriptors that admitted events, the request being
+// over (or failed): all at once, before the answer.
+func (s *Server) takeBack(ctx context.Context, ds []one, resp *rlsv3.RateLimitResponse) {
+	var wg sync.WaitGroup
+	for i := range ds {
+		o := &ds[i]
+		if !o.admitted {
+			continue
+		}
+		o.admitted = false
+		if st := resp.Statuses[i]; st != nil {
+			st.LimitRemaining += uint32(o.n)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.refund(ctx, o.res)
+		}()
+	}
+	wg.Wait()
+}
+
+// count adds o's decision to its rule's counters, as envoyproxy/ratelimit
+// counts them: over_limit the hits denied, within_limit those admitted,
+// near_limit the admitted ones past NearLimitRatio of the limit, shadow_mode
+// the denied hits a shadow rule let through.
+func (s *Server) count(domain string, o *one) {
+	c := s.metrics.rule(domain, o.m.statsKey)
+	n := uint64(o.n)
+	if o.denied {
+		c.over.Add(n)
+		if o.m.rule.Shadow {
+			c.shadow.Add(n)
+		}
+		return
+	}
+	c.within.Add(n)
+	lim := o.res.Limit
+	if lim.Events == 0 {
+		return
+	}
+	near := uint64(math.Floor(float64(lim.Events) * s.opts.NearLimitRatio))
+	after := uint64(max(lim.Events-o.res.Remaining, 0))
+	if o.n == 0 {
+		return
+	}
+	before := after - min(after, n)
+	if after > near {
+		if before >= near {
+			c.near.Add(n)
+		} else {
+			c.near.Add(after - near)
+		}
+	}
+}
+
+// status is o's DescriptorStatus: its limit, what remains, and until when:
+// denied, the exact RetryAfter (when the same hits fit); admitted, the
+// ResetAfter (when the window holds none of its events).
+func (s *Server) status(o *one) *rlsv3.RateLimitResponse_DescriptorStatus {
+	i := 0
+	if o.local {
+		for j, l := range o.limits {
+			if l.Events < max(o.n, 1) {
+				i = j
+				break
+			}
+		}
+	} else {
+		for j, l := range o.limits {
+			if l == o.res.Limit {
+				i = j
+			}
+		}
+	}
+	cur := &rlsv3.RateLimitResponse_RateLimit{Name: o.names[i], RequestsPerUnit: uint32(o.limits[i].Events), Unit: o.units[i]}
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: cur}
+	switch {
+	case o.local:
+		// Never fits: the window's length, as a fixed window would say.
+		st.DurationUntilReset = durationpb.New(o.limits[i].Window)
+		st.LimitRemaining = 0
+	case o.denied:
+		st.DurationUntilReset = durationpb.New(o.res.RetryAfter)
+		st.LimitRemaining = uint32(max(o.res.Remaining, 0))
+	default:
+		st.DurationUntilReset = durationpb.New(o.res.ResetAfter)
+		st.LimitRemaining = uint32(max(o.res.Remaining, 0))
+	}
+	return st
+}
+
+// headers are the response headers Options.Headers asks for.
+func (s *Server) headers(ds []one, resp *rlsv3.RateLimitResponse) []*corev3.HeaderValue {
+	if s.opts.Headers == 0 {
+		return nil
+	}
+	var hs []*corev3.HeaderValue
+	if s.opts.Headers&HeadersDraft11 != 0 {
+		var policies, states []string
+		for i := range ds {
+			o, st := &ds[i], resp.Statuses[i]
+			if !o.limited || st == nil || st.CurrentLimit == nil {
+				continue
+			}
+			name := st.CurrentLimit.Name
+			if name == "" {
+				name = o.m.statsKey
+			}
+			if ratefields.ValidName(name) != nil {
+				name = "descriptor" + strconv.Itoa(i)
+			}
+			q := ratefields.String(name)
+			lim := slidelog.Limit{Events: int(st.CurrentLimit.RequestsPerUnit), Window: windowOf(o, st)}
+			policies = append(policies, ratefields.Policy(q, lim))
+			t := int64(0)
+			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT || st.LimitRemaining == 0 {
+				t = ratefields.Seconds(st.DurationUntilReset.AsDuration(), 0)
+			}
+			states = append(states, fmt.Sprintf("%s;r=%d;t=%d", q, st.LimitRemaining, t))
+		}
+		if len(policies) > 0 {
+			hs = append(hs,
+				&corev3.HeaderValue{Key: "RateLimit-Policy", Value: strings.Join(policies, ", ")},
+				&corev3.HeaderValue{Key: "RateLimit", Value: strings.Join(states, ", ")})
+		}
+	}
+	if s.opts.Headers&HeadersLegacy != 0 {
+		var closest *rlsv3.RateLimitResponse_DescriptorStatus
+		for _, st := range resp.Statuses {
+			if st == nil || st.CurrentLimit == nil {
+				continue
+			}
+			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+				closest = st
+				break
+			}
+			if closest == nil || st.LimitRemaining < closest.LimitRemaining {
+				closest = st
+			}
+		}
+		if closest != nil {
+			hs = append(hs,
+				&corev3.HeaderValue{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(closest.CurrentLimit.RequestsPerUnit), 10)},
+				&corev3.HeaderValue{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(closest.LimitRemaining), 10)},
+				&corev3.HeaderValue{Key: "RateLimit-Reset", Value: strconv.FormatInt(ratefields.Seconds(closest.DurationUntilReset.AsDuration(), 0), 10)})
+		}
+	}
+	return hs
+}
+
+// windowOf is the window of the limit st names.
+func windowOf(o *one, st *rlsv3.RateLimitResponse_DescriptorStatus) time.Duration {
+	for i, l := range o.limits {
+		if uint32(l.Events) == st.CurrentLimit.RequestsPerUnit && o.units[i] == st.CurrentLimit.Unit {
+			return l.Window
+		}
+	}
+	return o.limits[0].Window
+}
+
+// grpcError is the status of a decision's error: the caller's own end
+// (its deadline, its cancellation), a bug (Internal: the limiter refused
+// its input, or a key of another type), else Redis unavailable.
+func (s *Server) grpcError(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	case ratefields.IsBug(err):
+		s.metrics.serviceError.Add(1)
+		s.opts.Logger.Error("envoyrls: decision failed", "err", err)
+		return status.Error(codes.Internal, err.Error())
+	}
+	s.metrics.redisError.Add(1)
+	return status.Error(codes.Unavailable, "rate limit service: redis unavailable: "+err.Error())
+}

@@ -1,0 +1,459 @@
+package envoyrls_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/contrib/envoyrls"
+	"github.com/slidelog/slidelog/internal/redistest"
+)
+
+const basic = `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+  - key: plan
+    value: free
+    rate_limit:
+      name: free
+      unit: hour
+      requests_per_unit: 2
+`
+
+func TestPerDescriptorLimits(t *testing.T) {
+	e := start(t, basic)
+	a, b := desc("remote_address", "10.0.0.1"), desc("remote_address", "10.0.0.2")
+	for i := 0; i < 3; i++ {
+		r := e.ask(t, "web", 0, a)
+		st := r.Statuses[0]
+		if r.OverallCode != rlsv3.RateLimitResponse_OK || st.LimitRemaining != uint32(2-i) {
+			t.Fatalf("hit %d: %v remaining %d, want OK %d", i+1, codesOf(r), st.LimitRemaining, 2-i)
+		}
+		if st.CurrentLimit.RequestsPerUnit != 3 || st.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+			t.Fatalf("current_limit %v", st.CurrentLimit)
+		}
+		if d := st.DurationUntilReset.AsDuration(); d <= 59*time.Second || d > time.Minute {
+			t.Fatalf("admitted: duration_until_reset %v, want the window's reset, just under 1m", d)
+		}
+	}
+	r := e.ask(t, "web", 0, a)
+	if got := codesOf(r); got != "OVER_LIMIT OVER_LIMIT" {
+		t.Fatalf("4th hit: %s", got)
+	}
+	if d := r.Statuses[0].DurationUntilReset.AsDuration(); d <= 59*time.Second || d > time.Minute {
+		t.Fatalf("denied: duration_until_reset %v, want RetryAfter, just under 1m", d)
+	}
+	if got := e.admitted(t, "web", 4, b); got != 3 {
+		t.Fatalf("another value: %d admitted, want its own 3", got)
+	}
+	// A value the configuration names, and one it does not (no rule: OK
+	// without a limit).
+	if got := e.admitted(t, "web", 3, desc("plan", "free")); got != 2 {
+		t.Fatalf("plan free: %d admitted, want 2", got)
+	}
+	r = e.ask(t, "web", 0, desc("plan", "gold"))
+	if codesOf(r) != "OK OK" || r.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("plan gold (no rule): %v %v", codesOf(r), r.Statuses[0])
+	}
+	// An unknown domain is answered OK, without limits, as envoyproxy/ratelimit does.
+	if got := codesOf(e.ask(t, "nope", 0, a)); got != "OK OK" {
+		t.Fatalf("unknown domain: %s", got)
+	}
+	// Metrics per rule, without the values.
+	m := e.srv.Metrics().Rule("web", "remote_address")
+	if m.TotalHits != 8 || m.OverLimit != 2 || m.WithinLimit != 6 {
+		t.Fatalf("metrics of remote_address: %+v", m)
+	}
+	if m.NearLimit != 2 { // the 3rd hit of each value: past 0.8*3 = 2
+		t.Fatalf("near_limit %d, want 2", m.NearLimit)
+	}
+}
+
+func TestRefusedRequests(t *testing.T) {
+	e := start(t, basic)
+	ctx := context.Background()
+	for _, c := range []struct {
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{&rlsv3.RateLimitRequest{Descriptors: []*rlv3.RateLimitDescriptor{desc("a", "b")}}, "rate limit domain must not be empty"},
+		{&rlsv3.RateLimitRequest{Domain: "web"}, "rate limit descriptor list must not be empty"},
+	} {
+		_, err := e.client.ShouldRateLimit(ctx, c.req)
+		if status.Code(err) != codes.Unknown || status.Convert(err).Message() != c.want {
+			t.Errorf("%v: %v, want Unknown %q", c.req, err, c.want)
+		}
+	}
+	// A descriptor without entries matches nothing: OK.
+	if got := codesOf(e.ask(t, "web", 0, &rlv3.RateLimitDescriptor{})); got != "OK OK" {
+		t.Errorf("empty descriptor: %s", got)
+	}
+}
+
+const nested = `
+domain: api
+descriptors:
+  - key: path
+    value: /api/login
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: path
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: client
+    descriptors:
+      - key: method
+        value: POST
+        rate_limit: {unit: minute, requests_per_unit: 1}
+      - key: method
+        rate_limit: {unit: minute, requests_per_unit: 4}
+`
+
+func TestNestedAndWildcardMatching(t *testing.T) {
+	e := start(t, nested)
+	for _, c := range []struct {
+		name string
+		d    *rlv3.RateLimitDescriptor
+		want int // admitted of 6
+	}{
+		{"exact value first", desc("path", "/api/login"), 1},
+		{"then the wildcard", desc("path", "/api/users"), 2},
+		{"each wildcard value its own count", desc("path", "/api/orders"), 2},
+		{"then the bare key", desc("path", "/health"), 3},
+		{"nested, exact", desc("client", "a", "method", "POST"), 1},
+		{"nested, bare key", desc("client", "a", "method", "GET"), 4},
+		{"nested, another parent value", desc("client", "b", "method", "GET"), 4},
+		{"the parent alone has no limit", desc("client", "a"), 6},
+		{"deeper than the configuration: no limit", desc("path", "/api/login", "x", "y"), 6},
+	} {
+		if got := e.admitted(t, "api", 6, c.d); got != c.want {
+			t.Errorf("%s: %d of 6 admitted, want %d", c.name, got, c.want)
+		}
+	}
+	// Metrics name the rule, the wildcard's pattern, never the value.
+	if m := e.srv.Metrics().Rule("api", "path_/api/*"); m.TotalHits != 12 || m.WithinLimit != 4 {
+		t.Errorf("metrics of path_/api/*: %+v", m)
+	}
+}
+
+func TestUnlimitedAndReplaces(t *testing.T) {
+	e := start(t, `
+domain: d
+descriptors:
+  - key: user
+    value: admin
+    rate_limit: {unlimited: true}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: category
+    value: read
+    rate_limit: {name: read, unit: minute, requests_per_unit: 1}
+  - key: endpoint
+    value: /search
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+      replaces:
+        - name: read
+`)
+	r := e.ask(t, "d", 0, desc("user", "admin"))
+	if r.OverallCode != rlsv3.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != math.MaxUint32 {
+		t.Fatalf("unlimited: %v", r)
+	}
+	if got := e.admitted(t, "d", 5, desc("user", "admin")); got != 5 {
+		t.Fatalf("unlimited: %d of 5", got)
+	}
+	if got := e.admitted(t, "d", 2, desc("user", "bob")); got != 1 {
+		t.Fatalf("limited user: %d of 2", got)
+	}
+	// Both match: /search replaces read, whose count is not touched.
+	ok := 0
+	for i := 0; i < 4; i++ {
+		r := e.ask(t, "d", 0, desc("category", "read"), desc("endpoint", "/search"))
+		if r.OverallCode == rlsv3.RateLimitResponse_OK {
+			ok++
+		}
+		if r.Statuses[0].CurrentLimit != nil {
+			t.Fatalf("the replaced descriptor has a status with a limit: %v", r.Statuses[0])
+		}
+	}
+	if ok != 3 {
+		t.Fatalf("replacing: %d of 4, want 3 (the replacing limit)", ok)
+	}
+	if got := e.admitted(t, "d", 2, desc("category", "read")); got != 1 {
+		t.Fatalf("read alone after being replaced: %d of 2, want its whole 1", got)
+	}
+}
+
+func TestShadowMode(t *testing.T) {
+	e := start(t, `
+domain: d
+descriptors:
+  - key: k
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`)
+	for i := 0; i < 5; i++ {
+		r := e.ask(t, "d", 0, desc("k", "v"))
+		if got := codesOf(r); got != "OK OK" {
+			t.Fatalf("hit %d: %s, want OK in shadow mode", i+1, got)
+		}
+	}
+	m := e.srv.Metrics().Rule("d", "k")
+	if m.TotalHits != 5 || m.WithinLimit != 2 || m.OverLimit != 3 || m.ShadowMode != 3 {
+		t.Fatalf("metrics %+v: want 5 hits, 2 within, 3 over and shadowed", m)
+	}
+}
+
+func TestHitsAddend(t *testing.T) {
+	e := start(t, `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 10}
+`)
+	d := desc("k", "v")
+	for i, want := range []string{"OK OK", "OK OK", "OVER_LIMIT OVER_LIMIT"} {
+		r := e.ask(t, "d", 4, d)
+		if got := codesOf(r); got != want {
+			t.Fatalf("hits_addend 4, request %d: %s, want %s", i+1, got, want)
+		}
+	}
+	// All or nothing: the denial of 4 recorded none; 2 still fit.
+	r := e.ask(t, "d", 0, withHits(desc("k", "v"), 2))
+	if codesOf(r) != "OK OK" || r.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("a descriptor's own hits_addend 2: %s remaining %d", codesOf(r), r.Statuses[0].LimitRemaining)
+	}
+	// hits_addend 0 looks without recording: full, so over.
+	if got := codesOf(e.ask(t, "d", 0, withHits(desc("k", "v"), 0))); got != "OVER_LIMIT OVER_LIMIT" {
+		t.Fatalf("hits_addend 0 on a full window: %s", got)
+	}
+	r = e.ask(t, "d", 0, withHits(desc("k", "w"), 0))
+	if codesOf(r) != "OK OK" || r.Statuses[0].LimitRemaining != 10 {
+		t.Fatalf("hits_addend 0 on an empty window: %s remaining %d", codesOf(r), r.Statuses[0].LimitRemaining)
+	}
+	// More hits than the limit never fit.
+	r = e.ask(t, "d", 11, desc("k", "x"))
+	if codesOf(r) != "OVER_LIMIT OVER_LIMIT" || r.Statuses[0].DurationUntilReset.AsDuration() != time.Minute {
+		t.Fatalf("11 hits of 10: %v", r)
+	}
+	if got := e.admitted(t, "d", 11, desc("k", "w")); got != 10 {
+		t.Fatalf("after looking: %d of 11 admitted, want 10", got)
+	}
+}
+
+func TestSeveralDescriptors(t *testing.T) {
+	e := start(t, `
+domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: route
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`)
+	user, route := desc("user", "u"), desc("route", "r")
+	if got := codesOf(e.ask(t, "d", 0, user, route)); got != "OK OK OK" {
+		t.Fatalf("first: %s", got)
+	}
+	for i := 0; i < 3; i++ {
+		r := e.ask(t, "d", 0, user, route)
+		if got := codesOf(r); got != "OVER_LIMIT OK OVER_LIMIT" {
+			t.Fatalf("over the route's limit: %s", got)
+		}
+		// The user's admission was taken back before the answer.
+		if r.Statuses[0].LimitRemaining != 9 {
+			t.Fatalf("user's remaining %d, want 9 (the denied request left nothing)", r.Statuses[0].LimitRemaining)
+		}
+	}
+	r := e.ask(t, "d", 0, user)
+	if r.Statuses[0].LimitRemaining != 8 {
+		t.Fatalf("user alone after 3 denied requests: remaining %d, want 8", r.Statuses[0].LimitRemaining)
+	}
+	// Concurrent requests with several descriptors never over-admit, and
+	// leave in each log exactly the admitted requests' events. They may
+	// admit fewer than a's 5: a request admitted by a and denied by b holds
+	// a's slot until it is taken back, and a request decided meanwhile is
+	// denied by a (never the other way round).
+	e2 := start(t, `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 20}
+`)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e2.ask(t, "d", 0, desc("a", "x"), desc("b", "y"))
+			if r.OverallCode == rlsv3.RateLimitResponse_OK {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ok < 1 || ok > 5 {
+		t.Fatalf("40 concurrent requests: %d admitted, want 1 to 5", ok)
+	}
+	if r := e2.ask(t, "d", 0, withHits(desc("a", "x"), 0)); r.Statuses[0].LimitRemaining != uint32(5-ok) {
+		t.Fatalf("a after: remaining %d, want %d (5 - the %d admitted requests)", r.Statuses[0].LimitRemaining, 5-ok, ok)
+	}
+	if r := e2.ask(t, "d", 0, withHits(desc("b", "y"), 0)); r.Statuses[0].LimitRemaining != uint32(20-ok) {
+		t.Fatalf("b after: remaining %d, want %d", r.Statuses[0].LimitRemaining, 20-ok)
+	}
+}
+
+func TestExtensions(t *testing.T) {
+	e := start(t, `
+domain: d
+descriptors:
+  - key: w
+    rate_limit: {window: 90s, requests_per_unit: 2}
+  - key: both
+    rate_limits:
+      - {unit: second, requests_per_unit: 2, name: burst}
+      - {unit: minute, requests_per_unit: 3, name: sustained}
+`)
+	r := e.ask(t, "d", 0, desc("w", "1"))
+	if st := r.Statuses[0]; st.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_UNKNOWN || st.DurationUntilReset.AsDuration() <= 89*time.Second {
+		t.Fatalf("window 90s: %v", st)
+	}
+	if got := e.admitted(t, "d", 3, desc("w", "1")); got != 1 {
+		t.Fatalf("window 90s: %d more of 3, want 1", got)
+	}
+	if got := e.admitted(t, "d", 3, desc("both", "x")); got != 2 {
+		t.Fatalf("rate_limits: %d of 3 in a second, want 2", got)
+	}
+	r = e.ask(t, "d", 0, desc("both", "x"))
+	if r.Statuses[0].CurrentLimit.Name != "burst" {
+		t.Fatalf("the denying limit: %v", r.Statuses[0].CurrentLimit)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if got := e.admitted(t, "d", 3, desc("both", "x")); got != 1 {
+		t.Fatalf("rate_limits, next second: %d of 3, want 1 (the minute's 3rd)", got)
+	}
+	r = e.ask(t, "d", 0, desc("both", "x"))
+	if st := r.Statuses[0]; st.CurrentLimit.Name != "sustained" || st.DurationUntilReset.AsDuration() < 58*time.Second {
+		t.Fatalf("the minute's denial: %v", st)
+	}
+}
+
+func TestLimitOverride(t *testing.T) {
+	e := start(t, basic)
+	d := desc("anything", "x")
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE}
+	if got := e.admitted(t, "web", 3, d); got != 2 {
+		t.Fatalf("override of 2 per minute: %d of 3", got)
+	}
+}
+
+func TestResponseHeaders(t *testing.T) {
+	e := start(t, basic, func(o *envoyrls.Options) { o.Headers = envoyrls.HeadersDraft11 | envoyrls.HeadersLegacy })
+	r := e.ask(t, "web", 0, desc("remote_address", "1"), desc("plan", "free"))
+	got := map[string]string{}
+	for _, h := range r.ResponseHeadersToAdd {
+		got[h.Key] = h.Value
+	}
+	want := map[string]string{
+		"RateLimit-Policy":    `"web.remote_address";q=3;w=60, "free";q=2;w=3600`,
+		"RateLimit":           `"web.remote_address";r=2;t=0, "free";r=1;t=0`,
+		"RateLimit-Limit":     "2",
+		"RateLimit-Remaining": "1",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	if got["RateLimit-Reset"] != "3600" {
+		t.Errorf("RateLimit-Reset %q, want 3600", got["RateLimit-Reset"])
+	}
+}
+
+// The rolling window: a burst at the end of one second and another at the
+// start of the next admit requests_per_unit in all, where envoyproxy/
+// ratelimit's fixed windows (aligned to the epoch second) admit twice that.
+func TestRollingWindow(t *testing.T) {
+	e := start(t, `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 10}
+`)
+	d := desc("k", "v")
+	// Just before a wall-clock second ends: 0.8s past it.
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(1800 * time.Millisecond).Sub(now))
+	first := e.admitted(t, "d", 10, d)
+	now = time.Now()
+	if now.Nanosecond() < 800e6 {
+		t.Skipf("the first burst took too long (ended %v past a second)", time.Duration(now.Nanosecond()))
+	}
+	time.Sleep(now.Truncate(time.Second).Add(time.Second + 50*time.Millisecond).Sub(now))
+	second := e.admitted(t, "d", 10, d)
+	if first != 10 || second != 0 {
+		t.Fatalf("bursts around a second boundary: %d then %d admitted, want 10 then 0 (fixed windows: 10 then 10)", first, second)
+	}
+	r := e.ask(t, "d", 0, d)
+	if wait := r.Statuses[0].DurationUntilReset.AsDuration(); wait <= 0 || wait > 800*time.Millisecond {
+		t.Fatalf("RetryAfter %v: want when the first burst's oldest event leaves, under 0.8s", wait)
+	}
+	time.Sleep(r.Statuses[0].DurationUntilReset.AsDuration())
+	if got := e.admitted(t, "d", 1, d); got != 1 {
+		t.Fatal("not admitted at the RetryAfter given")
+	}
+}
+
+func TestRedisUnavailable(t *testing.T) {
+	cfg, err := envoyrls.ParseConfig(envoyrls.File{Name: "t.yaml", Data: []byte(basic)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := redistest.Gone(t)
+	e := startAt(t, gone, cfg, nil)
+	_, err = e.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{desc("remote_address", "1")}})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("Redis gone, FailClosed: %v, want Unavailable", err)
+	}
+	// A descriptor without a rule needs no Redis.
+	if got := codesOf(e.ask(t, "web", 0, desc("none", "1"))); got != "OK OK" {
+		t.Fatalf("no rule, Redis gone: %s", got)
+	}
+	open := startAt(t, gone, cfg, []slidelog.Option{slidelog.WithPolicy(slidelog.FailOpen)})
+	if got := codesOf(open.ask(t, "web", 0, desc("remote_address", "1"))); got != "OK OK" {
+		t.Fatalf("Redis gone, FailOpen: %s", got)
+	}
+	if !strings.Contains(metricsText(t, e.srv), "ratelimit_service_call_should_rate_limit_redis_error 1") {
+		t.Fatalf("redis_error not counted:\n%s", metricsText(t, e.srv))
+	}
+}
+
+func metricsText(t *testing.T, s *envoyrls.Server) string {
+	t.Helper()
+	var b strings.Builder
+	if _, err := s.Metrics().WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
