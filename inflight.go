@@ -178,10 +178,8 @@ func (l *Limiter) Acquire(ctx context.Context, key string, limit Limit) (Lease, 
 // once the call is over. If that fails too, they free at the lease's end,
 // as a dead holder's.
 func (l *Limiter) AcquireN(ctx context.Context, key string, limit Limit, n int) (Lease, error) {
-	var held Lease // the fallback's lease, if FailLocal's fallback acquires
-	q := request{op: opAcquire, key: l.inflightKey(key), user: key, held: &held, limit: limit, n: n}
-	r, err := l.decide(ctx, q)
-	return l.lease(r, held), err
+	r, err := l.decide(ctx, request{op: opAcquire, key: l.inflightKey(key), user: key, limit: limit, n: n})
+	return l.lease(r), err
 }
 
 // inflightKey is the key whose single-limit log (prefix + it) is key's
@@ -198,11 +196,13 @@ func (l *Limiter) inflightKey(key string) string {
 
 // lease is the Lease of r: its events in Redis, or the fallback's lease if
 // the fallback answered, or nothing.
-func (l *Limiter) lease(r Result, fallback Lease) Lease {
+func (l *Limiter) lease(r Result) Lease {
+	fallback := r.fallback
+	r.fallback = nil
 	s := Lease{Result: r}
 	switch {
 	case !r.Allowed:
-	case r.degraded && fallback.Allowed:
+	case r.degraded && fallback != nil && fallback.Allowed:
 		s.release = fallback.Release
 		s.renew = func(ctx context.Context) (Result, error) {
 			f, err := fallback.Renew(ctx)

@@ -189,11 +189,7 @@ type request struct {
 	limits []Limit // opAllowAll
 	n      int
 
-	// opAcquire: the caller's key, and where FailLocal's fallback, when it
-	// is an Acquirer, leaves the lease it took (so that the degraded Lease
-	// releases in the fallback)
-	user string
-	held *Lease
+	user string // opAcquire: the caller's key
 }
 
 // all is the request's limits.

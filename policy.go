@@ -117,13 +117,15 @@ func (l *Limiter) fallback(ctx context.Context, q request) (Result, bool) {
 	case opAllowAll:
 		r, err = l.policy.fallback.AllowAll(ctx, q.key, q.n, shared...)
 	case opAcquire:
+		var held Lease // the degraded Lease releases and renews it (inflight.go)
 		if acq, ok := l.policy.fallback.(Acquirer); ok {
-			*q.held, err = acq.AcquireN(ctx, q.user, shared[0], q.n)
-			r = q.held.Result
-			break
+			held, err = acq.AcquireN(ctx, q.user, shared[0], q.n)
+			r = held.Result
+		} else {
+			r, err = l.policy.fallback.AllowN(ctx, q.key, shared[0], q.n)
+			held = unrenewable(r, l.policy.fallback)
 		}
-		r, err = l.policy.fallback.AllowN(ctx, q.key, shared[0], q.n)
-		*q.held = unrenewable(r, l.policy.fallback)
+		r.fallback = &held
 	default:
 		r, err = l.policy.fallback.AllowN(ctx, q.key, shared[0], q.n)
 	}

@@ -13,6 +13,7 @@ type Result struct {
 	at       int64  // the decision's time, µs since the Unix epoch
 	handle   Handle // the events an admission recorded
 	degraded bool   // Redis was unavailable and the policy answered
+	fallback *Lease // AcquireN under FailLocal: the lease its fallback took, which the degraded Lease releases and renews
 }
 
 // Time is the time the decision was taken at, to the microsecond: Redis
