@@ -4,8 +4,9 @@
 #
 #  1. Takes a git archive of HEAD (committed files only: commit first).
 #  2. Reads the release version V: the version of the library that
-#     cmd/slidelog, contrib/prometheus, contrib/otel and contrib/grpclimit
-#     require (they must
+#     cmd/slidelog, contrib/envoyrls, contrib/prometheus, contrib/otel and
+#     contrib/grpclimit require, and of contrib/envoyrls that cmd/slidelog
+#     requires (they must
 #     agree, be a release version and have no replace directive). With an
 #     argument (scripts/release-check.sh v0.2.0), V is that version and their
 #     require lines are first bumped to it, as the release does.
@@ -29,6 +30,8 @@
 #       "go 1.24" must become exactly "go 1.24.0", still on Go 1.24.0 and
 #       with no toolchain line; it runs last, after the checks that the
 #       other modules keep "go 1.24";
+#     - go get github.com/slidelog/slidelog/contrib/envoyrls@V, build with
+#       it: "go 1.24.0" too (gRPC, and go-control-plane's envoy v1.37.0);
 #     - go install github.com/slidelog/slidelog/cmd/slidelog@V (refused if
 #       its go.mod had a replace) and run slidelog --help.
 #
@@ -68,8 +71,9 @@ mkdir -p "$src"
 git archive --format=tar HEAD | tar -x -C "$src"
 stamp=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD)
 
-# The modules released with the library, at its version.
-released="cmd/slidelog contrib/prometheus contrib/otel contrib/grpclimit"
+# The modules released with the library, at its version. contrib/envoyrls
+# comes before cmd/slidelog, which requires it: it is served first.
+released="contrib/envoyrls cmd/slidelog contrib/prometheus contrib/otel contrib/grpclimit"
 
 # required DIR: the version of the library DIR/go.mod requires.
 required() {
@@ -83,6 +87,9 @@ for m in $released; do
 done
 [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
   fail "cmd/slidelog requires $root $version: not a release version (vMAJOR.MINOR.PATCH)"
+envoyrls=$(sed -nE 's#^(require[[:space:]]+)?[[:space:]]*github\.com/slidelog/slidelog/contrib/envoyrls[[:space:]]+(v[^[:space:]]+).*#\2#p' "$src/cmd/slidelog/go.mod")
+[ "$envoyrls" = "$version" ] ||
+  fail "cmd/slidelog requires $root $version, $root/contrib/envoyrls '$envoyrls': release them together"
 for m in $released; do
   if grep -qE '^[[:space:]]*replace([[:space:]]|\()' "$src/$m/go.mod"; then
     fail "$m/go.mod has a replace directive (go install refuses it; importers ignore it)"
@@ -95,6 +102,7 @@ if [ $# -gt 0 ] && [ "$1" != "$version" ]; then
   for m in $released; do
     (cd "$src/$m" && GOWORK=off go mod edit -require="$root@$1")
   done
+  (cd "$src/cmd/slidelog" && GOWORK=off go mod edit -require="$root/contrib/envoyrls@$1")
   echo "release version $1 ($released require $version: bumped to $1 here, as the release does)"
   version=$1
 else
@@ -254,6 +262,33 @@ func init() {
 }
 GO
 
+importer "$root/contrib/envoyrls" "go 1.24.0 " github.com/envoyproxy/go-control-plane/envoy <<'GO'
+package main
+
+import (
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/contrib/envoyrls"
+)
+
+func init() {
+	cfg, err := envoyrls.ParseConfig(envoyrls.File{Name: "importer.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")})
+	if err != nil {
+		panic(err)
+	}
+	srv, err := envoyrls.New(cfg, envoyrls.Options{Limiter: slidelog.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}))})
+	if err != nil {
+		panic(err)
+	}
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, srv)
+	gs.Stop()
+}
+GO
+
 echo "--- go install $root/cmd/slidelog@$version"
 cd "$work"
 GOBIN=$work/bin "$gobin" install "$root/cmd/slidelog@$version"
@@ -261,4 +296,4 @@ GOBIN=$work/bin "$gobin" install "$root/cmd/slidelog@$version"
 help=$("$work/bin/slidelog" --help) || fail "slidelog --help exited with status $?"
 [ -n "$help" ] || fail "slidelog --help printed nothing on standard output"
 printf '%s\n' "$help" | head -5
-echo "release check ok: $root, contrib/prometheus, contrib/otel, contrib/grpclimit and cmd/slidelog at $version import and install on $("$gobin" env GOVERSION)"
+echo "release check ok: $root, contrib/prometheus, contrib/otel, contrib/grpclimit, contrib/envoyrls and cmd/slidelog at $version import and install on $("$gobin" env GOVERSION)"

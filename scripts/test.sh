@@ -38,8 +38,8 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v valgrind >/dev/null
   fi
 fi
 
-echo "--- go test -race (the library, the CLI ./cmd/slidelog, the adapters ./contrib/prometheus and ./contrib/otel, the gRPC middleware ./contrib/grpclimit)"
-go test -race -count=1 ./... ./cmd/slidelog/... ./contrib/prometheus/... ./contrib/otel/... ./contrib/grpclimit/...
+echo "--- go test -race (the library, the CLI ./cmd/slidelog, the adapters ./contrib/prometheus and ./contrib/otel, the gRPC middleware ./contrib/grpclimit, the Envoy rate limit service ./contrib/envoyrls)"
+go test -race -count=1 ./... ./cmd/slidelog/... ./contrib/prometheus/... ./contrib/otel/... ./contrib/grpclimit/... ./contrib/envoyrls/...
 
 # Measurements behind the "measure" build tag, so that a plain go test
 # needs nothing but a redis-server: bytes per stored event (MEMORY USAGE)

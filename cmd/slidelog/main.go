@@ -5,6 +5,7 @@
 //	slidelog inspect a key's events with their ages, its TTL, the next decision
 //	slidelog check   whether a Redis keeps slidelog's events safely
 //	slidelog bench   decisions/s, latency and cost, side by side with the alternatives
+//	slidelog rls     a rate limit service for Envoy (envoyproxy/ratelimit's configuration)
 //	slidelog version the module version and VCS revision it was built from
 //
 // Run "slidelog COMMAND --help" for a command's flags.
@@ -39,6 +40,7 @@ var commands = []command{
 	{"inspect", "show a key's events, ages, TTL and the next decision", runInspect},
 	{"check", "check that a Redis keeps slidelog's events safely", runCheck},
 	{"bench", "measure decisions/s, latency and cost against the alternatives", runBench},
+	{"rls", "a rate limit service for Envoy, on envoyproxy/ratelimit's configuration", runRLS},
 }
 
 func main() {

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/slidelog/slidelog/internal/redistest"
+)
+
+const rlsConfig = `domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`
+
+// startRLS runs rls with args (and --config of rlsConfig, loopback ports)
+// until the returned stop is called with a signal; it returns the gRPC
+// and HTTP addresses.
+func startRLS(t *testing.T, args ...string) (grpcAddr, httpAddr string, stop func(os.Signal) (int, string)) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(rlsConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var out, errs syncBuffer
+	done := make(chan int, 1)
+	all := append([]string{"rls", "--config", dir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...)
+	go func() { done <- run(ctx, all, &out, &errs) }()
+	line := regexp.MustCompile(`rls: gRPC on (\S+), HTTP on (\S+);`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := line.FindStringSubmatch(out.String()); m != nil {
+			grpcAddr, httpAddr = m[1], m[2]
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("rls exited %d before listening:\n%s\n%s", code, out.String(), errs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rls did not start:\n%s\n%s", out.String(), errs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopped := false
+	stop = func(sig os.Signal) (int, string) {
+		stopped = true
+		cancel(signalError{sig})
+		select {
+		case code := <-done:
+			return code, errs.String()
+		case <-time.After(10 * time.Second):
+			t.Fatalf("rls did not stop:\n%s", errs.String())
+			return 0, ""
+		}
+	}
+	t.Cleanup(func() {
+		if !stopped {
+			stop(syscall.SIGTERM)
+		}
+	})
+	return grpcAddr, httpAddr, stop
+}
+
+func rlsClient(t *testing.T, addr string) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return rlsv3.NewRateLimitServiceClient(cc)
+}
+
+func rlsAsk(t *testing.T, c rlsv3.RateLimitServiceClient, value string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{
+		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: value}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetOverallCode().String()
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// rls serves Envoy's API on a real Redis, its HTTP endpoints, and stops
+// cleanly on SIGTERM: exit 0, one "stopped" line.
+func TestRLSServesAndStops(t *testing.T) {
+	grpcAddr, httpAddr, stop := startRLS(t, "--redis", redistest.Start(t), "--prefix", "rlstest:")
+	c := rlsClient(t, grpcAddr)
+	var got []string
+	for i := 0; i < 3; i++ {
+		got = append(got, rlsAsk(t, c, "10.0.0.1"))
+	}
+	if strings.Join(got, " ") != "OK OK OVER_LIMIT" {
+		t.Fatalf("3 requests, 2 per minute: %v", got)
+	}
+	if code, body := httpGet(t, "http://"+httpAddr+"/healthcheck"); code != 200 || body != "OK" {
+		t.Fatalf("/healthcheck: %d %q", code, body)
+	}
+	if _, body := httpGet(t, "http://"+httpAddr+"/metrics"); !strings.Contains(body, `ratelimit_service_rate_limit_over_limit{domain="web",rule="remote_address"} 1`) {
+		t.Fatalf("/metrics:\n%s", body)
+	}
+	if _, body := httpGet(t, "http://"+httpAddr+"/rlconfig"); !strings.Contains(body, "web.remote_address: unit=MINUTE requests_per_unit=2") {
+		t.Fatalf("/rlconfig:\n%s", body)
+	}
+	code, errs := stop(syscall.SIGTERM)
+	if code != 0 || !strings.Contains(errs, "msg=stopped signal=terminated") {
+		t.Fatalf("SIGTERM: exit %d, log:\n%s", code, errs)
+	}
+}
+
+// Without --redis and REDIS_URL, an embedded Redis, said so; SIGINT stops it too.
+func TestRLSEmbedded(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	grpcAddr, _, stop := startRLS(t)
+	c := rlsClient(t, grpcAddr)
+	if got := rlsAsk(t, c, "a") + " " + rlsAsk(t, c, "a") + " " + rlsAsk(t, c, "a"); got != "OK OK OVER_LIMIT" {
+		t.Fatalf("embedded: %s", got)
+	}
+	code, errs := stop(os.Interrupt)
+	if code != 0 || !strings.Contains(errs, "embedded Redis") || !strings.Contains(errs, "msg=stopped signal=interrupt") {
+		t.Fatalf("SIGINT: exit %d, log:\n%s", code, errs)
+	}
+}
+
+func TestRLSBadStart(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"rls"}, 2, "slidelog rls: --config PATH is required"},
+		{[]string{"rls", "--config", bad}, 1, "slidelog rls: --config: " + bad + ": invalid rate limit unit 'fortnight'"},
+		{[]string{"rls", "--config", bad + ".missing"}, 1, "no such file"},
+		{[]string{"rls", "--config", bad, "--headers", "all"}, 2, `--headers "all"`},
+		{[]string{"rls", "--config", bad, "--policy", "maybe"}, 2, `--policy "maybe"`},
+	} {
+		code, _, errs := runDone(c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d and %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+}
