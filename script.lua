@@ -45,15 +45,23 @@
 --
 -- The window at server time t is (t - window, t].
 --
--- Cost, which shapes the code (measured: docs/performance.md): no Lua
--- number is printed by redis.call (%.17g in Redis 7.0), '..' or tostring
--- (%.14g: inexact past 14 digits, and dearer): every argument and reply
--- field is a string, from string.format('%d') (exact below 2^53) or as
--- Redis printed it (scores). Each Lua operation on a lone decision's path
--- costs Redis tens of instructions: globals are read once into locals
--- (clock.lua), each reply is one concatenation, a single decision's reply
--- needs no table, and a multiple assignment (which copies through
--- temporaries) is written as single ones.
+-- The loop, once per decision of the call:
+--   parse     its n, its limits (nlimits; all: an AllowAll), its first id
+--             (peek: none; resent: a ninth byte);
+--   known     a denial this call already answered on the same log and
+--             limit: the same answer, nothing read;
+--   retried   a re-sent admission finds its own events: admitted, as of
+--             their time, nothing written;
+--   1-2 count each log's live events (a first read that fails, WRONGTYPE,
+--             is the decision's answer);
+--   3 admit   if it fits: record n events in every log (and, for all, name
+--             the windows in the index), forget the expired ones;
+--   4 deny    (or peek, or a retry) write nothing; read each log's answer;
+--   5 expire  each key it wrote, a window after now (at the call's end in
+--             a call of several decisions);
+--   reply     one string, alone; else one more in the call's table.
+-- Why each step is where it is, and what it costs: the comments at each
+-- step, and docs/performance.md ("The decision script: what shapes it").
 --
 -- Redis replicates a script's effects (not the script) by default since 5.0,
 -- so a write after TIME needs no redis.replicate_commands() on the servers
@@ -73,13 +81,18 @@
 -- has read Redis' TIME: now (µs, a number), nows (the same as a string),
 -- and call, tonumber, KEYS and ARGV as locals.
 
--- A log's state between reading it and acting on it. A decision with one
--- key (one limit) keeps it in these locals; one with several (AllowAll:
--- its logs, then its index) keeps each key's in st, 8 fields per key, while
--- the others are read (st: one table per call, made by the first such
--- decision). Closures over the locals would cost more: made by every call.
-local key, limit, window, count, gone, unknown, oldest, exps
-local st
+-- A log's state between reading it and acting on it: its key, limit and
+-- window; count, its live events; gone, its expired events (known, or
+-- unknown: not yet counted); oldest, the score of its oldest event, read
+-- when it is full; cutoff, the score at and below which an event has
+-- expired (now - window, a string). A single-limit decision keeps them in
+-- these locals. An AllowAll decision keeps each of its keys' in state, 8
+-- fields per key in this order (key, limit, window, count, gone, unknown,
+-- oldest, cutoff: state[8*i-7] to state[8*i] for its i-th key), while the
+-- others are read: one table per call, where a table per key, or a closure,
+-- would cost Redis more (docs/performance.md).
+local key, limit, window, count, gone, unknown, oldest, cutoff
+local state
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -91,18 +104,18 @@ local st
 -- script may run past a short window's end in real time, and Redis (7.0
 -- at least) deletes a key whose expiry has passed at once, while the reads
 -- after it are still taken at now and must see its events.
-local later -- expiries for the call's end: key, ms, key, ms, ...
+local expiries -- expiries for the call's end: key, ms, key, ms, ...
 
-local out -- the replies of a batch
+local replies -- the replies of a batch
 
 -- A denial writes nothing, so within one call the same decision on the same
 -- log gets the same answer until an admission writes to that log: a flood
 -- of decisions on one hot key reads the log once per call, not once per
--- decision. seen[log] = {events, window, n, answer}: the last denial of a
+-- decision. denied[log] = {events, window, n, answer}: the last denial of a
 -- one-limit decision on the log in this call and its answer, forgotten
 -- when an admission writes to the log.
-local seen
-local k, a = 0, 0 -- the KEYS and ARGV the decisions before this one took
+local denied
+local keyAt, argAt = 0, 0 -- the KEYS and ARGV the decisions before this one took
 local nargs = #ARGV
 -- A decision's first read of each log, in a call of several decisions, is
 -- a redis.pcall: a key of another type fails only that decision (its reply
@@ -112,20 +125,24 @@ local read, type = call, type
 if nargs > 4 then
   read = redis.pcall
 end
-while a < nargs do
-  -- (n and L are almost always 1; comparing interned strings costs nothing)
-  local n, L, nk = 1, 1, 1 -- nk: its keys, the logs and an AllowAll's index
-  if ARGV[a + 1] ~= '1' then
-    if string.byte(ARGV[a + 1]) == 42 then -- '*': AllowAll over L limits
-      L = tonumber(string.sub(ARGV[a + 1], 2))
-      nk = L + 1
-      a = a + 1
+while argAt < nargs do
+  -- parse. (n and nlimits are almost always 1; comparing interned
+  -- strings costs nothing.) nkeys: its keys, the logs and an AllowAll's
+  -- index; all: an AllowAll, whose logs keep their state in state.
+  local n, nlimits, nkeys = 1, 1, 1
+  local all = false
+  if ARGV[argAt + 1] ~= '1' then
+    if string.byte(ARGV[argAt + 1]) == 42 then -- '*': AllowAll over nlimits limits
+      nlimits = tonumber(string.sub(ARGV[argAt + 1], 2))
+      nkeys = nlimits + 1
+      all = true
+      argAt = argAt + 1
     end
-    if ARGV[a + 1] ~= '1' then
-      n = tonumber(ARGV[a + 1])
+    if ARGV[argAt + 1] ~= '1' then
+      n = tonumber(ARGV[argAt + 1])
     end
   end
-  local first = ARGV[a + 2]
+  local first = ARGV[argAt + 2]
   -- go-redis writes a command anew for every attempt, and the client marks
   -- the id of any write after the first with a ninth byte: only a call that
   -- may have been sent before pays for looking up its own events.
@@ -133,21 +150,23 @@ while a < nargs do
   if resent then
     first = string.sub(first, 1, 8)
   end
-  local upto = a + 2 + 2 * L -- its last argument; the call's last decision's is nargs
+  local peek = first == '' -- decides exactly like an admission, writes nothing
+  local last = argAt + 2 + 2 * nlimits -- its last argument; the call's last decision's is nargs
 
   local reply, wrote -- the decision's answer (a table: the error of a first read); whether it wrote its logs
-  local hit = seen and not resent and L == 1 and seen[KEYS[k + 1]]
-  if hit and hit[1] == ARGV[a + 3] and hit[2] == ARGV[a + 4] and hit[3] == n then
-    reply = hit[4]
+  -- known: a denial already answered in this call, on the same log, limit and n
+  local known = denied and not resent and nlimits == 1 and denied[KEYS[keyAt + 1]]
+  if known and known[1] == ARGV[argAt + 3] and known[2] == ARGV[argAt + 4] and known[3] == n then
+    reply = known[4]
   else
-    -- A retry of a call that was admitted already (its reply was lost and the
+    -- retried: a retry of a call that was admitted already (its reply was lost and the
     -- client sent it again) finds its events, in any of its logs (one may
     -- have expired since), before anything is removed: it stays admitted, as
     -- of the time its events were recorded at, and writes nothing.
     local at, retried = nows, false -- the decision's time
     if resent then
-      for i = 1, L do
-        local recorded = read('ZSCORE', KEYS[k + i], first)
+      for i = 1, nlimits do
+        local recorded = read('ZSCORE', KEYS[keyAt + i], first)
         if recorded and type(recorded) ~= 'table' then -- (an error: ZCARD meets it again)
           at, retried = recorded, true
           break
@@ -167,9 +186,9 @@ while a < nargs do
     --      for. When the request fits anyway, an admission learns how many
     --      expired from their removal (ZREMRANGEBYSCORE's reply): unknown.
     local fits = true
-    for i = 1, L do
-      key = KEYS[k + i]
-      local c = a + 2 * i
+    for i = 1, nlimits do
+      key = KEYS[keyAt + i]
+      local c = argAt + 2 * i
       limit = tonumber(ARGV[c + 1])
       window = tonumber(ARGV[c + 2])
       local card = read('ZCARD', key)
@@ -178,19 +197,19 @@ while a < nargs do
         break
       end
       -- (one assignment each: a multiple assignment costs a copy more each;
-      -- oldest and exps are read only where this log's read set them)
+      -- oldest and cutoff are read only where this log's read set them)
       gone = 0
       unknown = false
       if card + n > limit then
         oldest = call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
         if tonumber(oldest) <= now - window then
-          exps = string.format('%d', now - window)
-          gone = call('ZCOUNT', key, '-inf', exps)
+          cutoff = string.format('%d', now - window)
+          gone = call('ZCOUNT', key, '-inf', cutoff)
         end
       elseif card > 0 then
-        exps = string.format('%d', now - window)
-        if first == '' then -- Peek: nothing is removed
-          gone = call('ZCOUNT', key, '-inf', exps)
+        cutoff = string.format('%d', now - window)
+        if peek then -- nothing is removed
+          gone = call('ZCOUNT', key, '-inf', cutoff)
         else
           unknown = true
         end
@@ -199,24 +218,24 @@ while a < nargs do
       if count + n > limit and not retried then
         fits = false
       end
-      if nk > 1 then -- keep this log's state while the others are read
-        st = st or {}
+      if all then -- keep this log's state while the others are read
+        state = state or {}
         local b = 8 * i - 8
-        st[b + 1], st[b + 2], st[b + 3], st[b + 4] = key, limit, window, count
-        st[b + 5], st[b + 6], st[b + 7], st[b + 8] = gone, unknown, oldest, exps
+        state[b + 1], state[b + 2], state[b + 3], state[b + 4] = key, limit, window, count
+        state[b + 5], state[b + 6], state[b + 7], state[b + 8] = gone, unknown, oldest, cutoff
       end
     end
 
     local named -- the index's windows (AllowAll)
-    if fits and first ~= '' and not retried and nk > L then
+    if fits and not peek and not retried and all then
       -- read before the first write, so that a key of another type there
       -- (WRONGTYPE) fails the decision with nothing written
-      named = read('ZRANGE', KEYS[k + L + 1], '0', '-1')
+      named = read('ZRANGE', KEYS[keyAt + nlimits + 1], '0', '-1')
       if named.err then
         reply, fits = named, false
       end
     end
-    if fits and first ~= '' and not retried then
+    if fits and not peek and not retried then
       wrote = true
       -- 3. Admit: record n events at now in every log. NX keeps an event that
       --    is already there untouched, so a retried call (same ids) records
@@ -236,11 +255,11 @@ while a < nargs do
         end
       end
       local fresh = true
-      for i = 1, L do
-        if nk > 1 then
+      for i = 1, nlimits do
+        if all then
           local b = 8 * i - 8
-          key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
-          gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
+          key, limit, window, count = state[b + 1], state[b + 2], state[b + 3], state[b + 4]
+          gone, unknown, oldest, cutoff = state[b + 5], state[b + 6], state[b + 7], state[b + 8]
         end
         local added = 0
         if n == 1 then
@@ -257,15 +276,15 @@ while a < nargs do
           end
         end
         fresh = fresh and added == n
-        if seen then
-          seen[key] = nil
+        if denied then
+          denied[key] = nil
         end
         -- Forget the expired events: a log never holds more than its window's.
         if unknown then
-          gone = call('ZREMRANGEBYSCORE', key, '-inf', exps)
+          gone = call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
           count, unknown = count - gone, false
         elseif gone > 0 then
-          call('ZREMRANGEBYSCORE', key, '-inf', exps)
+          call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
         end
         count = count + added
         if i == 1 then -- (one concatenation makes one string)
@@ -273,20 +292,20 @@ while a < nargs do
         else
           reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. nows
         end
-        if nk > 1 then
+        if all then
           local b = 8 * i - 8
-          st[b + 4], st[b + 5], st[b + 6] = count, gone, unknown
+          state[b + 4], state[b + 5], state[b + 6] = count, gone, unknown
         end
       end
-      if nk > L then
+      if all then
         -- Name the windows in the index, which lives as long as the longest
         -- window it names would from now: no log outlives it. Usually every
         -- window is named already, and one read tells it.
-        local index = KEYS[k + L + 1]
+        local index = KEYS[keyAt + nlimits + 1]
         local longest = tonumber(named[#named]) or 0
         local missing = {}
-        for i = 1, L do
-          local w = ARGV[a + 2 + 2 * i]
+        for i = 1, nlimits do
+          local w = ARGV[argAt + 2 + 2 * i]
           local found = false
           for j = 1, #named do
             if named[j] == w then
@@ -302,12 +321,12 @@ while a < nargs do
         end
         if #missing > 0 then
           call('ZADD', index, unpack(missing))
-          if seen then -- the index is a log too, if a key names it
-            seen[index] = nil
+          if denied then -- the index is a log too, if a key names it
+            denied[index] = nil
           end
         end
         -- (its key and its longest window, for its expiry below)
-        st[8 * L + 1], st[8 * L + 3] = index, longest
+        state[8 * nlimits + 1], state[8 * nlimits + 3] = index, longest
       end
       if not fresh then
         -- Some of its events were there already (a retry not marked as one):
@@ -320,14 +339,14 @@ while a < nargs do
       -- Peek, a retry, or 4. Deny: write nothing (expired events wait for the
       -- next admission or the key's expiry); or an admission some of whose
       -- events were there already. Each log's count must be exact now.
-      for i = 1, L do
-        if nk > 1 then
+      for i = 1, nlimits do
+        if all then
           local b = 8 * i - 8
-          key, limit, window, count = st[b + 1], st[b + 2], st[b + 3], st[b + 4]
-          gone, unknown, oldest, exps = st[b + 5], st[b + 6], st[b + 7], st[b + 8]
+          key, limit, window, count = state[b + 1], state[b + 2], state[b + 3], state[b + 4]
+          gone, unknown, oldest, cutoff = state[b + 5], state[b + 6], state[b + 7], state[b + 8]
         end
         if unknown then
-          gone = call('ZCOUNT', key, '-inf', exps)
+          gone = call('ZCOUNT', key, '-inf', cutoff)
           count = count - gone
         end
         local kth = '0'
@@ -350,47 +369,48 @@ while a < nargs do
         else
           reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
         end
-        if upto < nargs and not fits and L == 1 then
+        if last < nargs and not fits and nlimits == 1 then
           -- a denial is never a retry's: its time is the call's
-          seen = seen or {}
-          seen[key] = {ARGV[a + 3], ARGV[a + 4], n, reply}
+          denied = denied or {}
+          denied[key] = {ARGV[argAt + 3], ARGV[argAt + 4], n, reply}
         end
       end
     end
 
     if wrote then
-      -- 5. Expire each key it wrote, after its last read (see later; the
+      -- 5. Expire each key it wrote, after its last read (see expiries; the
       --    index lives as long as the longest window it names).
-      for i = 1, nk do
-        if nk > 1 then
+      for i = 1, nkeys do
+        if all then
           local b = 8 * i - 8
-          key, window = st[b + 1], st[b + 3]
+          key, window = state[b + 1], state[b + 3]
         end
         local ms = string.format('%d', math.ceil((now + window) / 1000))
-        if upto == nargs and not out then -- alone in its call
+        if last == nargs and not replies then -- alone in its call
           call('PEXPIREAT', key, ms)
         else
-          later = later or {}
-          later[#later + 1], later[#later + 2] = key, ms
+          expiries = expiries or {}
+          expiries[#expiries + 1], expiries[#expiries + 2] = key, ms
         end
       end
     end
   end
 
-  if upto == nargs and not out then
+  -- reply: alone in its call, the decision's string is the call's reply
+  if last == nargs and not replies then
     return reply -- a single decision
   end
-  out = out or {}
+  replies = replies or {}
   if type(reply) == 'table' then -- the decision's error, as a string
     reply = '-' .. reply.err
   end
-  out[#out + 1] = reply
-  k = k + nk
-  a = upto
+  replies[#replies + 1] = reply
+  keyAt = keyAt + nkeys
+  argAt = last
 end
-if later then
-  for i = 1, #later, 2 do
-    call('PEXPIREAT', later[i], later[i + 1])
+if expiries then
+  for i = 1, #expiries, 2 do
+    call('PEXPIREAT', expiries[i], expiries[i + 1])
   end
 end
-return out
+return replies
