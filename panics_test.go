@@ -169,14 +169,3 @@ func TestClientPanicIsAnError(t *testing.T) {
 		})
 	}
 }
-
-// Check's per-server goroutines turn the client's panic into Check's error.
-func TestCheckClientPanicIsAnError(t *testing.T) {
-	s := newLiar(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.ln.Addr().String(), MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	_, err := New(rdb).Check(context.Background())
-	if !errors.Is(err, ErrPanic) {
-		t.Errorf("Check: %v, want ErrPanic", err)
-	}
-}

@@ -1,4 +1,4 @@
-package slidelog
+package check
 
 import (
 	"context"
@@ -16,15 +16,20 @@ import (
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
-// The tests of Check run real redis-servers, each started with the
+// The tests of Run run real redis-servers, each started with the
 // configuration it tests (internal/redistest).
 
-// runCheck runs a new Limiter's Check on rdb; an error fails the test.
-func runCheck(t *testing.T, rdb redis.Scripter) Report {
+// runCheck runs Run on rdb, with opts (none: the defaults); an error fails
+// the test.
+func runCheck(t *testing.T, rdb redis.Scripter, opts ...Options) Report {
 	t.Helper()
-	r, err := New(rdb).Check(context.Background())
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	r, err := Run(context.Background(), rdb, o)
 	if err != nil {
-		t.Fatalf("Check: %v", err)
+		t.Fatalf("Run: %v", err)
 	}
 	for _, f := range r.Findings {
 		t.Log(f)
@@ -162,7 +167,7 @@ func TestCheckRing(t *testing.T) {
 }
 
 // A check that cannot be made is an error: a server that cannot be
-// reached, a client that Check does not know.
+// reached, a client that Run does not know, a negative Options.Replicas.
 func TestCheckErrors(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -170,12 +175,16 @@ func TestCheckErrors(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	_ = ln.Close()
-	if _, err := New(client(t, dead)).Check(context.Background()); err == nil || !strings.Contains(err.Error(), "check "+dead) {
+	ctx := context.Background()
+	if _, err := Run(ctx, client(t, dead), Options{}); err == nil || !strings.Contains(err.Error(), "slidelog: check "+dead+": ") {
 		t.Errorf("dead server: %v", err)
 	}
 	wrapped := struct{ redis.Scripter }{client(t, dead)}
-	if _, err := New(wrapped).Check(context.Background()); err == nil || !strings.Contains(err.Error(), "cannot inspect a struct") {
+	if _, err := Run(ctx, wrapped, Options{}); err == nil || !strings.Contains(err.Error(), "cannot inspect a struct") {
 		t.Errorf("unknown client: %v", err)
+	}
+	if _, err := Run(ctx, client(t, dead), Options{Replicas: -1}); err == nil || !strings.Contains(err.Error(), "Options.Replicas -1") {
+		t.Errorf("Replicas -1: %v", err)
 	}
 }
 

@@ -1,6 +1,6 @@
-package slidelog
+package check
 
-// Check's checks of the commands slidelog sends: a script that calls TIME
+// Run's checks of the commands slidelog sends: a script that calls TIME
 // (EVALSHA, NOSCRIPT then EVAL), and the ACL permissions of every command.
 
 import (
@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// checkScript is the script Check runs: slidelog's scripts take their
+// checkScript is the script Run runs: slidelog's scripts take their
 // clock from TIME.
 var checkScript = redis.NewScript("-- slidelog check: may a script call TIME?\nreturn redis.call('TIME')")
 
@@ -31,6 +31,22 @@ var aclCommands = [][]any{
 	{"ZREM", "KEY", "m"},
 	{"DEL", "KEY"},
 	{"TIME"},
+}
+
+// Commands are the names of the commands slidelog sends whose ACL
+// permissions Run verifies (ACL DRYRUN, on a key under the prefix), in the
+// order it asks: EVALSHA and EVAL, by which go-redis runs every script,
+// then every command slidelog's scripts call. With Options.Replicas, Run
+// also verifies WAIT, which the library sends itself, outside any script.
+// A root test (TestCheckVerifiesTheScriptsCommands) holds the list to
+// the commands the scripts' sources call: a command added to a script is
+// one Run must verify.
+func Commands() []string {
+	names := make([]string, len(aclCommands))
+	for i, c := range aclCommands {
+		names[i] = c[0].(string)
+	}
+	return names
 }
 
 // script runs checkScript by EVALSHA; on NOSCRIPT by EVAL, and then again

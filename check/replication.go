@@ -1,6 +1,6 @@
-package slidelog
+package check
 
-// Check's replication and Cluster checks: the replicas WithReplicas needs,
+// Run's replication and Cluster checks: the replicas WithReplicas needs,
 // and the Cluster's state.
 
 import (

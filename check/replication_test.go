@@ -1,11 +1,10 @@
-package slidelog
+package check
 
 import (
 	"context"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -30,7 +29,7 @@ func TestCheckReplication(t *testing.T) {
 	one(t, r, "replication", SeverityProblem, "role slave (of "+master+")", "connect to the master")
 }
 
-// On a Cluster, Check reads cluster_state; a Cluster node behind a plain
+// On a Cluster, Run reads cluster_state; a Cluster node behind a plain
 // client is a problem.
 func TestCheckCluster(t *testing.T) {
 	ctx := context.Background()
@@ -65,7 +64,7 @@ func TestCheckCluster(t *testing.T) {
 }
 
 // A replica in its first sync is connected but acknowledges no WAIT:
-// WithReplicas counts only the replicas online. The master delays the
+// Options.Replicas (WithReplicas) counts only the replicas online. The master delays the
 // replica's sync (repl-diskless-sync-delay) for the length of the test.
 func TestCheckReplicaSyncing(t *testing.T) {
 	master := redistest.Start(t, append(redistest.Safe(), "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "60")...)
@@ -83,37 +82,30 @@ func TestCheckReplicaSyncing(t *testing.T) {
 	if want := "role master, 1 replica connected (replication is asynchronous: a failover may lose the last admissions)" + syncing; f.Text != want {
 		t.Errorf("replication: %q, want %q", f.Text, want)
 	}
-	r, err := New(m, WithReplicas(1, time.Second)).Check(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f = one(t, r, "replication", SeverityProblem)
+	f = one(t, runCheck(t, m, Options{Replicas: 1}), "replication", SeverityProblem)
 	if want := "role master, 0 of the 1 replicas WithReplicas waits for connected and online: every admission waits its timeout and fails with ErrNotReplicated; connect more replicas or lower WithReplicas' n" + syncing; f.Text != want {
 		t.Errorf("replication: %q, want %q", f.Text, want)
 	}
 }
 
-// Check compares the replicas connected with WithReplicas' n, and checks
-// that the user may send WAIT.
+// Run compares the replicas connected with Options.Replicas (WithReplicas'
+// n), and checks that the user may send WAIT.
 func TestReplicasCheck(t *testing.T) {
-	r := startReplicated(t)
-	ctx := context.Background()
-	check := func(rdb *redis.Client, opts ...Option) Report {
-		t.Helper()
-		rep, err := New(rdb, opts...).Check(ctx)
-		if err != nil {
-			t.Fatalf("Check: %v", err)
-		}
-		return rep
-	}
-	one(t, check(r.master, WithReplicas(1, time.Second)), "replication", SeverityInfo, "1 replica connected; WithReplicas: an admission waits until 1 of them")
-	one(t, check(r.master, WithReplicas(2, time.Second)), "replication", SeverityProblem, "1 of the 2 replicas WithReplicas waits for connected", "ErrNotReplicated")
-	one(t, check(r.master), "replication", SeverityInfo, "role master, 1 replica connected")
+	master := redistest.Start(t, append(redistest.Safe(), "--repl-diskless-sync-delay", "0")...)
+	host, port, _ := net.SplitHostPort(master)
+	replica := client(t, redistest.Start(t, append(redistest.Safe(), "--replicaof", host, port)...))
+	m := client(t, master)
+	waitFor(t, "the replica online", func() bool {
+		return strings.Contains(infoField(m, "slave0"), "state=online") && infoField(replica, "master_link_status") == "up"
+	})
+	one(t, runCheck(t, m, Options{Replicas: 1}), "replication", SeverityInfo, "1 replica connected; WithReplicas: an admission waits until 1 of them")
+	one(t, runCheck(t, m, Options{Replicas: 2}), "replication", SeverityProblem, "1 of the 2 replicas WithReplicas waits for connected", "ErrNotReplicated")
+	one(t, runCheck(t, m), "replication", SeverityInfo, "role master, 1 replica connected")
 
-	if err := r.master.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
+	if err := m.Do(context.Background(), "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
 		t.Fatal(err)
 	}
-	limited := client(t, r.master.Options().Addr, "nowait", "pw")
-	one(t, check(limited, WithReplicas(1, time.Second)), "acl", SeverityProblem, "WAIT")
-	one(t, check(limited), "acl", SeverityInfo, "may run every command")
+	limited := client(t, master, "nowait", "pw")
+	one(t, runCheck(t, limited, Options{Replicas: 1}), "acl", SeverityProblem, "WAIT")
+	one(t, runCheck(t, limited), "acl", SeverityInfo, "may run every command")
 }

@@ -1,6 +1,6 @@
-package slidelog
+package check
 
-// The checks Check runs on each server, one method each.
+// The checks Run makes on each server, one method each.
 
 import (
 	"context"
@@ -110,7 +110,7 @@ func (s *serverCheck) readInfo(ctx context.Context) {
 	}
 }
 
-// readConfig reads the settings Check needs with CONFIG GET, one at a
+// readConfig reads the settings Run needs with CONFIG GET, one at a
 // time (several in one CONFIG GET need Redis 7). A parameter the server
 // does not have (lua-replicate-commands since Redis 7) answers nothing.
 func (s *serverCheck) readConfig(ctx context.Context) {

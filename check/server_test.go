@@ -1,4 +1,4 @@
-package slidelog
+package check
 
 import (
 	"context"

@@ -1,0 +1,11 @@
+package slidelog
+
+// ScriptSources are the sources of the scripts the library runs, by file
+// name, for the tests of package slidelog_test (script_commands_test.go).
+var ScriptSources = map[string]string{
+	"clock.lua":  clockLua,
+	"script.lua": scriptLua,
+	"reset.lua":  resetSrc,
+	"refund.lua": refundSrc,
+	"renew.lua":  renewLua,
+}
