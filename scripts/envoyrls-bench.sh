@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Side by side: slidelog rls and envoyproxy/ratelimit on one redis-server,
+# with one configuration (a descriptor per request, 100 per second per
+# value), asked by the same gRPC load generator (contrib/envoyrls/internal/
+# rlsload): 10 000 values at random, then one hot value, with 1, 16 and 64
+# concurrent callers. Prints a line per run: calls/s, p50, p99.
+#
+#  - slidelog: cmd/slidelog built from a git archive of HEAD (commit first).
+#  - envoyproxy/ratelimit: its src/service_cmd, built with go install from
+#    the Go module proxy at SLIDELOG_RATELIMIT_VERSION (default latest) into
+#    the temporary directory; none of its code enters the repository.
+#
+# Needs: git, go, redis-server on PATH, network for the module proxy the
+# first time. SLIDELOG_BENCH_DURATION (default 5s) per run;
+# SLIDELOG_BENCH_CALLERS (default "1 16 64"). Everything lives in one
+# temporary directory, removed on exit.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+duration=${SLIDELOG_BENCH_DURATION:-5s}
+callers=${SLIDELOG_BENCH_CALLERS:-1 16 64}
+version=${SLIDELOG_RATELIMIT_VERSION:-latest}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/slidelog-envoyrls-bench.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  chmod -R u+w "$work" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.05
+  done
+  echo "nothing listens on $1" >&2
+  return 1
+}
+
+echo "--- build: slidelog (HEAD $(git -C "$repo" rev-parse --short HEAD)) and rlsload"
+mkdir -p "$work/src" "$work/bin"
+git -C "$repo" archive --format=tar HEAD | tar -x -C "$work/src"
+(cd "$work/src" && go build -o "$work/bin/slidelog" ./cmd/slidelog && cd contrib/envoyrls && go build -o "$work/bin/rlsload" ./internal/rlsload)
+
+echo "--- build: github.com/envoyproxy/ratelimit/src/service_cmd@$version (module proxy)"
+mkdir -p "$work/gobuild"
+(cd "$work/gobuild" && GOWORK=off GOFLAGS=-mod=mod GOBIN="$work/bin" go install "github.com/envoyproxy/ratelimit/src/service_cmd@$version")
+(cd "$work/gobuild" && GOWORK=off go version -m "$work/bin/service_cmd" | sed -n '2,3p')
+
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --loglevel warning --dir "$work" >"$work/redis.log" 2>&1 &
+pids+=($!)
+wait_port "$redis_port"
+redis-server --version
+
+mkdir -p "$work/rt/ratelimit/config" "$work/rls"
+cat >"$work/rls/bench.yaml" <<'YAML'
+domain: bench
+descriptors:
+  - key: user
+    rate_limit:
+      unit: second
+      requests_per_unit: 100
+YAML
+cp "$work/rls/bench.yaml" "$work/rt/ratelimit/config/bench.yaml"
+
+# start NAME: starts one service on a fresh gRPC port, $port.
+start() {
+  local http debug
+  port=$(free_port) http=$(free_port) debug=$(free_port)
+  case $1 in
+  slidelog)
+    "$work/bin/slidelog" rls --config "$work/rls" --redis "127.0.0.1:$redis_port" \
+      --listen "127.0.0.1:$port" --http "127.0.0.1:$http" --deadline 1s >"$work/slidelog.out" 2>"$work/slidelog.err" &
+    ;;
+  ratelimit)
+    env USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" \
+      RUNTIME_ROOT="$work/rt" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true \
+      HOST=127.0.0.1 GRPC_HOST=127.0.0.1 DEBUG_HOST=127.0.0.1 PORT="$http" GRPC_PORT="$port" DEBUG_PORT="$debug" \
+      "$work/bin/service_cmd" >"$work/ratelimit.out" 2>"$work/ratelimit.err" &
+    ;;
+  esac
+  pids+=($!)
+  wait_port "$port"
+}
+
+for svc in ratelimit slidelog; do
+  echo "--- $svc"
+  start "$svc"
+  for values in 10000 1; do
+    for c in $callers; do
+      redis-cli -p "$redis_port" flushall >/dev/null
+      "$work/bin/rlsload" -addr "127.0.0.1:$port" -callers "$c" -values "$values" -duration "$duration" -name "$svc"
+    done
+  done
+  kill "${pids[-1]}" 2>/dev/null || true
+  wait "${pids[-1]}" 2>/dev/null || true
+  unset 'pids[-1]'
+done
