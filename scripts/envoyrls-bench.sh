@@ -5,7 +5,8 @@
 # rlsload): 10 000 values at random, then one hot value, with 1, 16 and 64
 # concurrent callers. Prints a line per run: calls/s, p50, p99.
 #
-#  - slidelog: cmd/slidelog built from a git archive of HEAD (commit first).
+#  - slidelog: cmd/slidelog built from a git archive of HEAD (commit first),
+#    or of SLIDELOG_BENCH_REV; the load generator always from HEAD.
 #  - envoyproxy/ratelimit: its src/service_cmd, built with go install from
 #    the Go module proxy at SLIDELOG_RATELIMIT_VERSION (default latest) into
 #    the temporary directory; none of its code enters the repository.
@@ -19,6 +20,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 duration=${SLIDELOG_BENCH_DURATION:-5s}
 callers=${SLIDELOG_BENCH_CALLERS:-1 16 64}
 version=${SLIDELOG_RATELIMIT_VERSION:-latest}
+rev=${SLIDELOG_BENCH_REV:-HEAD}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/slidelog-envoyrls-bench.XXXXXX")
 pids=()
@@ -40,10 +42,12 @@ wait_port() {
   return 1
 }
 
-echo "--- build: slidelog (HEAD $(git -C "$repo" rev-parse --short HEAD)) and rlsload"
-mkdir -p "$work/src" "$work/bin"
-git -C "$repo" archive --format=tar HEAD | tar -x -C "$work/src"
-(cd "$work/src" && go build -o "$work/bin/slidelog" ./cmd/slidelog && cd contrib/envoyrls && go build -o "$work/bin/rlsload" ./internal/rlsload)
+echo "--- build: slidelog ($rev, $(git -C "$repo" rev-parse --short "$rev")) and rlsload (HEAD $(git -C "$repo" rev-parse --short HEAD))"
+mkdir -p "$work/src" "$work/head" "$work/bin"
+git -C "$repo" archive --format=tar "$rev" | tar -x -C "$work/src"
+git -C "$repo" archive --format=tar HEAD | tar -x -C "$work/head"
+(cd "$work/src" && go build -o "$work/bin/slidelog" ./cmd/slidelog)
+(cd "$work/head/contrib/envoyrls" && go build -o "$work/bin/rlsload" ./internal/rlsload)
 
 echo "--- build: github.com/envoyproxy/ratelimit/src/service_cmd@$version (module proxy)"
 mkdir -p "$work/gobuild"
