@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	redischeck "github.com/slidelog/slidelog/check"
 )
 
 // checkTimeout bounds a whole check, slidelog check's and serve's.
@@ -60,13 +61,8 @@ flags:`)
 	if *url == "" {
 		return usagef("--redis (or REDIS_URL) is required: check inspects a Redis of yours, never an embedded one")
 	}
-	var opts []slidelog.Option
-	switch {
-	case *replicas < 0:
+	if *replicas < 0 {
 		return usagef("--replicas %d: want the replicas each admission waits for (WithReplicas' n, 1 or more), or 0 for none", *replicas)
-	case *replicas > 0:
-		// The timeout is WAIT's, which the check never sends.
-		opts = append(opts, slidelog.WithReplicas(*replicas, time.Second))
 	}
 	ropts, err := parseRedis(*url)
 	if err != nil {
@@ -76,7 +72,7 @@ flags:`)
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	rdb := redis.NewClient(ropts)
-	if _, err := newLimiter(rdb, *prefix, opts...); err != nil {
+	if _, err := newLimiter(rdb, *prefix); err != nil { // a prefix New refuses
 		_ = rdb.Close()
 		return err
 	}
@@ -85,19 +81,18 @@ flags:`)
 		return err
 	}
 	defer func() { _ = client.Close() }()
-	limiter, _ := newLimiter(client, *prefix, opts...)
-	r, err := limiter.Check(ctx)
+	r, err := redischeck.Run(ctx, client, redischeck.Options{Prefix: *prefix, Replicas: *replicas})
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		findings := r.Findings
 		if findings == nil {
-			findings = []slidelog.Finding{}
+			findings = []redischeck.Finding{}
 		}
 		b, err := json.MarshalIndent(struct {
-			OK       bool               `json:"ok"`
-			Findings []slidelog.Finding `json:"findings"`
+			OK       bool                 `json:"ok"`
+			Findings []redischeck.Finding `json:"findings"`
 		}{r.OK(), findings}, "", "  ")
 		if err != nil {
 			return err
@@ -115,7 +110,7 @@ flags:`)
 		}
 		warnings := 0
 		for _, f := range r.Findings {
-			if f.Severity == slidelog.SeverityWarning {
+			if f.Severity == redischeck.SeverityWarning {
 				warnings++
 			}
 		}
@@ -175,20 +170,22 @@ func checkClient(ctx context.Context, rdb *redis.Client, opts *redis.Options) (r
 	}), nil
 }
 
-// logCheck runs slidelog check's inspection of the limiter's Redis, at
-// serve's start-up, and logs the findings: problems and warnings at WARN,
-// the rest at INFO. serve starts whatever they say.
-func logCheck(l *slidelog.Limiter, log *slog.Logger) {
+// logCheck runs slidelog check's inspection of the Redis of rdb, the
+// client of a limiter with the default prefix and WithReplicas(replicas,
+// ...) (0: none), at serve's and rls' start-up, and logs the findings:
+// problems and warnings at WARN, the rest at INFO. The command starts
+// whatever they say.
+func logCheck(rdb redis.Scripter, replicas int, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	r, err := l.Check(ctx)
+	r, err := redischeck.Run(ctx, rdb, redischeck.Options{Replicas: replicas})
 	if err != nil {
 		log.Warn("redis check failed", "err", err)
 		return
 	}
 	for _, f := range r.Findings {
 		level := slog.LevelInfo
-		if f.Severity >= slidelog.SeverityWarning {
+		if f.Severity >= redischeck.SeverityWarning {
 			level = slog.LevelWarn
 		}
 		log.Log(ctx, level, "redis check", "severity", f.Severity, "check", f.Check, "server", f.Server, "finding", f.Text)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	redischeck "github.com/slidelog/slidelog/check"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -233,13 +234,13 @@ func TestCheckReplicas(t *testing.T) {
 	// --json: the same problem.
 	code, out, _ = check("--json", "--redis", master, "--replicas", "2")
 	var report struct {
-		OK       bool               `json:"ok"`
-		Findings []slidelog.Finding `json:"findings"`
+		OK       bool                 `json:"ok"`
+		Findings []redischeck.Finding `json:"findings"`
 	}
 	if err := json.Unmarshal([]byte(out), &report); err != nil || code != 1 || report.OK {
 		t.Fatalf("--json --replicas 2: exit %d, %v, stdout:\n%s", code, err, out)
 	}
-	if p := (slidelog.Report{Findings: report.Findings}).Problems(); len(p) != 1 || p[0].Check != "replication" || !strings.Contains(p[0].Text, "1 of the 2 replicas") {
+	if p := (redischeck.Report{Findings: report.Findings}).Problems(); len(p) != 1 || p[0].Check != "replication" || !strings.Contains(p[0].Text, "1 of the 2 replicas") {
 		t.Errorf("--json --replicas 2: problems %v", p)
 	}
 

@@ -133,7 +133,7 @@ flags:`)
 		logger.Warn("no --redis and no REDIS_URL: running on an embedded Redis in this process, so the limits hold for this process only", "redis", opts.Addr)
 	} else {
 		logger.Info("using redis", "addr", opts.Addr)
-		logCheck(limiter, logger)
+		logCheck(rdb, 0, logger) // the limiter: no WithPrefix, no WithReplicas
 	}
 	gln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -263,7 +263,7 @@ func serveHandler(cfg serveConfig, url string, logTo io.Writer) (http.Handler, f
 		logger.Warn("no --redis and no REDIS_URL: running on an embedded Redis in this process, so the limit holds for this process only", "redis", opts.Addr)
 	} else {
 		logger.Info("using redis", "addr", opts.Addr)
-		logCheck(limiter, logger)
+		logCheck(rdb, cfg.replicas, logger)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", httplimit.New(mwOpts)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
