@@ -12,9 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/check"
 )
 
-// Check (slidelog check's and serve's start-up inspection) on every server
+// check.Run (slidelog check's and serve's start-up inspection) on every server
 // kind of every flavor: a single server, a master with a replica behind
 // Sentinel, a Cluster. A safe server passes with the findings it should
 // have, word for word; an evicting maxmemory-policy fails the check naming
@@ -48,20 +49,24 @@ const (
 	waitsFor     = "role master, %s connected; WithReplicas: an admission waits until %d of them have it"
 )
 
-// checkReport runs the check of a limiter on rdb with opts.
-func checkReport(t *testing.T, rdb redis.UniversalClient, opts ...slidelog.Option) slidelog.Report {
+// checkReport runs check.Run on rdb with opts (none: the defaults).
+func checkReport(t *testing.T, rdb redis.UniversalClient, opts ...check.Options) check.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := slidelog.New(rdb, opts...).Check(ctx)
+	var o check.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	r, err := check.Run(ctx, rdb, o)
 	if err != nil {
-		t.Fatalf("Check: %v", err)
+		t.Fatalf("check.Run: %v", err)
 	}
 	return r
 }
 
 // sameFindings fails the test unless r holds exactly want, in order.
-func sameFindings(t *testing.T, what string, r slidelog.Report, want []slidelog.Finding) {
+func sameFindings(t *testing.T, what string, r check.Report, want []check.Finding) {
 	t.Helper()
 	if slices.Equal(r.Findings, want) {
 		return
@@ -85,7 +90,7 @@ func sameFindings(t *testing.T, what string, r slidelog.Report, want []slidelog.
 }
 
 // problemsAre fails the test unless r's problems are exactly want.
-func problemsAre(t *testing.T, what string, r slidelog.Report, want ...slidelog.Finding) {
+func problemsAre(t *testing.T, what string, r check.Report, want ...check.Finding) {
 	t.Helper()
 	if r.OK() != (len(want) == 0) || !slices.Equal(r.Problems(), want) {
 		t.Errorf("%s: OK %v, problems\n%v\nwant\n%v", what, r.OK(), r.Problems(), want)
@@ -118,24 +123,24 @@ func serverName(t *testing.T, rdb *redis.Client) string {
 // safeFindings are the findings of a safe server (noeviction, appendonly
 // yes, appendfsync always) at addr: mode is standalone or cluster; cluster
 // is the Cluster's finding, if any.
-func safeFindings(f flavor, addr, name, mode, replication, cluster, script string) []slidelog.Finding {
-	info := func(check, text string) slidelog.Finding {
-		return slidelog.Finding{Severity: slidelog.SeverityInfo, Check: check, Server: addr, Text: text}
+func safeFindings(f flavor, addr, name, mode, replication, cluster, script string) []check.Finding {
+	info := func(name, text string) check.Finding {
+		return check.Finding{Severity: check.SeverityInfo, Check: name, Server: addr, Text: text}
 	}
-	fs := []slidelog.Finding{info("server", name+" ("+mode+")"), info("maxmemory-policy", noeviction),
+	fs := []check.Finding{info("server", name+" ("+mode+")"), info("maxmemory-policy", noeviction),
 		info("persistence", aofAlways), info("replication", replication)}
 	if cluster != "" {
 		fs = append(fs, info("cluster", cluster))
 	}
 	fs = append(fs, info("script", script))
 	if f.name == "redis-6.0" {
-		return append(fs, slidelog.Finding{Severity: slidelog.SeverityWarning, Check: "acl", Server: addr, Text: aclBefore7})
+		return append(fs, check.Finding{Severity: check.SeverityWarning, Check: "acl", Server: addr, Text: aclBefore7})
 	}
 	return append(fs, info("acl", aclAll))
 }
 
 // replace returns fs with the finding of check replaced by with.
-func replace(fs []slidelog.Finding, with slidelog.Finding) []slidelog.Finding {
+func replace(fs []check.Finding, with check.Finding) []check.Finding {
 	out := slices.Clone(fs)
 	for i := range out {
 		if out[i].Check == with.Check && out[i].Server == with.Server {
@@ -171,7 +176,7 @@ func checkOnSingle(t *testing.T, f flavor, n *node) {
 	name := serverName(t, rdb)
 	safe := safeFindings(f, n.addr, name, "standalone", noReplicas, "", scriptLoaded)
 	sameFindings(t, "first check", checkReport(t, rdb), safe)
-	safe = replace(safe, slidelog.Finding{Severity: slidelog.SeverityInfo, Check: "script", Server: n.addr, Text: scriptCached})
+	safe = replace(safe, check.Finding{Severity: check.SeverityInfo, Check: "script", Server: n.addr, Text: scriptCached})
 	sameFindings(t, "second check", checkReport(t, rdb), safe)
 	if keys := rdb.DBSize(ctx).Val(); keys != 0 {
 		t.Errorf("the check left %d keys", keys)
@@ -185,16 +190,16 @@ func checkOnSingle(t *testing.T, f flavor, n *node) {
 	// Persistence: a warning saying what a restart or a crash forgets.
 	for _, c := range []struct {
 		set  []string
-		sev  slidelog.Severity
+		sev  check.Severity
 		text string
 	}{
-		{[]string{"appendfsync", "everysec"}, slidelog.SeverityInfo, "appendonly yes, appendfsync everysec: a clean restart forgets nothing, a crash up to about a second of admissions (appendfsync always: none)"},
-		{[]string{"appendfsync", "no"}, slidelog.SeverityWarning, "appendonly yes, appendfsync no: the system writes the AOF to disk when it likes, so a crash may forget the last 30 s or so of admissions, and limits admit them again; set appendfsync always or everysec"},
-		{[]string{"appendonly", "no"}, slidelog.SeverityWarning, `no persistence (appendonly no, save ""): a restart forgets every window, and every limit admits a whole window again; set appendonly yes`},
-		{[]string{"save", "900 1"}, slidelog.SeverityWarning, `appendonly no, snapshots only (save "900 1"): a crash forgets every admission since the last snapshot, and limits admit them again; set appendonly yes`},
+		{[]string{"appendfsync", "everysec"}, check.SeverityInfo, "appendonly yes, appendfsync everysec: a clean restart forgets nothing, a crash up to about a second of admissions (appendfsync always: none)"},
+		{[]string{"appendfsync", "no"}, check.SeverityWarning, "appendonly yes, appendfsync no: the system writes the AOF to disk when it likes, so a crash may forget the last 30 s or so of admissions, and limits admit them again; set appendfsync always or everysec"},
+		{[]string{"appendonly", "no"}, check.SeverityWarning, `no persistence (appendonly no, save ""): a restart forgets every window, and every limit admits a whole window again; set appendonly yes`},
+		{[]string{"save", "900 1"}, check.SeverityWarning, `appendonly no, snapshots only (save "900 1"): a crash forgets every admission since the last snapshot, and limits admit them again; set appendonly yes`},
 	} {
 		configSet(t, rdb, c.set...)
-		want := replace(safe, slidelog.Finding{Severity: c.sev, Check: "persistence", Server: n.addr, Text: c.text})
+		want := replace(safe, check.Finding{Severity: c.sev, Check: "persistence", Server: n.addr, Text: c.text})
 		sameFindings(t, strings.Join(c.set, " "), checkReport(t, rdb), want)
 	}
 	configSet(t, rdb, "save", "", "appendonly", "yes", "appendfsync", "always")
@@ -203,7 +208,7 @@ func checkOnSingle(t *testing.T, f flavor, n *node) {
 	// Every evicting policy fails the check, naming the setting.
 	for _, p := range evictingPolicies {
 		configSet(t, rdb, "maxmemory", p.maxmemory, "maxmemory-policy", p.policy)
-		problem := slidelog.Finding{Severity: slidelog.SeverityProblem, Check: "maxmemory-policy", Server: n.addr,
+		problem := check.Finding{Severity: check.SeverityProblem, Check: "maxmemory-policy", Server: n.addr,
 			Text: fmt.Sprintf(evicts, p.policy) + p.tail}
 		r := checkReport(t, rdb)
 		sameFindings(t, p.policy, r, replace(safe, problem))
@@ -219,7 +224,7 @@ func checkOnSingle(t *testing.T, f flavor, n *node) {
 		if err != nil {
 			t.Fatalf("CONFIG SET lua-replicate-commands no: %v", err)
 		}
-		problem := slidelog.Finding{Severity: slidelog.SeverityProblem, Check: "script", Server: n.addr,
+		problem := check.Finding{Severity: check.SeverityProblem, Check: "script", Server: n.addr,
 			Text: scriptCached + ", but lua-replicate-commands is no: Redis 6 then refuses a script's writes after TIME (Write commands not allowed after non deterministic commands), and slidelog's scripts write after TIME: every admission fails; set lua-replicate-commands yes (the default)"}
 		r := checkReport(t, rdb)
 		sameFindings(t, "lua-replicate-commands no", r, replace(safe, problem))
@@ -236,8 +241,8 @@ func checkOnSingle(t *testing.T, f flavor, n *node) {
 	}
 
 	// WithReplicas(1) on a server with no replica.
-	problem := slidelog.Finding{Severity: slidelog.SeverityProblem, Check: "replication", Server: n.addr, Text: fmt.Sprintf(tooFew, 0, 1)}
-	r := checkReport(t, rdb, slidelog.WithReplicas(1, time.Second))
+	problem := check.Finding{Severity: check.SeverityProblem, Check: "replication", Server: n.addr, Text: fmt.Sprintf(tooFew, 0, 1)}
+	r := checkReport(t, rdb, check.Options{Replicas: 1})
 	sameFindings(t, "WithReplicas(1)", r, replace(safe, problem))
 	problemsAre(t, "WithReplicas(1)", r, problem)
 	report(t, "%s check, single server (%s): %d findings, passes; fails on %s and %s, and WithReplicas(1) with no replica",
@@ -263,21 +268,21 @@ func checkOnSentinel(t *testing.T, f flavor, master *node) {
 	safe := safeFindings(f, master.addr, name, "standalone", oneReplica, "", scriptCached)
 	sameFindings(t, "failover client", checkReport(t, fc), safe)
 
-	r := checkReport(t, fc, slidelog.WithReplicas(1, time.Second))
-	sameFindings(t, "WithReplicas(1)", r, replace(safe, slidelog.Finding{Severity: slidelog.SeverityInfo, Check: "replication", Server: master.addr, Text: fmt.Sprintf(waitsFor, "1 replica", 1)}))
+	r := checkReport(t, fc, check.Options{Replicas: 1})
+	sameFindings(t, "WithReplicas(1)", r, replace(safe, check.Finding{Severity: check.SeverityInfo, Check: "replication", Server: master.addr, Text: fmt.Sprintf(waitsFor, "1 replica", 1)}))
 	// and an admission is acknowledged, as the check said
 	l := slidelog.New(fc, slidelog.WithPrefix(prefix(t)), slidelog.WithReplicas(1, time.Second))
 	if res, err := l.Allow(ctx, "k", slidelog.PerMinute(1)); err != nil || !res.Allowed {
 		t.Errorf("Allow with WithReplicas(1): %+v, %v", res, err)
 	}
-	problem := slidelog.Finding{Severity: slidelog.SeverityProblem, Check: "replication", Server: master.addr, Text: fmt.Sprintf(tooFew, 1, 2)}
-	r = checkReport(t, fc, slidelog.WithReplicas(2, time.Second))
+	problem := check.Finding{Severity: check.SeverityProblem, Check: "replication", Server: master.addr, Text: fmt.Sprintf(tooFew, 1, 2)}
+	r = checkReport(t, fc, check.Options{Replicas: 2})
 	sameFindings(t, "WithReplicas(2)", r, replace(safe, problem))
 	problemsAre(t, "WithReplicas(2)", r, problem)
 
 	for _, p := range evictingPolicies {
 		configSet(t, admin, "maxmemory", p.maxmemory, "maxmemory-policy", p.policy)
-		problem := slidelog.Finding{Severity: slidelog.SeverityProblem, Check: "maxmemory-policy", Server: master.addr,
+		problem := check.Finding{Severity: check.SeverityProblem, Check: "maxmemory-policy", Server: master.addr,
 			Text: fmt.Sprintf(evicts, p.policy) + p.tail}
 		problemsAre(t, "failover client, "+p.policy, checkReport(t, fc), problem)
 	}
@@ -285,9 +290,9 @@ func checkOnSentinel(t *testing.T, f flavor, master *node) {
 	problemsAre(t, "failover client, noeviction again", checkReport(t, fc))
 
 	// A client of the Sentinel itself, and one of the replica.
-	sameFindings(t, "the sentinel", checkReport(t, sentinel.client(t)), []slidelog.Finding{{Severity: slidelog.SeverityProblem, Check: "server", Server: sentinel.addr,
+	sameFindings(t, "the sentinel", checkReport(t, sentinel.client(t)), []check.Finding{{Severity: check.SeverityProblem, Check: "server", Server: sentinel.addr,
 		Text: name + " is a Sentinel, not a data server: connect through a failover client (redis.NewFailoverClient) that asks it for the master"}})
-	problemsAre(t, "the replica", checkReport(t, replica.client(t)), slidelog.Finding{Severity: slidelog.SeverityProblem, Check: "replication", Server: replica.addr,
+	problemsAre(t, "the replica", checkReport(t, replica.client(t)), check.Finding{Severity: check.SeverityProblem, Check: "replication", Server: replica.addr,
 		Text: "role slave (of " + master.addr + "): slidelog writes every admission, and a replica refuses writes (READONLY) or loses them at its next sync; connect to the master"})
 	report(t, "%s check, Sentinel: through a failover client on the master %s, passes; WithReplicas(1) passes, (2) fails; the sentinel and the replica fail", f.name, name)
 }
@@ -347,8 +352,8 @@ func checkOnCluster(t *testing.T, f flavor) {
 	slices.SortFunc(byAddr, func(a, b *node) int { return strings.Compare(a.addr, b.addr) })
 	// findings: each master's in the order of their addresses, with
 	// edit(master, its safe findings) applied.
-	findings := func(script string, edit func(m *node, fs []slidelog.Finding) []slidelog.Finding) []slidelog.Finding {
-		var all []slidelog.Finding
+	findings := func(script string, edit func(m *node, fs []check.Finding) []check.Finding) []check.Finding {
+		var all []check.Finding
 		for _, m := range byAddr {
 			replication := noReplicas
 			if m == masters[0] {
@@ -373,20 +378,20 @@ func checkOnCluster(t *testing.T, f flavor) {
 	sameFindings(t, "second check", checkReport(t, cc), findings(scriptCached, nil))
 
 	for _, n := range []int{1, 2} {
-		var problems []slidelog.Finding
-		want := findings(scriptCached, func(m *node, fs []slidelog.Finding) []slidelog.Finding {
+		var problems []check.Finding
+		want := findings(scriptCached, func(m *node, fs []check.Finding) []check.Finding {
 			have := 0
 			if m == masters[0] {
 				have = 1
 			}
 			if have >= n {
-				return replace(fs, slidelog.Finding{Severity: slidelog.SeverityInfo, Check: "replication", Server: m.addr, Text: fmt.Sprintf(waitsFor, "1 replica", n)}) // have >= n >= 1: one replica
+				return replace(fs, check.Finding{Severity: check.SeverityInfo, Check: "replication", Server: m.addr, Text: fmt.Sprintf(waitsFor, "1 replica", n)}) // have >= n >= 1: one replica
 			}
-			p := slidelog.Finding{Severity: slidelog.SeverityProblem, Check: "replication", Server: m.addr, Text: fmt.Sprintf(tooFew, have, n)}
+			p := check.Finding{Severity: check.SeverityProblem, Check: "replication", Server: m.addr, Text: fmt.Sprintf(tooFew, have, n)}
 			problems = append(problems, p)
 			return replace(fs, p)
 		})
-		r := checkReport(t, cc, slidelog.WithReplicas(n, time.Second))
+		r := checkReport(t, cc, check.Options{Replicas: n})
 		sameFindings(t, fmt.Sprintf("WithReplicas(%d)", n), r, want)
 		problemsAre(t, fmt.Sprintf("WithReplicas(%d)", n), r, problems...)
 	}
@@ -396,10 +401,10 @@ func checkOnCluster(t *testing.T, f flavor) {
 		m := masters[1+i]
 		admin := m.client(t)
 		configSet(t, admin, "maxmemory", p.maxmemory, "maxmemory-policy", p.policy)
-		problem := slidelog.Finding{Severity: slidelog.SeverityProblem, Check: "maxmemory-policy", Server: m.addr,
+		problem := check.Finding{Severity: check.SeverityProblem, Check: "maxmemory-policy", Server: m.addr,
 			Text: fmt.Sprintf(evicts, p.policy) + p.tail}
 		r := checkReport(t, cc)
-		sameFindings(t, p.policy+" on "+m.addr, r, findings(scriptCached, func(n *node, fs []slidelog.Finding) []slidelog.Finding {
+		sameFindings(t, p.policy+" on "+m.addr, r, findings(scriptCached, func(n *node, fs []check.Finding) []check.Finding {
 			if n == m {
 				return replace(fs, problem)
 			}
