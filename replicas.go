@@ -125,21 +125,37 @@ func (a *acks) conn(master *redis.Client) *redis.Conn {
 // replicas did not acknowledge the admission.
 func (a *acks) decide(ctx context.Context, keys []string, args []any) (any, error) {
 	for attempt := 0; ; attempt++ {
-		master, err := a.master(ctx, keys[0])
-		if err != nil {
-			return nil, err
-		}
-		conn := a.conn(master)
-		v, err := decideScript.Run(ctx, conn, keys, args...).Result()
-		if err == nil && replyAdmits(v) {
-			err = a.wait(ctx, conn)
-		}
-		_ = conn.Close()
+		v, err := a.decideOnce(ctx, keys, args)
 		if err != nil && a.failed(ctx, err) && attempt == 0 {
 			continue // redirected: the script did not run; the slot map is fresh now
 		}
 		return v, err
 	}
+}
+
+// decideOnce is one attempt of decide, on a connection of its own, which
+// it closes however it ends (a client's panic too: the connection would
+// stay out of the pool for good). A panic on WAIT's reply is a notAcked
+// error, as in a pipeline: the admission is taken back.
+func (a *acks) decideOnce(ctx context.Context, keys []string, args []any) (v any, err error) {
+	master, err := a.master(ctx, keys[0])
+	if err != nil {
+		return nil, err
+	}
+	conn := a.conn(master)
+	defer func() { _ = conn.Close() }()
+	v, err = decideScript.Run(ctx, conn, keys, args...).Result()
+	if err == nil && replyAdmits(v) {
+		err = a.waitSafely(ctx, conn)
+	}
+	return v, err
+}
+
+// waitSafely is wait, whose panic (the client's, on WAIT's reply) is a
+// notAcked error.
+func (a *acks) waitSafely(ctx context.Context, conn *redis.Conn) (err error) {
+	defer recoverTo(func(e error) { err = notAcked{e} })
+	return a.wait(ctx, conn)
 }
 
 // failed is told of a Cluster node's failure. A redirection (MOVED, ASK:
@@ -283,6 +299,12 @@ func (a *acks) sendPipeline(ctx context.Context, m merge, live []*pending) {
 // redirected are not answered but returned, to be sent again.
 func (a *acks) sendTo(ctx context.Context, master *redis.Client, calls []shared, stand map[*pending]*pending, redirect bool) (moved []*pending, failed bool) {
 	conn := a.conn(master)
+	handed := false // to the WAIT's goroutine, which closes it
+	defer func() {
+		if !handed {
+			_ = conn.Close() // however sendTo ends: a client's panic too
+		}
+	}()
 	runCalls(ctx, conn, calls)
 	var waiting []*pending
 	for _, c := range calls {
@@ -302,9 +324,9 @@ func (a *acks) sendTo(ctx context.Context, master *redis.Client, calls []shared,
 		}
 	}
 	if len(waiting) == 0 {
-		_ = conn.Close()
 		return moved, failed
 	}
+	handed = true
 	// The WAIT holds the connection, not the batcher: the next pipelines
 	// (and their denials) go on while it lasts.
 	go func() {
