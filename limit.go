@@ -5,11 +5,27 @@ import (
 	"time"
 )
 
-// Limit is a number of events per sliding window.
+// Limit is a number of events per sliding window, or (Daily, Monthly) per
+// calendar period.
 type Limit struct {
-	Events int           // most events admitted in any window
-	Window time.Duration // length of the sliding window; whole microseconds count
+	Events int           // most events admitted in any window (a calendar limit: in any period)
+	Window time.Duration // length of the sliding window; whole microseconds count (a calendar limit: 0)
+
+	// A calendar limit (Daily, Monthly): the kind of its period, a
+	// billing month's anchor day and the location its dates are in.
+	period periodKind
+	anchor int
+	loc    *time.Location
 }
+
+// periodKind is a calendar limit's kind of period; 0 is a sliding window.
+type periodKind uint8
+
+const (
+	sliding periodKind = iota
+	day
+	month
+)
 
 // PerSecond is a limit of events per second.
 func PerSecond(events int) Limit { return Limit{Events: events, Window: time.Second} }
@@ -20,8 +36,38 @@ func PerMinute(events int) Limit { return Limit{Events: events, Window: time.Min
 // PerHour is a limit of events per hour.
 func PerHour(events int) Limit { return Limit{Events: events, Window: time.Hour} }
 
-// String formats the limit as "10 per 1s".
-func (l Limit) String() string { return fmt.Sprintf("%d per %v", l.Events, l.Window) }
+// Daily is a quota of events per calendar day in loc: a day starts at the
+// first instant of its date there (a date whose midnight does not exist
+// starts when its first instant does; a date the zone skipped has no
+// period), and lasts until the next date's first instant: 23 or 25 hours
+// on the days clocks change.
+func Daily(events int, loc *time.Location) Limit {
+	return Limit{Events: events, period: day, loc: loc}
+}
+
+// Monthly is a quota of events per billing month that starts on day anchor
+// (1-31) at the first instant of that date in loc; in a month without that
+// day it starts on the month's last day (anchor 31: Jan 31, Feb 28 or 29,
+// Mar 31, Apr 30, ...).
+func Monthly(events int, anchor int, loc *time.Location) Limit {
+	return Limit{Events: events, period: month, anchor: anchor, loc: loc}
+}
+
+// String formats the limit as "10 per 1s", "10000 per day in
+// Europe/Berlin" or "500 per month from day 31 in UTC".
+func (l Limit) String() string {
+	switch l.period {
+	case day:
+		return fmt.Sprintf("%d per day in %v", l.Events, l.loc)
+	case month:
+		return fmt.Sprintf("%d per month from day %d in %v", l.Events, l.anchor, l.loc)
+	}
+	return fmt.Sprintf("%d per %v", l.Events, l.Window)
+}
+
+// Calendar reports whether the limit counts per calendar period (Daily,
+// Monthly) rather than in a sliding window.
+func (l Limit) Calendar() bool { return l.period != sliding }
 
 // Validate reports why the limit can admit nothing (an error wrapping
 // ErrInvalidLimit), or nil.
@@ -43,20 +89,55 @@ const maxWindow = (1 << 53) * time.Microsecond
 
 // validate reports why the limit and n can never be decided, or nil.
 func (l Limit) validate(n int) error {
+	if l.period != sliding {
+		if err := l.validateCalendar(); err != nil {
+			return err
+		}
+	} else {
+		switch {
+		case l.Events < 1:
+			return fmt.Errorf("%w: events %d < 1", ErrInvalidLimit, l.Events)
+		case l.Window < time.Microsecond:
+			return fmt.Errorf("%w: window %v < 1µs", ErrInvalidLimit, l.Window)
+		case l.Window > maxWindow:
+			return fmt.Errorf("%w: window %v > 2^53µs", ErrInvalidLimit, l.Window)
+		}
+	}
 	switch {
-	case l.Events < 1:
-		return fmt.Errorf("%w: events %d < 1", ErrInvalidLimit, l.Events)
-	case l.Window < time.Microsecond:
-		return fmt.Errorf("%w: window %v < 1µs", ErrInvalidLimit, l.Window)
-	case l.Window > maxWindow:
-		return fmt.Errorf("%w: window %v > 2^53µs", ErrInvalidLimit, l.Window)
 	case n < 1:
 		return fmt.Errorf("%w: n %d < 1", ErrInvalidN, n)
 	case n > l.Events:
-		return fmt.Errorf("%w: n %d > %d events per %v", ErrExceedsLimit, n, l.Events, l.Window)
+		return fmt.Errorf("%w: n %d > %d events per %v", ErrExceedsLimit, n, l.Events, l.unit())
 	}
 	return nil
 }
 
-// micros is the window in whole microseconds, as the script counts it.
+// validateCalendar reports why a calendar limit can admit nothing, or nil.
+func (l Limit) validateCalendar() error {
+	switch {
+	case l.Events < 1:
+		return fmt.Errorf("%w: events %d < 1", ErrInvalidLimit, l.Events)
+	case l.loc == nil:
+		return fmt.Errorf("%w: %s quota with a nil *time.Location", ErrInvalidLimit, l.unit())
+	case l.period == month && (l.anchor < 1 || l.anchor > 31):
+		return fmt.Errorf("%w: a monthly quota's anchor day %d is not 1 to 31", ErrInvalidLimit, l.anchor)
+	case l.Window != 0:
+		return fmt.Errorf("%w: a %s quota has no Window (set to %v)", ErrInvalidLimit, l.unit(), l.Window)
+	}
+	return nil
+}
+
+// unit names what the limit counts per: its window, or "day" or "month".
+func (l Limit) unit() string {
+	switch l.period {
+	case day:
+		return "day"
+	case month:
+		return "month"
+	}
+	return l.Window.String()
+}
+
+// micros is the window in whole microseconds, as the script counts it (a
+// calendar limit: 0).
 func (l Limit) micros() int64 { return int64(l.Window / time.Microsecond) }
