@@ -2,8 +2,8 @@
 // whether it keeps slidelog's events safely: what `slidelog check` prints,
 // and what `slidelog serve` logs at start-up.
 //
-// A rate limiter that is exact on a Redis that may forget is not exact. A
-// Redis that evicts keys (any maxmemory-policy but noeviction: every log
+// A limit is only as exact as the Redis that keeps its events. A Redis
+// that evicts keys (any maxmemory-policy but noeviction: every log
 // has a TTL, so the volatile-* policies evict logs as readily as the
 // allkeys-* ones) silently restarts a limit each time it evicts its log;
 // one without persistence restarts every limit when it restarts; a replica
