@@ -21,43 +21,53 @@ var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker
 // breaker is what a Limiter knows of Redis being reachable. After
 // breakerFailures decisions in a row failed because Redis could not be
 // reached or did not answer in time (a connection refused or reset, a
-// timeout, a pool with no connection), it opens: decisions fail at once
+// timeout, no connection in the pool, a caller's deadline that ended the
+// call), it asks Redis itself: a probe (a script that reads nothing, on the
+// node of the key that failed last) within breakerConfirm. Answered, the
+// failures were the callers' (deadlines too short for a healthy Redis) and
+// nothing changes. Not answered, the breaker opens: decisions fail at once
 // with ErrBreakerOpen, which the Policy answers, instead of each paying its
-// whole deadline. While open, one probe at a time (a script that reads
-// nothing, on the node of the key that failed last, within breakerProbe)
-// asks Redis, every breakerEvery; the first that is answered, or any
-// decision answered meanwhile, closes it. The hook hears it open and close
-// (Observation.Op "breaker_open", with the cause as Err, and
-// "breaker_close").
+// whole deadline. While open, one probe at a time asks Redis every
+// breakerEvery, within breakerProbe (long enough to learn go-redis' own
+// cause); the first that is answered, or any decision answered meanwhile,
+// closes it. The hook hears it open and close (Observation.Op
+// "breaker_open", with the cause as Err, and "breaker_close").
 //
-// A decision on a Cluster whose keys are on a reachable master resets the
-// count, so a Cluster with one master down keeps the breaker closed: only
-// decisions whose keys are on the dead master pay their deadline.
+// One goroutine at most probes, and the open state changes under mu with
+// who probes, so a breaker is never left open with nobody probing.
+//
+// It is off for a Cluster and a Ring (New): their nodes fail one at a time,
+// and one node down must not stop the decisions the others can take.
 type breaker struct {
 	rdb     redis.Scripter
 	observe func(Observation) // the Limiter's hook
 	name    string            // the Limiter's WithName
-	off     bool              // WithoutBreaker
+	off     bool              // WithoutBreaker, or a client of several nodes
 	open    atomic.Bool       // decisions fail at once
 	failed  atomic.Int32      // decisions in a row that found Redis unreachable
 	mu      sync.Mutex
 	cause   error  // what made Redis unreachable, the latest known
 	key     string // the Redis key of the decision that failed last (a probe goes to its node)
-	probing bool
+	probing bool   // a probe goroutine runs
 }
 
 const (
 	// breakerFailures is how many decisions in a row must find Redis
-	// unreachable for the breaker to open: one slow call is no outage.
+	// unreachable before a probe asks it: one slow call is no outage.
 	breakerFailures = 3
+	// breakerConfirm bounds the probe that decides whether to open: a
+	// healthy Redis answers a script that reads nothing in well under a
+	// millisecond.
+	breakerConfirm = 100 * time.Millisecond
 	// breakerEvery is how often a probe asks Redis while the breaker is open.
 	breakerEvery = 100 * time.Millisecond
-	// breakerProbe bounds each probe (with ContextTimeoutEnabled: go-redis
-	// bounds it by its dial and read timeouts otherwise). Long enough for
-	// go-redis to give its own cause: v9.22 reports a refused connection
-	// after 5 dials 100ms apart, each of its 4 attempts (about 1.7s), and a
-	// shorter probe would only learn "context deadline exceeded". A probe
-	// under way when Redis returns is answered at its next dial.
+	// breakerProbe bounds each probe while open (with ContextTimeoutEnabled:
+	// go-redis bounds it by its dial and read timeouts otherwise). Long
+	// enough for go-redis to give its own cause: v9.22 reports a refused
+	// connection after 5 dials 100ms apart, each of its 4 attempts (about
+	// 1.7s), and a shorter probe would only learn "context deadline
+	// exceeded". A probe under way when Redis returns is answered at its
+	// next dial.
 	breakerProbe = 5 * time.Second
 )
 
@@ -67,8 +77,9 @@ var probeScript = redis.NewScript("return 1")
 
 // WithoutBreaker sends every decision to Redis, also while Redis is known
 // to be unreachable: each then fails after its own deadline. Default: the
-// breaker is on (decisions fail at once with ErrBreakerOpen, through the
-// Policy, while Redis is unreachable; see ErrBreakerOpen).
+// breaker is on for a single server or a Sentinel failover client
+// (decisions fail at once with ErrBreakerOpen, through the Policy, while
+// Redis is unreachable; see ErrBreakerOpen), off for a Cluster and a Ring.
 func WithoutBreaker() Option {
 	return func(c *config) { c.noBreaker = true }
 }
@@ -84,7 +95,7 @@ func (b *breaker) check() error {
 	return breakerError{cause}
 }
 
-// record learns from a decision's outcome on the Redis key key.
+// record learns from the outcome of a decision sent on the Redis key key.
 func (b *breaker) record(err error, key string) {
 	if b.off {
 		return
@@ -100,26 +111,23 @@ func (b *breaker) record(err error, key string) {
 		}
 		return
 	}
-	if b.failed.Add(1) < breakerFailures || b.open.Load() {
+	if b.failed.Add(1) < breakerFailures {
 		return
 	}
 	b.mu.Lock()
-	if b.open.Load() {
+	if b.probing {
 		b.mu.Unlock()
 		return
 	}
-	b.cause, b.key = err, key
-	b.open.Store(true)
-	start := !b.probing
-	b.probing = true
-	b.mu.Unlock()
-	b.observe(Observation{Op: opBreakerOpen, Name: b.name, Err: err})
-	if start {
-		go b.probe()
+	b.probing, b.key = true, key
+	if b.cause == nil || !b.open.Load() {
+		b.cause = err
 	}
+	b.mu.Unlock()
+	go b.probe()
 }
 
-// close closes the breaker, once.
+// close closes the breaker (a decision was answered), once.
 func (b *breaker) close() {
 	b.mu.Lock()
 	was := b.open.Swap(false)
@@ -130,30 +138,65 @@ func (b *breaker) close() {
 	}
 }
 
-// probe asks Redis, one probe at a time, until it answers or a decision
-// closes the breaker.
+// probe asks Redis whether it answers: first to confirm the failures
+// (within breakerConfirm), then, while open, every breakerEvery until it
+// answers or a decision closes the breaker. It is the only goroutine that
+// probes (probing), and it stops probing under mu, in the same step that
+// finds the breaker closed or closes it.
 func (b *breaker) probe() {
-	defer func() {
+	b.mu.Lock()
+	key := b.key
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), breakerConfirm)
+	err := b.ask(ctx, key)
+	cancel()
+	if answered(err) { // the failures were the callers'
 		b.mu.Lock()
+		b.failed.Store(0)
 		b.probing = false
 		b.mu.Unlock()
-	}()
-	for b.open.Load() {
+		return
+	}
+	b.mu.Lock()
+	opened := !b.open.Swap(true)
+	cause := b.cause
+	b.mu.Unlock()
+	if opened {
+		b.observe(Observation{Op: opBreakerOpen, Name: b.name, Err: cause})
+	}
+	for {
+		time.Sleep(breakerEvery)
 		b.mu.Lock()
+		if !b.open.Load() { // a decision was answered
+			b.probing = false
+			b.mu.Unlock()
+			return
+		}
 		key := b.key
 		b.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), breakerProbe)
 		err := b.ask(ctx, key)
 		cancel()
-		if err == nil || redisAnswered(err) || errors.Is(err, redis.ErrClosed) {
-			b.close() // (a closed client: decisions say so themselves)
+		b.mu.Lock()
+		if answered(err) {
+			was := b.open.Swap(false)
+			b.failed.Store(0)
+			b.probing = false
+			b.mu.Unlock()
+			if was {
+				b.observe(Observation{Op: opBreakerClose, Name: b.name})
+			}
 			return
 		}
-		b.mu.Lock()
 		b.cause = err // a probe's own error: go-redis' cause, not a caller's deadline
 		b.mu.Unlock()
-		time.Sleep(breakerEvery)
 	}
+}
+
+// answered reports whether a probe's err means Redis answered (or this
+// process closed the client: decisions then say so themselves).
+func answered(err error) bool {
+	return err == nil || redisAnswered(err) || errors.Is(err, redis.ErrClosed)
 }
 
 // ask runs the probe, whose panic (the client's) is its error.
@@ -190,4 +233,14 @@ func unreachable(err error) bool {
 func redisAnswered(err error) bool {
 	var reply redis.Error
 	return errors.As(err, &reply)
+}
+
+// severalNodes reports whether rdb spreads keys over several servers (a
+// Cluster, a Ring, or a type that embeds one), where the breaker is off.
+func severalNodes(rdb redis.Scripter) bool {
+	switch rdb.(type) {
+	case interface{ Options() *redis.ClusterOptions }, interface{ Options() *redis.RingOptions }:
+		return true
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package slidelog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -149,7 +150,8 @@ func (h *decideCalls) counts() (int64, int64) {
 }
 
 // With Redis gone (its port closed), callers with the quick start's 50ms
-// deadline: after a few failures the breaker opens, and decisions fail at
+// deadline: after a few failures and a probe that confirms them (100ms)
+// the breaker opens, and decisions fail at
 // once with ErrBreakerOpen, which keeps go-redis' cause (connection
 // refused) and which FailOpen answers; no decision is sent meanwhile, only
 // probes. Once Redis is back, a probe closes the breaker and decisions are
@@ -181,21 +183,30 @@ func TestBreakerOutage(t *testing.T) {
 	o.down()
 	var tookOpen []time.Duration
 	var decisions, failedAtOnce int
-	var refused bool // a probe learned go-redis' cause
-	var opened int64 // script.lua calls sent once both breakers were open
+	openedAt := -1      // the first decision the strict limiter's breaker failed at once
+	openAdmits := false // the FailOpen limiter's breaker opened: it admits from then on
+	var refused bool    // a probe learned go-redis' cause
+	var opened int64    // script.lua calls sent once both breakers were open
 	for start := time.Now(); !refused && time.Since(start) < 10*time.Second; decisions++ {
 		r, err, took := decide(strict)
 		if err == nil {
 			t.Fatalf("decision %d with Redis down: %+v, want an error", decisions, r)
 		}
-		if errors.Is(err, ErrBreakerOpen) {
+		switch {
+		case errors.Is(err, ErrBreakerOpen):
 			failedAtOnce++
 			refused = errors.Is(err, syscall.ECONNREFUSED)
+			if openedAt < 0 {
+				openedAt = decisions
+			}
+		case openedAt >= 0:
+			t.Errorf("decision %d, after the breaker opened: %v, want ErrBreakerOpen", decisions, err)
 		}
 		r, err, took2 := decide(open)
 		switch {
 		case err == nil && r.Allowed && r.Degraded():
-		case err != nil && decisions < breakerFailures:
+			openAdmits = true
+		case err != nil && !openAdmits:
 			// before its breaker opens, a call pays its deadline, which no
 			// policy answers for: the caller's own context ended
 		default:
@@ -210,8 +221,10 @@ func TestBreakerOutage(t *testing.T) {
 	if !refused {
 		t.Errorf("no decision's error said why Redis is unreachable (connection refused)")
 	}
-	if failedAtOnce < decisions-breakerFailures {
-		t.Errorf("%d of %d decisions failed at once with ErrBreakerOpen; want all but the first %d", failedAtOnce, decisions, breakerFailures)
+	// before it opened: breakerFailures decisions, and those sent while
+	// the probe that confirms them waited (breakerConfirm, 50ms each)
+	if most := breakerFailures + int(breakerConfirm/(50*time.Millisecond)) + 1; openedAt < 0 || openedAt > most {
+		t.Errorf("the breaker opened at decision %d of %d; want by decision %d", openedAt, decisions, most)
 	}
 	sent, probes := calls.counts()
 	if probes == 0 || sent != opened {
@@ -237,4 +250,135 @@ func TestBreakerOutage(t *testing.T) {
 	slices.Sort(tookOpen)
 	t.Logf("during the outage (50ms deadlines, %d decisions, two limiters): median %v, p99 %v, max %v; script.lua calls sent %d (one before the outage), probes %d; first admission %v after Redis returned",
 		len(tookOpen), tookOpen[len(tookOpen)/2], tookOpen[len(tookOpen)*99/100], tookOpen[len(tookOpen)-1], sent, probes, firstAdmission)
+}
+
+// On a healthy Redis, callers whose own deadlines are too short (20µs: a
+// client can send such a grpc-timeout) never open the breaker: the probe
+// that confirms their failures is answered. Before (an attacker's test),
+// they opened it: under FailOpen 23 000 requests over PerMinute(1) were
+// admitted, under FailClosed callers with 2s deadlines got ErrBreakerOpen.
+func TestBreakerHealthyRedisShortDeadlines(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		for _, pol := range []struct {
+			name string
+			p    Policy
+		}{{"FailOpen", FailOpen}, {"FailClosed", FailClosed}} {
+			t.Run(pol.name+map[bool]string{true: "-batched", false: "-unbatched"}[batched], func(t *testing.T) {
+				rdb := realRedis(t)
+				opts := []Option{WithPolicy(pol.p)}
+				if !batched {
+					opts = append(opts, WithoutBatching())
+				}
+				l := New(rdb, opts...)
+				key := uniqueKey(t)
+				lim := PerMinute(1)
+				if r, err := l.Allow(context.Background(), key, lim); err != nil || !r.Allowed {
+					t.Fatal(r, err)
+				}
+				var overLimit, breakerOpen, denied, short int
+				start := time.Now()
+				for time.Since(start) < 300*time.Millisecond {
+					for range 3 {
+						ctx, cancel := context.WithTimeout(context.Background(), 20*time.Microsecond)
+						_, err := l.Allow(ctx, key, lim)
+						cancel()
+						if err != nil {
+							short++
+						}
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					r, err := l.Allow(ctx, key, lim)
+					cancel()
+					switch {
+					case errors.Is(err, ErrBreakerOpen):
+						breakerOpen++
+					case err == nil && r.Allowed:
+						overLimit++
+					case err == nil:
+						denied++
+					default:
+						t.Logf("other: %v", err)
+					}
+				}
+				t.Logf("generous-deadline calls on a key at its limit (healthy Redis): admitted %d, ErrBreakerOpen %d, denied %d; short-deadline calls failing %d", overLimit, breakerOpen, denied, short)
+				if overLimit > 0 || breakerOpen > 0 {
+					t.Errorf("a healthy Redis: %d admitted over PerMinute(1), %d ErrBreakerOpen to callers with 2s deadlines", overLimit, breakerOpen)
+				}
+			})
+		}
+	}
+}
+
+type slowCloseHook struct{}
+
+func (slowCloseHook) Decided(_ context.Context, o Observation) {
+	if o.Op == opBreakerClose {
+		time.Sleep(2 * time.Millisecond) // a hook that exports, logs, ...
+	}
+}
+
+// A breaker is never left open with nobody probing: callers with 30µs
+// deadlines, and a hook that takes 2ms on breaker_close (the window in
+// which, before, a decision reopened the breaker while the old probe still
+// counted as probing, and no probe ran again: every later call got
+// ErrBreakerOpen from a healthy Redis until restart).
+func TestBreakerNeverStuckOpen(t *testing.T) {
+	rdb := realRedis(t)
+	for round := range 3 {
+		l := New(rdb, WithoutBatching(), WithHook(slowCloseHook{}))
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Microsecond)
+					_, _ = l.Allow(ctx, fmt.Sprint("s", g), PerSecond(1000000))
+					cancel()
+				}
+			}()
+		}
+		time.Sleep(200 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		time.Sleep(time.Second) // a probe answers in well under a ms
+		var n int
+		for range 100 {
+			_, err := l.Allow(context.Background(), "generous", PerSecond(1000000))
+			if errors.Is(err, ErrBreakerOpen) {
+				n++
+			}
+		}
+		l.breaker.mu.Lock()
+		probing := l.breaker.probing
+		l.breaker.mu.Unlock()
+		if n > 0 {
+			t.Fatalf("round %d: 2s after the short-deadline callers stopped, a healthy Redis: %d of 100 calls ErrBreakerOpen (open=%v, probing=%v)", round, n, l.breaker.open.Load(), probing)
+		}
+	}
+}
+
+// The breaker is off on a Cluster and a Ring: one node down must not stop
+// the decisions the others can take. (Before, with one master of two down,
+// keys on the live master got ErrBreakerOpen: 241 412 of 241 423.)
+func TestBreakerOffOnSeveralNodes(t *testing.T) {
+	addr := newMini(t).Addr()
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}})
+	single := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _, _, _ = cluster.Close(), ring.Close(), single.Close() })
+	for name, c := range map[string]struct {
+		rdb redis.Scripter
+		off bool
+	}{"cluster": {cluster, true}, "ring": {ring, true}, "single": {single, false}} {
+		if l := New(c.rdb); l.breaker.off != c.off {
+			t.Errorf("%s: breaker off %v, want %v", name, l.breaker.off, c.off)
+		}
+	}
 }

@@ -123,7 +123,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	if l.acks != nil {
 		l.takeBacks.within = l.acks.timeout
 	}
-	l.breaker = breaker{rdb: rdb, off: c.noBreaker, observe: l.observe, name: c.name}
+	l.breaker = breaker{rdb: rdb, off: c.noBreaker || severalNodes(rdb), observe: l.observe, name: c.name}
 	// the transport, chosen once
 	_, pipelines := rdb.(pipeliner)
 	switch {
