@@ -153,11 +153,36 @@ func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler, grace 
 	atSignal := inFlight.Load()
 	shutdown, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err := srv.Shutdown(shutdown) // closes ln at once: Serve returns
+	shut := make(chan struct{})
+	go func() {
+		_ = srv.Shutdown(shutdown) // closes ln at once: Serve returns
+		close(shut)
+	}()
+	// Wait for the requests in flight, not for connections: net/http's
+	// Shutdown waits up to 5 s for a connection that has sent nothing yet
+	// (StateNew), which holds no request. Once none runs (twice in a row,
+	// for a request between its headers and the handler), or grace ended,
+	// every connection left is closed.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for idle := 0; idle < 2; {
+		select {
+		case <-shut:
+			idle = 2
+		case <-shutdown.Done():
+			idle = 2
+		case <-tick.C:
+			if inFlight.Load() == 0 {
+				idle++
+			} else {
+				idle = 0
+			}
+		}
+	}
+	left := inFlight.Load()
+	_ = srv.Close()
 	<-served
-	if err != nil {
-		left := inFlight.Load()
-		_ = srv.Close()
+	if left > 0 {
 		log.Warn("stopped: --grace ended with requests in flight; they were cut off",
 			append(why, "grace", grace, "in_flight", atSignal, "cut_off", left)...)
 		return exitError{1}

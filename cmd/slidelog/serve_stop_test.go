@@ -236,3 +236,26 @@ func TestServeGraceEnds(t *testing.T) {
 		t.Errorf("want one WARN line saying 1 request was cut off:\n%s", stderr.String())
 	}
 }
+
+// A connection that sent nothing holds no request: SIGTERM with one open
+// stops serve cleanly, exit 0, within a grace (1s) shorter than the 5 s net/http gives it. Before (an attacker's test), net/http
+// counted it active for 5 s: with --grace 1s, exit 1 and "cut off" with 0
+// requests in flight.
+func TestServeIdleConnectionIsNoRequest(t *testing.T) {
+	cmd, _, addr, stderr := startServe(t, "--grace", "1s")
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = idle.Close() }()
+	time.Sleep(50 * time.Millisecond) // let serve accept it
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, cmd); code != 0 {
+		t.Errorf("exit %d, want 0\nstderr:\n%s", code, stderr.String())
+	}
+	if l := logLines(stderr.String(), "stopped"); len(l) != 1 || !strings.Contains(l[0], "level=INFO") {
+		t.Errorf("want one INFO line saying it stopped:\n%s", stderr.String())
+	}
+}
