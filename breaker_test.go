@@ -170,14 +170,14 @@ func TestBreakerOutage(t *testing.T) {
 	strict := New(rdb, WithPrefix(prefix), WithHook(hook))
 	open := New(rdb, WithPrefix(prefix), WithPolicy(FailOpen))
 	lim := PerMinute(1000)
-	decide := func(l *Limiter) (Result, error, time.Duration) {
+	decide := func(l *Limiter) (Result, time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		start := time.Now()
 		r, err := l.Allow(ctx, "k", lim)
-		return r, err, time.Since(start)
+		return r, time.Since(start), err
 	}
-	if r, err, _ := decide(strict); err != nil || !r.Allowed {
+	if r, _, err := decide(strict); err != nil || !r.Allowed {
 		t.Fatalf("with Redis up: %+v, %v", r, err)
 	}
 	o.down()
@@ -188,7 +188,7 @@ func TestBreakerOutage(t *testing.T) {
 	var refused bool    // a probe learned go-redis' cause
 	var opened int64    // script.lua calls sent once both breakers were open
 	for start := time.Now(); !refused && time.Since(start) < 10*time.Second; decisions++ {
-		r, err, took := decide(strict)
+		r, took, err := decide(strict)
 		if err == nil {
 			t.Fatalf("decision %d with Redis down: %+v, want an error", decisions, r)
 		}
@@ -202,7 +202,7 @@ func TestBreakerOutage(t *testing.T) {
 		case openedAt >= 0:
 			t.Errorf("decision %d, after the breaker opened: %v, want ErrBreakerOpen", decisions, err)
 		}
-		r, err, took2 := decide(open)
+		r, took2, err := decide(open)
 		switch {
 		case err == nil && r.Allowed && r.Degraded():
 			openAdmits = true
@@ -234,7 +234,7 @@ func TestBreakerOutage(t *testing.T) {
 	back := time.Now()
 	var firstAdmission time.Duration
 	for time.Since(back) < 10*time.Second {
-		r, err, _ := decide(strict)
+		r, _, err := decide(strict)
 		if err == nil && r.Allowed && !r.Degraded() {
 			firstAdmission = time.Since(back)
 			break

@@ -76,7 +76,7 @@ func (f *fake) serve(c net.Conn) {
 				break
 			}
 			nkeys := 0
-			fmt.Sscan(cmd[2], &nkeys)
+			_, _ = fmt.Sscan(cmd[2], &nkeys)
 			nargs := len(cmd) - 3 - nkeys
 			now := time.Now().UnixMicro()
 			v := fmt.Sprintf("1 %d 1 0 %d", now, now)
