@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/slidelog/slidelog/internal/deadline"
 )
@@ -32,8 +34,14 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	var args []any
 	var id [idLen]byte
 	record := q.op != opPeek
-	if q.op == opAllowAll {
-		keys, args, id = l.allArgs(q)
+	var arg *idArg // a call with calendar quotas: its id, kept if it is sent again
+	if q.op == opAllowAll || q.limit.Calendar() {
+		if record {
+			id = ids.reserve(q.n)
+			arg = &idArg{}
+			arg.set(id)
+		}
+		keys, args = l.allArgsAt(q, l.clock(), arg)
 	} else {
 		c := &call{n: int64(q.n), events: int64(q.limit.Events), window: q.limit.micros()}
 		c.key[0] = l.prefix + q.key
@@ -50,6 +58,18 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	sent := deadline.Ended(ctx) == nil // go-redis sends nothing for a context that ended already
 	v, err := l.send(ctx, q, keys, args, id)
+	for tries := 0; err == nil && tries < maxPeriodTries; tries++ {
+		// Redis' TIME is outside the calendar periods sent (this client's
+		// clock is off from Redis'): send the periods of Redis' time, with
+		// the same id (nothing was written; a call that did admit before,
+		// its reply lost, is found as a retry).
+		at, ok := needsPeriod(v)
+		if !ok {
+			break
+		}
+		keys, args = l.allArgsAt(q, time.UnixMicro(at), arg)
+		v, err = l.send(ctx, q, keys, args, id)
+	}
 	if sent {
 		l.breaker.record(err, keys[0])
 	}
@@ -72,6 +92,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	r, err := decode(v, limits)
 	if err == nil && r.Allowed && record {
 		r.handle = handle(q, keys, id)
+		r.handle.setEnds(v, limits)
 	}
 	if unacked != nil && err == nil {
 		return Result{}, l.takeBacks.unacked(ctx, r.handle, unacked)
@@ -100,32 +121,78 @@ func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []an
 	return l.transport.send(ctx, keys, args, take)
 }
 
+// maxPeriodTries is how many times a decision sends the calendar periods
+// of the time Redis answered it needs: once is enough unless a period ends
+// between the two calls, and then twice.
+const maxPeriodTries = 3
+
 // handle names the events q records, with the first id id, in its logs
-// keys: what Refund takes back.
+// keys: what Refund takes back. A calendar quota's count is named by its
+// key and (setEnds) its period's end.
 func handle(q *request, keys []string, id [idLen]byte) Handle {
 	h := Handle{key: keys[0], id: id, n: q.n, user: q.key, window: q.limit.Window}
-	if q.op == opAllowAll {
-		logs := keys[:len(q.limits)]
-		h.all = &logs
-		for _, lim := range q.limits {
-			h.window = max(h.window, lim.Window)
+	if q.op != opAllowAll && !q.limit.Calendar() {
+		return h
+	}
+	limits := q.all()
+	var logs []string
+	var quotas []quota
+	for i, lim := range limits {
+		if lim.Calendar() {
+			quotas = append(quotas, quota{key: keys[i]})
+			continue
 		}
+		logs = append(logs, keys[i])
+		h.window = max(h.window, lim.Window)
+	}
+	h.all = &logs
+	if len(quotas) > 0 {
+		h.quotas, h.given = &quotas, new(atomic.Bool)
 	}
 	return h
 }
 
 // allArgs is AllowAll's script call: a log per limit, then their index.
 func (l *Limiter) allArgs(q *request) (keys []string, args []any, id [idLen]byte) {
-	base, index := l.allKeys(q.key)
-	keys = make([]string, 0, len(q.limits)+1)
-	args = make([]any, 0, 3+2*len(q.limits))
 	id = ids.reserve(q.n)
 	arg := &idArg{}
 	arg.set(id)
-	args = append(args, "*"+strconv.Itoa(len(q.limits)), q.n, arg) // "*L": AllowAll over L limits
-	for _, lim := range q.limits {
+	keys, args = l.allArgsAt(q, time.Now(), arg)
+	return keys, args, id
+}
+
+// allArgsAt is the script call of an AllowAll, or of a decision on a
+// calendar quota: a log (or a quota) per limit, then the index of the
+// windows, and with quotas the index of the periods; a quota's periods are
+// those around at. arg is the id (nil: Peek).
+func (l *Limiter) allArgsAt(q *request, at time.Time, arg *idArg) (keys []string, args []any) {
+	limits := q.all()
+	base, index := l.allKeys(q.key)
+	keys = make([]string, 0, len(limits)+2)
+	args = make([]any, 0, 3+2*len(limits))
+	mark := "*" // "*L": AllowAll over L limits; "+L": some of them quotas
+	for _, lim := range limits {
+		if lim.Calendar() {
+			mark = "+"
+		}
+	}
+	var id any = "" // Peek: no id
+	if arg != nil {
+		id = arg
+	}
+	args = append(args, mark+strconv.Itoa(len(limits)), q.n, id)
+	for _, lim := range limits {
+		if lim.Calendar() {
+			keys = append(keys, quotaKey(base, lim))
+			args = append(args, lim.Events, lim.bounds(at))
+			continue
+		}
 		keys = append(keys, windowKey(base, lim.Window))
 		args = append(args, lim.Events, lim.micros())
 	}
-	return append(keys, index), args, id
+	keys = append(keys, index)
+	if mark == "+" {
+		keys = append(keys, periodsKey(base))
+	}
+	return keys, args
 }

@@ -85,12 +85,13 @@ type Limiter struct {
 	timeout   time.Duration
 	maxEvents int
 	deny      *denyCache
-	acks      *acks         // WithReplicas
-	transport transport     // how a decision's script call travels (transport.go)
-	batch     *batcher      // the transport, when it batches
-	takeBacks takeBacks     // of events no caller was told were admitted (takeback.go)
-	breaker   breaker       // whether Redis is known to be unreachable (breaker.go)
-	waits     waiting.Lines // Wait's callers, in line per key
+	acks      *acks            // WithReplicas
+	transport transport        // how a decision's script call travels (transport.go)
+	batch     *batcher         // the transport, when it batches
+	takeBacks takeBacks        // of events no caller was told were admitted (takeback.go)
+	breaker   breaker          // whether Redis is known to be unreachable (breaker.go)
+	waits     waiting.Lines    // Wait's callers, in line per key
+	clock     func() time.Time // this process's clock: only where calendar periods are guessed before Redis' TIME is known
 }
 
 // defaultBatch is the most decisions one pipeline carries by default.
@@ -112,7 +113,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		panic("slidelog: New: " + strings.Join(mistakes, "; "))
 	}
 	l := &Limiter{rdb: rdb, prefix: c.prefix, name: c.name, policy: c.policy, shadow: c.shadow, hook: c.hook,
-		timeout: c.timeout, maxEvents: c.maxEvents}
+		timeout: c.timeout, maxEvents: c.maxEvents, clock: time.Now}
 	if c.denyCache {
 		l.deny = newDenyCache(time.Now)
 	}
@@ -225,6 +226,9 @@ func (l *Limiter) checkRequest(q *request) error {
 		return ErrEmptyKey
 	}
 	if q.op != opAllowAll {
+		if q.op == opAcquire && q.limit.Calendar() {
+			return fmt.Errorf("%w: %v is a calendar quota, not an in-flight limit", ErrInvalidLimit, q.limit)
+		}
 		return l.validate(q.limit, q.n)
 	}
 	if len(q.limits) == 0 {
@@ -238,6 +242,12 @@ func (l *Limiter) checkRequest(q *request) error {
 			return err
 		}
 		for _, other := range q.limits[:i] {
+			if other.Calendar() || lim.Calendar() {
+				if other.Calendar() && lim.Calendar() && quotaKey("", other) == quotaKey("", lim) {
+					return fmt.Errorf("%w: two quotas per %s in %v", ErrInvalidLimit, lim.unit(), lim.loc)
+				}
+				continue
+			}
 			if other.micros() == lim.micros() {
 				return fmt.Errorf("%w: two limits with the window %v", ErrInvalidLimit, lim.Window.Truncate(time.Microsecond))
 			}

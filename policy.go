@@ -107,7 +107,8 @@ func (l *Limiter) fallback(ctx context.Context, q request) (Result, bool) {
 	limits := q.all()
 	shared := make([]Limit, len(limits))
 	for i, lim := range limits {
-		shared[i] = Limit{Events: max(lim.Events/l.policy.instances, 1), Window: lim.Window}
+		shared[i] = lim
+		shared[i].Events = max(lim.Events/l.policy.instances, 1)
 	}
 	var r Result
 	var err error

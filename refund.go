@@ -2,6 +2,7 @@ package slidelog
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,7 +24,32 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 	return refundEvents(ctx, l.rdb, h)
 }
 
-// refundEvents runs refund.lua for h's events: Refund's Redis part.
+// refundEvents runs refund.lua for h's events: Refund's Redis part. A
+// Handle's calendar quotas get their count back once (copies of the Handle
+// share that): a quota keeps no set of the events it counted, so a second
+// refund could not tell it was one.
 func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
-	return wrap(ctx, "refund", refundScript.Run(ctx, rdb, h.logs(), h.members()...).Err())
+	if h.quotas == nil {
+		return wrap(ctx, "refund", refundScript.Run(ctx, rdb, h.logs(), h.members()...).Err())
+	}
+	if !h.given.CompareAndSwap(false, true) {
+		h = Handle{key: h.key, all: h.all, id: h.id, n: h.n} // the events of its logs only (idempotent)
+		if len(*h.all) == 0 {
+			return nil
+		}
+		return wrap(ctx, "refund", refundScript.Run(ctx, rdb, h.logs(), h.members()...).Err())
+	}
+	quotas := *h.quotas
+	keys := append(append(make([]string, 0, len(*h.all)+len(quotas)), *h.all...), make([]string, len(quotas))...)
+	args := make([]any, 0, 2+len(quotas)+h.n)
+	args = append(args, "#"+strconv.Itoa(len(quotas)), h.n)
+	for i, q := range quotas {
+		keys[len(*h.all)+i] = q.key
+		args = append(args, q.end)
+	}
+	err := refundScript.Run(ctx, rdb, keys, append(args, h.members()...)...).Err()
+	if err != nil {
+		h.given.Store(false) // not given: the caller may try again
+	}
+	return wrap(ctx, "refund", err)
 }

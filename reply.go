@@ -20,6 +20,9 @@ import (
 // fewest Remaining; Remaining the least, RetryAfter and ResetAfter the
 // most).
 func decode(v any, limits []Limit) (Result, error) {
+	if at, ok := needsPeriod(v); ok {
+		return Result{}, fmt.Errorf("slidelog: Redis' time %v is still outside the calendar periods sent after %d tries", time.UnixMicro(at).UTC(), maxPeriodTries)
+	}
 	s, ok := v.(string)
 	head := [2]int64{}
 	for i := 0; ok && i < len(head); i++ {
@@ -106,4 +109,38 @@ func integer(s string) (int64, bool) {
 func replyAdmits(v any) bool {
 	s, ok := v.(string)
 	return ok && strings.HasPrefix(s, "1 ")
+}
+
+// needsPeriod reads script.lua's answer that Redis' TIME, at (µs), is
+// outside every calendar period the call sent: "?" and the time.
+func needsPeriod(v any) (at int64, ok bool) {
+	s, isString := v.(string)
+	if !isString || len(s) < 2 || s[0] != '?' {
+		return 0, false
+	}
+	at, err := strconv.ParseInt(s[1:], 10, 64)
+	return at, err == nil
+}
+
+// setEnds names, in h, the end of the period each calendar quota among
+// limits counted its admission in: the newest of the quota's triple in v
+// (an admission's reply: script.lua).
+func (h *Handle) setEnds(v any, limits []Limit) {
+	if h.quotas == nil {
+		return
+	}
+	s, _ := v.(string)
+	_, s, _ = field(s) // allowed
+	_, s, _ = field(s) // at
+	q := 0
+	for _, lim := range limits {
+		var newest int64
+		for j := 0; j < 3; j++ {
+			newest, s, _ = field(s)
+		}
+		if lim.Calendar() && q < len(*h.quotas) {
+			(*h.quotas)[q].end = newest
+			q++
+		}
+	}
 }

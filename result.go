@@ -1,6 +1,9 @@
 package slidelog
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Result is one decision.
 type Result struct {
@@ -49,6 +52,18 @@ type Handle struct {
 	user string // the caller's key
 
 	window time.Duration // the longest window of its logs: its events count that long
+
+	quotas *[]quota     // the calendar quotas it counted in (a pointer keeps Result comparable)
+	given  *atomic.Bool // a refund of its quotas was given (the quotas are no set: one refund per Handle)
+}
+
+// quota is one calendar quota an admission counted in: its key and the
+// end of the period it was counted in (µs; 0 unknown, for a take-back of
+// an admission whose reply was lost: the quota's last admission, if it is
+// this one).
+type quota struct {
+	key string
+	end int64
 }
 
 // logs are the keys the events are in.

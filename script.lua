@@ -29,6 +29,17 @@
 -- microseconds), so that Reset finds every log. A decision's keys share one
 -- Cluster slot.
 --
+-- An AllowAll with calendar quotas (Daily, Monthly; also a single-limit
+-- decision on one) is marked "+L" instead: a quota's second argument is
+-- the bounds of the periods the client computed ("b0 b1 b2 b3", µs: the
+-- periods [b0, b1), [b1, b2), [b2, b3)), its key a sorted set of at most
+-- four members (see the count step), and after the index comes the
+-- periods index: member a quota's key, score the end of its period. A
+-- quota's reply triple is "count end end" (kth and newest: its period's
+-- end, 0 when there is room or no count). When now is outside every period
+-- sent, the decision's reply is "?" and now, and nothing is written: the
+-- client sends the periods of that time.
+--
 -- Reply  per decision, one string of decimal integers:
 --          "allowed at count kth newest [count kth newest ...]"
 --        allowed 1 or 0; at the decision's time in microseconds: this
@@ -130,12 +141,17 @@ while argAt < nargs do
   -- strings costs nothing.) nkeys: its keys, the logs and an AllowAll's
   -- index; all: an AllowAll, whose logs keep their state in state.
   local n, nlimits, nkeys = 1, 1, 1
-  local all = false
+  local all = false -- true: an AllowAll; 2: one with calendar quotas
   if ARGV[argAt + 1] ~= '1' then
     if string.byte(ARGV[argAt + 1]) == 42 then -- '*': AllowAll over nlimits limits
       nlimits = tonumber(string.sub(ARGV[argAt + 1], 2))
       nkeys = nlimits + 1
       all = true
+      argAt = argAt + 1
+    elseif string.byte(ARGV[argAt + 1]) == 43 then -- '+': the same, with quotas and the periods index
+      nlimits = tonumber(string.sub(ARGV[argAt + 1], 2))
+      nkeys = nlimits + 2
+      all = 2
       argAt = argAt + 1
     end
     if ARGV[argAt + 1] ~= '1' then
@@ -166,7 +182,7 @@ while argAt < nargs do
     local at, retried = nows, false -- the decision's time
     if resent then
       for i = 1, nlimits do
-        local recorded = read('ZSCORE', KEYS[keyAt + i], first)
+        local recorded = read('ZSCORE', KEYS[keyAt + i], first) -- (a quota keeps its last admission's)
         if recorded and type(recorded) ~= 'table' then -- (an error: ZCARD meets it again)
           at, retried = recorded, true
           break
@@ -191,6 +207,53 @@ while argAt < nargs do
       local c = argAt + 2 * i
       limit = tonumber(ARGV[c + 1])
       window = tonumber(ARGV[c + 2])
+      if all == 2 and not window then
+        -- A calendar quota: a sorted set of at most four members, 'e'
+        -- (score: the end of the period it counts), 'c' (the count), its
+        -- last admission's id (score: its time) and, after a refund, 'r'
+        -- and the refund's id; and the bounds of the periods the client
+        -- sent: the one that holds now is counted, and its end (a string
+        -- of the bounds: oldest) is the answer's. A count of an earlier
+        -- period is no count.
+        local h = read('ZRANGE', key, '0', '-1', 'WITHSCORES')
+        if h.err then
+          reply, fits = h, false
+          break
+        end
+        local pend, pcount
+        cutoff = false -- (its last admission's id, replaced by the next)
+        for j = 1, #h, 2 do
+          if h[j] == 'e' then
+            pend = tonumber(h[j + 1])
+          elseif h[j] == 'c' then
+            pcount = tonumber(h[j + 1])
+          elseif #h[j] == 8 then
+            cutoff = h[j]
+          end
+        end
+        local bound
+        oldest = nil
+        for b in string.gmatch(ARGV[c + 2], '%d+') do
+          local at = tonumber(b)
+          if bound and bound <= now and now < at then
+            oldest = b
+            break
+          end
+          bound = at
+        end
+        if not oldest then
+          -- now is outside the periods sent (the client's clock is off):
+          -- the answer is the time whose periods it needs, nothing written
+          reply, fits = '?' .. nows, false
+          break
+        end
+        window = tonumber(oldest) - now -- its expiry: the period's end
+        gone, unknown = 0, false
+        count = 0
+        if pend == tonumber(oldest) and pcount then
+          count = pcount
+        end
+      else
       local card = read('ZCARD', key)
       if read ~= call and type(card) == 'table' then
         reply, fits = card, false -- WRONGTYPE: this decision fails, with nothing written
@@ -215,6 +278,7 @@ while argAt < nargs do
         end
       end
       count = card - gone
+      end
       if count + n > limit and not retried then
         fits = false
       end
@@ -226,13 +290,18 @@ while argAt < nargs do
       end
     end
 
-    local named -- the index's windows (AllowAll)
+    local named, periods -- the index's windows (AllowAll), the periods index's quotas and ends
     if fits and not peek and not retried and all then
       -- read before the first write, so that a key of another type there
       -- (WRONGTYPE) fails the decision with nothing written
       named = read('ZRANGE', KEYS[keyAt + nlimits + 1], '0', '-1')
       if named.err then
         reply, fits = named, false
+      elseif all == 2 then
+        periods = read('ZRANGE', KEYS[keyAt + nlimits + 2], '0', '-1', 'WITHSCORES')
+        if periods.err then
+          reply, fits = periods, false
+        end
       end
     end
     if fits and not peek and not retried then
@@ -261,6 +330,24 @@ while argAt < nargs do
           key, limit, window, count = state[b + 1], state[b + 2], state[b + 3], state[b + 4]
           gone, unknown, oldest, cutoff = state[b + 5], state[b + 6], state[b + 7], state[b + 8]
         end
+        if all == 2 and not tonumber(ARGV[argAt + 2 + 2 * i]) then
+          -- a quota: count n more in its period (oldest: its end), and
+          -- keep this admission's id and time for its retry
+          count = count + n
+          call('ZADD', key, oldest, 'e', string.format('%d', count), 'c', nows, first)
+          if cutoff and cutoff ~= first then
+            call('ZREM', key, cutoff)
+          end
+          if denied then
+            denied[key] = nil
+          end
+          if i == 1 then
+            reply = '1 ' .. at .. ' ' .. string.format('%d', count) .. ' 0 ' .. oldest
+          else
+            reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. oldest
+          end
+          state[8 * i - 4] = count
+        else
         local added = 0
         if n == 1 then
           added = call('ZADD', key, 'NX', nows, first)
@@ -296,6 +383,7 @@ while argAt < nargs do
           local b = 8 * i - 8
           state[b + 4], state[b + 5], state[b + 6] = count, gone, unknown
         end
+        end
       end
       if all then
         -- Name the windows in the index, which lives as long as the longest
@@ -313,11 +401,11 @@ while argAt < nargs do
               break
             end
           end
-          if not found then
+          if not found and (all ~= 2 or tonumber(w)) then -- (a quota is no window)
             missing[#missing + 1] = w
             missing[#missing + 1] = w
+            longest = math.max(longest, tonumber(w))
           end
-          longest = math.max(longest, tonumber(w))
         end
         if #missing > 0 then
           call('ZADD', index, unpack(missing))
@@ -327,6 +415,33 @@ while argAt < nargs do
         end
         -- (its key and its longest window, for its expiry below)
         state[8 * nlimits + 1], state[8 * nlimits + 3] = index, longest
+      if all == 2 then
+        -- Name each quota in the periods index with its period's end (the
+        -- score): Reset finds the quotas there, and the index lives until
+        -- the last of their periods ends.
+        local pindex, latest = KEYS[keyAt + nlimits + 2], 0
+        local ends = {}
+        for j = 1, #periods, 2 do
+          ends[periods[j]] = tonumber(periods[j + 1])
+          latest = math.max(latest, tonumber(periods[j + 1]))
+        end
+        local stale = {}
+        for i = 1, nlimits do
+          if not tonumber(ARGV[argAt + 2 + 2 * i]) then
+            local b = 8 * i - 8
+            local e = state[b + 7] -- its period's end
+            if ends[state[b + 1]] ~= tonumber(e) then
+              stale[#stale + 1] = e
+              stale[#stale + 1] = state[b + 1]
+            end
+            latest = math.max(latest, tonumber(e))
+          end
+        end
+        if #stale > 0 then
+          call('ZADD', pindex, unpack(stale))
+        end
+        state[8 * nlimits + 9], state[8 * nlimits + 11] = pindex, latest - now
+      end
       end
       if not fresh then
         -- Some of its events were there already (a retry not marked as one):
@@ -350,6 +465,22 @@ while argAt < nargs do
           count = count - gone
         end
         local kth = '0'
+        if all == 2 and not tonumber(ARGV[argAt + 2 + 2 * i]) then
+          -- a quota: the request fits, and its count is gone, at its
+          -- period's end (oldest)
+          local newest = '0'
+          if count > 0 then
+            newest = oldest
+          end
+          if not fits and count + n > limit then
+            kth = oldest
+          end
+          if i == 1 then
+            reply = (fits and '1 ' or '0 ') .. at .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
+          else
+            reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
+          end
+        else
         if not fits then
           local short = count + n - limit
           if short > 0 then
@@ -368,6 +499,7 @@ while argAt < nargs do
             .. ' ' .. kth .. ' ' .. newest
         else
           reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
+        end
         end
         if last < nargs and not fits and nlimits == 1 then
           -- a denial is never a retry's: its time is the call's

@@ -1,0 +1,440 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// calendarAt sets the miniredis clock to the instant s (RFC 3339).
+func (m *mini) calendarAt(s string) time.Time {
+	t := utc(s)
+	m.at(t.Sub(epoch))
+	return t
+}
+
+// periodEnd is the end of lim's period at t.
+func periodEnd(t *testing.T, lim Limit, at time.Time) time.Time {
+	t.Helper()
+	_, end, ok := lim.PeriodAt(at)
+	if !ok {
+		t.Fatalf("%v: no period", lim)
+	}
+	return end
+}
+
+func mustDecide(t *testing.T, r Result, err error, allowed bool, remaining int, retry, reset time.Duration) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Allowed != allowed || r.Remaining != remaining || r.RetryAfter != retry || r.ResetAfter != reset {
+		t.Fatalf("got allowed %v remaining %d retry %v reset %v, want %v %d %v %v",
+			r.Allowed, r.Remaining, r.RetryAfter, r.ResetAfter, allowed, remaining, retry, reset)
+	}
+}
+
+// TestCalendarTrickyDates decides on Redis at every tricky date: a quota
+// counts from its period's start, a denial waits exactly until its end,
+// and at the end the count is gone.
+func TestCalendarTrickyDates(t *testing.T) {
+	berlin, santiago, apia := mustLoad(t, "Europe/Berlin"), mustLoad(t, "America/Santiago"), mustLoad(t, "Pacific/Apia")
+	ctx := context.Background()
+	for _, c := range []struct {
+		limit Limit
+		at    string
+	}{
+		{Daily(2, berlin), "2027-03-28T10:00:00Z"},          // 23 h
+		{Daily(2, berlin), "2027-10-31T10:00:00Z"},          // 25 h
+		{Daily(2, santiago), "2026-09-06T04:00:00Z"},        // no midnight
+		{Daily(2, santiago), "2026-09-06T03:59:59.999998Z"}, // the day before it
+		{Daily(2, apia), "2011-12-29T23:00:00Z"},            // the 31st, after the skipped 30th
+		{Daily(2, apia), "2011-12-30T09:00:00Z"},            // the 29th, ending where the 31st starts
+		{Monthly(2, 31, time.UTC), "2026-02-28T23:00:00Z"},  // Feb 28 to Mar 31
+		{Monthly(2, 31, time.UTC), "2026-02-27T23:00:00Z"},  // Jan 31 to Feb 28
+		{Monthly(2, 30, time.UTC), "2026-02-28T00:00:00Z"},  // Feb 28 to Mar 30
+		{Monthly(2, 29, time.UTC), "2026-02-27T12:00:00Z"},  // Jan 29 to Feb 28
+		{Monthly(2, 29, time.UTC), "2028-02-28T12:00:00Z"},  // leap: Jan 29 to Feb 29
+		{Monthly(2, 31, time.UTC), "2028-02-29T00:00:00Z"},  // leap: Feb 29 to Mar 31
+		{Monthly(2, 30, time.UTC), "2028-02-29T12:00:00Z"},  // leap: Feb 29 to Mar 30
+		{Monthly(2, 31, berlin), "2027-04-30T21:59:59Z"},    // Mar 31 to Apr 30, in CEST
+		{Monthly(2, 1, berlin), "2027-03-31T21:00:00Z"},     // March, 23 h shorter... by one hour
+		{Monthly(2, 6, santiago), "2026-09-06T04:00:00.5Z"}, // from a day without a midnight
+	} {
+		m := newMini(t)
+		l := New(m.rdb)
+		now := m.calendarAt(c.at)
+		end := periodEnd(t, c.limit, now)
+		left := end.Sub(now)
+		r, err := l.Allow(ctx, "k", c.limit)
+		mustDecide(t, r, err, true, 1, 0, left)
+		r, err = l.AllowN(ctx, "k", c.limit, 1)
+		mustDecide(t, r, err, true, 0, 0, left)
+		r, err = l.Allow(ctx, "k", c.limit)
+		mustDecide(t, r, err, false, 0, left, left)
+		if r.Limit != c.limit {
+			t.Fatalf("%v: Result.Limit %v", c.limit, r.Limit)
+		}
+		m.at(end.Add(-time.Microsecond).Sub(epoch))
+		r, err = l.Peek(ctx, "k", c.limit)
+		mustDecide(t, r, err, false, 0, time.Microsecond, time.Microsecond)
+		m.at(end.Sub(epoch))
+		r, err = l.Peek(ctx, "k", c.limit)
+		mustDecide(t, r, err, true, 2, 0, 0)
+		r, err = l.Allow(ctx, "k", c.limit)
+		mustDecide(t, r, err, true, 1, 0, periodEnd(t, c.limit, end).Sub(end))
+	}
+}
+
+// TestCalendarClientClockSkew: however far this process's clock is from
+// Redis' TIME, the quota counts Redis' period, exactly.
+func TestCalendarClientClockSkew(t *testing.T) {
+	ctx := context.Background()
+	berlin := mustLoad(t, "Europe/Berlin")
+	for _, skew := range []time.Duration{0, time.Hour, -time.Hour, 2 * 365 * 24 * time.Hour, -2 * 365 * 24 * time.Hour, 13 * time.Hour} {
+		for _, lim := range []Limit{Daily(3, berlin), Monthly(3, 31, berlin)} {
+			m := newMini(t)
+			l := New(m.rdb)
+			now := m.calendarAt("2027-03-28T21:30:00Z") // half an hour before Berlin's short day ends
+			l.clock = func() time.Time { return m.now().Add(skew) }
+			left := periodEnd(t, lim, now).Sub(now)
+			r, err := l.Allow(ctx, "k", lim)
+			mustDecide(t, r, err, true, 2, 0, left)
+			r, err = l.AllowAll(ctx, "k", 2, PerSecond(5), lim)
+			mustDecide(t, r, err, true, 0, 0, left)
+			r, err = l.Allow(ctx, "k", lim)
+			mustDecide(t, r, err, false, 0, left, left)
+			if !r.Time().Equal(now) {
+				t.Fatalf("skew %v: decided at %v", skew, r.Time())
+			}
+		}
+	}
+}
+
+// TestCalendarAllowAllAtomic: a request the quota denies records nothing
+// in the sliding logs, and one a sliding limit denies counts nothing in
+// the quota.
+func TestCalendarAllowAllAtomic(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	l := New(m.rdb)
+	now := m.calendarAt("2026-02-28T23:00:00Z")
+	quota := Monthly(3, 31, time.UTC)
+	left := periodEnd(t, quota, now).Sub(now) // to Mar 31
+	sec := PerSecond(2)
+	r, err := l.AllowAll(ctx, "k", 2, sec, quota)
+	mustDecide(t, r, err, true, 0, 0, left)
+	// denied by the sliding limit: the quota keeps its count (1 left)
+	r, err = l.AllowAll(ctx, "k", 1, sec, quota)
+	mustDecide(t, r, err, false, 0, time.Second, left)
+	if r.Limit != sec {
+		t.Fatalf("denied by %v", r.Limit)
+	}
+	m.at(now.Add(time.Second).Sub(epoch))
+	left -= time.Second
+	// denied by the quota (2 asked, 1 left): nothing in the sliding log
+	r, err = l.AllowAll(ctx, "k", 2, sec, quota)
+	mustDecide(t, r, err, false, 1, left, left)
+	if r.Limit != quota {
+		t.Fatalf("denied by %v", r.Limit)
+	}
+	r, err = l.Peek(ctx, "k", quota)
+	mustDecide(t, r, err, true, 1, 0, left)
+	base, _ := l.allKeys("k")
+	if n, _ := m.rdb.ZCard(ctx, windowKey(base, time.Second)).Result(); n != 2 {
+		t.Fatalf("the sliding log holds %d events after the quota denied, want the first call's 2", n)
+	}
+	r, err = l.AllowAll(ctx, "k", 1, sec, quota)
+	mustDecide(t, r, err, true, 0, 0, left)
+	// two quotas of one period and location are one too many; another zone is another quota
+	if _, err := l.AllowAll(ctx, "k", 1, quota, Monthly(5, 31, time.UTC)); !errors.Is(err, ErrInvalidLimit) {
+		t.Fatalf("two equal quotas: %v", err)
+	}
+	r, err = l.AllowAll(ctx, "k", 1, quota, Daily(5, time.UTC), Monthly(5, 1, time.UTC))
+	mustDecide(t, r, err, false, 0, left, left)
+}
+
+// TestCalendarBoundaryInsideOneCall: a call of several decisions whose
+// periods were computed before a period's end, run by Redis after it,
+// counts each in the new period.
+func TestCalendarBoundaryInsideOneCall(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	l := New(m.rdb)
+	berlin := mustLoad(t, "Europe/Berlin")
+	quota := Daily(2, berlin)
+	before := m.calendarAt("2027-10-31T22:59:59.999999Z") // the last µs of the 25 h day
+	q := &request{op: opAllow, key: "k", limit: quota, n: 1}
+	var keys []string
+	var args []any
+	for range 3 {
+		arg := &idArg{}
+		arg.set(ids.reserve(1))
+		k, a := l.allArgsAt(q, before, arg)
+		keys, args = append(keys, k...), append(args, a...)
+	}
+	// the first in the old day, then the call runs in the new one
+	if r, err := l.Allow(ctx, "k", quota); err != nil || r.Remaining != 1 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	end := m.calendarAt("2027-10-31T23:00:00Z")
+	v, err := decideScript.Run(ctx, m.rdb, keys, args...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies := v.([]any)
+	left := periodEnd(t, quota, end).Sub(end)
+	for i, want := range []struct {
+		allowed   bool
+		remaining int
+	}{{true, 1}, {true, 0}, {false, 0}} {
+		r, err := decode(replies[i], []Limit{quota})
+		if err != nil {
+			t.Fatal(err)
+		}
+		retry := time.Duration(0)
+		if !want.allowed {
+			retry = left
+		}
+		mustDecide(t, r, err, want.allowed, want.remaining, retry, left)
+	}
+	// the next day's last µs, with the client's clock two days behind
+	m.calendarAt("2027-11-02T22:59:59.999999Z")
+	l.clock = func() time.Time { return before }
+	for i, want := range []int{1, 0} {
+		r, err := l.Allow(ctx, "k", quota)
+		if err != nil || !r.Allowed || r.Remaining != want || r.ResetAfter != time.Microsecond {
+			t.Fatalf("decision %d: %+v %v", i, r, err)
+		}
+	}
+}
+
+// TestCalendarRetryCountsOnce: a re-sent admission (its id marked) finds
+// its own count and is not counted again; a denial's call sent again is
+// answered as before.
+func TestCalendarRetryCountsOnce(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	l := New(m.rdb)
+	now := m.calendarAt("2026-05-01T10:00:00Z")
+	quota := Daily(5, time.UTC)
+	q := &request{op: opAllowAll, key: "k", limits: []Limit{quota}, n: 2}
+	arg := &idArg{}
+	arg.set(ids.reserve(2))
+	keys, args := l.allArgsAt(q, now, arg)
+	for i := range 3 { // the first write, then two retries (marked)
+		v, err := decideScript.Run(ctx, m.rdb, keys, args...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := decode(v, q.limits)
+		mustDecide(t, r, err, true, 3, 0, 14*time.Hour)
+		if i == 0 {
+			m.at(now.Add(time.Minute).Sub(epoch)) // a retry later: answered as of the admission's time
+		}
+		if !r.Time().Equal(now) {
+			t.Fatalf("attempt %d answered at %v", i, r.Time())
+		}
+	}
+}
+
+// TestCalendarRefund: a refund gives back to the period the admission was
+// counted in, once, and nothing once that period is over.
+func TestCalendarRefund(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	l := New(m.rdb)
+	month := Monthly(3, 31, time.UTC)
+	now := m.calendarAt("2026-02-27T12:00:00Z")
+	left := periodEnd(t, month, now).Sub(now)
+	a, err := l.AllowAll(ctx, "k", 2, PerHour(10), month)
+	mustDecide(t, a, err, true, 1, 0, left)
+	b, err := l.Allow(ctx, "k", month)
+	mustDecide(t, b, err, true, 0, 0, left)
+	if err := l.Refund(ctx, a.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refund(ctx, a.Handle()); err != nil { // twice: given once
+		t.Fatal(err)
+	}
+	r, err := l.Peek(ctx, "k", month)
+	mustDecide(t, r, err, true, 2, 0, left)
+	r, err = l.Peek(ctx, "k", PerHour(10))
+	if err != nil || r.Remaining != 10 {
+		t.Fatalf("the sliding log after the refund: %+v %v", r, err)
+	}
+	// the next period: b's refund gives nothing to it
+	end := periodEnd(t, month, now)
+	m.at(end.Sub(epoch))
+	c, err := l.Allow(ctx, "k", month)
+	mustDecide(t, c, err, true, 2, 0, periodEnd(t, month, end).Sub(end))
+	if err := l.Refund(ctx, b.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	r, err = l.Peek(ctx, "k", month)
+	mustDecide(t, r, err, true, 2, 0, periodEnd(t, month, end).Sub(end))
+	if err := l.Refund(ctx, c.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	r, err = l.Peek(ctx, "k", month)
+	mustDecide(t, r, err, true, 3, 0, 0)
+	// a take-back of an admission whose reply was lost (its period unknown):
+	// given if it is the quota's last admission
+	d, err := l.Allow(ctx, "k", month)
+	mustDecide(t, d, err, true, 2, 0, periodEnd(t, month, end).Sub(end))
+	h := d.Handle()
+	lost := []quota{{key: (*h.quotas)[0].key}}
+	h.quotas, h.given = &lost, new(atomic.Bool)
+	if err := refundEvents(ctx, m.rdb, h); err != nil {
+		t.Fatal(err)
+	}
+	r, err = l.Peek(ctx, "k", month)
+	mustDecide(t, r, err, true, 3, 0, 0)
+}
+
+// TestCalendarResetAndExpiry: Reset forgets every quota with the rest; a
+// quota's count expires at its period's end, and the periods index with
+// the last of its quotas'.
+func TestCalendarResetAndExpiry(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	l := New(m.rdb)
+	now := m.calendarAt("2026-02-28T12:00:00Z")
+	day, month := Daily(3, time.UTC), Monthly(3, 31, time.UTC)
+	for _, call := range []func() (Result, error){
+		func() (Result, error) { return l.Allow(ctx, "k", day) },
+		func() (Result, error) { return l.AllowAll(ctx, "k", 1, PerMinute(3), month) },
+		func() (Result, error) { return l.Allow(ctx, "k", PerSecond(3)) },
+	} {
+		if r, err := call(); err != nil || !r.Allowed {
+			t.Fatalf("%+v %v", r, err)
+		}
+	}
+	base, _ := l.allKeys("k")
+	for key, end := range map[string]time.Time{
+		quotaKey(base, day):   utc("2026-03-01T00:00:00Z"),
+		quotaKey(base, month): utc("2026-03-31T00:00:00Z"),
+		periodsKey(base):      utc("2026-03-31T00:00:00Z"),
+	} {
+		at, err := m.rdb.PExpireTime(ctx, key).Result()
+		if err != nil || at != time.Duration(end.UnixMilli())*time.Millisecond {
+			t.Errorf("%s expires at %v (%v), want %v", key, at, err, end)
+		}
+	}
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Fatalf("after Reset: %q", keys)
+	}
+	r, err := l.Peek(ctx, "k", day)
+	mustDecide(t, r, err, true, 3, 0, 0)
+	_ = now
+}
+
+// TestCalendarDenyCache: a remembered denial of a quota lasts until the
+// period's end, and no longer.
+func TestCalendarDenyCache(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	f := &faulty{Client: m.rdb}
+	l := New(f, WithDenyCache())
+	local := utc("2026-05-01T23:59:59Z")
+	l.deny.now = func() time.Time { return local }
+	m.calendarAt("2026-05-01T23:59:59Z")
+	quota := Daily(1, time.UTC)
+	if r, err := l.Allow(ctx, "k", quota); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	r, err := l.Allow(ctx, "k", quota)
+	mustDecide(t, r, err, false, 0, time.Second, time.Second)
+	calls := f.calls.Load()
+	local = local.Add(time.Second - time.Microsecond)
+	r, err = l.Allow(ctx, "k", quota)
+	mustDecide(t, r, err, false, 0, time.Microsecond, time.Microsecond)
+	if f.calls.Load() != calls {
+		t.Fatal("the cached denial asked Redis")
+	}
+	local = local.Add(time.Microsecond)
+	m.calendarAt("2026-05-02T00:00:00Z")
+	r, err = l.Allow(ctx, "k", quota)
+	mustDecide(t, r, err, true, 0, 0, 24*time.Hour)
+}
+
+// TestCalendarBadInputWritesNothing: bad calendar limits are refused
+// before Redis is asked.
+func TestCalendarBadInputWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	f := &faulty{Client: m.rdb}
+	l := New(f)
+	for _, c := range []struct {
+		call func() error
+		want error
+	}{
+		{func() error { _, err := l.Allow(ctx, "k", Daily(1, nil)); return err }, ErrInvalidLimit},
+		{func() error { _, err := l.Allow(ctx, "k", Monthly(1, 32, time.UTC)); return err }, ErrInvalidLimit},
+		{func() error { _, err := l.AllowN(ctx, "k", Daily(2, time.UTC), 3); return err }, ErrExceedsLimit},
+		{func() error { _, err := l.AllowAll(ctx, "k", 1, Daily(0, time.UTC)); return err }, ErrInvalidLimit},
+		{func() error { _, err := l.Acquire(ctx, "k", Daily(2, time.UTC)); return err }, ErrInvalidLimit},
+		{func() error { _, err := l.Allow(ctx, "", Daily(2, time.UTC)); return err }, ErrEmptyKey},
+	} {
+		if err := c.call(); !errors.Is(err, c.want) {
+			t.Errorf("%v, want %v", err, c.want)
+		}
+	}
+	if f.calls.Load() != 0 || len(m.Keys()) != 0 {
+		t.Errorf("bad input reached Redis (%d calls, keys %v)", f.calls.Load(), m.Keys())
+	}
+}
+
+var _ redis.Scripter = (*faulty)(nil)
+
+// TestCalendarRealRedis: the script on a real redis-server, whose TIME no
+// test sets: a quota counts Redis' period whatever this process's clock
+// says (±1 h, ±2 years), atomically with a sliding limit; Refund gives
+// back; Reset forgets.
+func TestCalendarRealRedis(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	berlin := mustLoad(t, "Europe/Berlin")
+	for _, skew := range []time.Duration{0, time.Hour, -time.Hour, 2 * 365 * 24 * time.Hour, -2 * 365 * 24 * time.Hour} {
+		l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+		l.clock = func() time.Time { return time.Now().Add(skew) }
+		for _, quota := range []Limit{Daily(3, berlin), Monthly(3, 31, time.UTC)} {
+			r, err := l.AllowAll(ctx, "k", 2, PerHour(10), quota)
+			if err != nil || !r.Allowed || r.Remaining != 1 {
+				t.Fatalf("skew %v, %v: %+v %v", skew, quota, r, err)
+			}
+			_, end, _ := quota.PeriodAt(r.Time())
+			if r.ResetAfter != end.Sub(r.Time()) {
+				t.Fatalf("skew %v, %v: ResetAfter %v at %v, want until %v", skew, quota, r.ResetAfter, r.Time(), end)
+			}
+			d, err := l.AllowAll(ctx, "k", 2, PerHour(10), quota)
+			if err != nil || d.Allowed || d.Limit != quota || d.RetryAfter != end.Sub(d.Time()) {
+				t.Fatalf("skew %v, %v: %+v %v", skew, quota, d, err)
+			}
+			if err := l.Refund(ctx, r.Handle()); err != nil {
+				t.Fatal(err)
+			}
+			p, err := l.Peek(ctx, "k", quota)
+			if err != nil || p.Remaining != 3 {
+				t.Fatalf("after the refund: %+v %v", p, err)
+			}
+			if a, err := l.Allow(ctx, "k", quota); err != nil || a.Remaining != 2 {
+				t.Fatalf("%+v %v", a, err)
+			}
+		}
+		if err := l.Reset(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		if keys, _ := rdb.Keys(ctx, l.prefix+"*").Result(); len(keys) != 0 {
+			t.Fatalf("after Reset: %q", keys)
+		}
+	}
+}
