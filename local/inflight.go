@@ -54,6 +54,9 @@ func (l *Limiter) Acquire(ctx context.Context, key string, limit slidelog.Limit)
 // (t-lease, t] and not released, leave room for its n, so no instant ever
 // has more than limit.Events slots held, however many goroutines call.
 func (l *Limiter) AcquireN(ctx context.Context, key string, limit slidelog.Limit, n int) (slidelog.Lease, error) {
+	if limit.Calendar() {
+		return slidelog.NewLease(slidelog.Result{}, nil), fmt.Errorf("%w: %v is a calendar quota, not an in-flight limit", slidelog.ErrInvalidLimit, limit)
+	}
 	h := l.holders()
 	r, err := h.AllowN(ctx, key, limit, n)
 	if err != nil || !r.Allowed {

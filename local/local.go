@@ -97,9 +97,30 @@ type shard struct {
 // entry is one key's logs. A key is a map key of its own, whatever its
 // bytes, so that no key can be taken for another or for one of its logs.
 type entry struct {
-	last int64      // µs: the key's latest admission, its newest event
-	one  eventLog   // Allow, AllowN and Peek: window of its last admission
-	all  []eventLog // AllowAll: one log per window, as in Redis
+	last   int64      // µs: the key's latest admission, its newest event
+	one    eventLog   // Allow, AllowN and Peek: window of its last admission
+	all    []eventLog // AllowAll: one log per window, as in Redis
+	quotas []quota    // calendar quotas (Daily, Monthly): a count per quota, of its period
+}
+
+// quota is a calendar quota's count: of the period that ends at end (µs).
+// Its limit, with no Events, names it: a quota per kind of period, anchor
+// and location, whatever its events, as in Redis.
+type quota struct {
+	of    slidelog.Limit
+	end   int64
+	count int
+}
+
+// findQuota is the quota of lim, or nil.
+func (en *entry) findQuota(lim slidelog.Limit) *quota {
+	lim.Events = 0
+	for i := range en.quotas {
+		if en.quotas[i].of == lim {
+			return &en.quotas[i]
+		}
+	}
+	return nil
 }
 
 // run is the events admitted at one instant.
@@ -183,10 +204,37 @@ func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slide
 			return slidelog.Result{}, err
 		}
 	}
-	if w, ok := sharedWindow(limits); ok {
+	sliding := limits
+	if calendar(limits) {
+		sliding = nil
+		for i, lim := range limits {
+			if !lim.Calendar() {
+				sliding = append(sliding, lim)
+				continue
+			}
+			for _, prev := range limits[:i] {
+				a, b := prev, lim
+				a.Events, b.Events = 0, 0
+				if a == b {
+					return slidelog.Result{}, fmt.Errorf("%w: two quotas of %v", slidelog.ErrInvalidLimit, lim)
+				}
+			}
+		}
+	}
+	if w, ok := sharedWindow(sliding); ok {
 		return slidelog.Result{}, fmt.Errorf("%w: two limits with the window %v", slidelog.ErrInvalidLimit, w)
 	}
 	return l.decide(key, limits, n, true, true)
+}
+
+// calendar reports whether some of limits are calendar quotas.
+func calendar(limits []slidelog.Limit) bool {
+	for _, lim := range limits {
+		if lim.Calendar() {
+			return true
+		}
+	}
+	return false
 }
 
 // sharedWindow is a window two limits share (to the microsecond): without
@@ -276,7 +324,26 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 	var views [4]view
 	vs := views[:0]
 	fits := true
+	var ends [4]int64 // a quota's period's end (µs), 0 for a window
+	pend := ends[:0]
 	for _, lim := range limits {
+		if lim.Calendar() {
+			// a quota: its count, if it is of the period that holds t
+			_, end, _ := lim.PeriodAt(time.UnixMicro(t))
+			v := view{}
+			if en != nil {
+				if q := en.findQuota(lim); q != nil && q.end == end.UnixMicro() {
+					v.count = q.count
+				}
+			}
+			if v.count > lim.Events-n {
+				fits = false
+			}
+			vs = append(vs, v)
+			pend = append(pend, end.UnixMicro())
+			continue
+		}
+		pend = append(pend, 0)
 		w := int64(lim.Window / time.Microsecond)
 		var e *eventLog
 		if en != nil {
@@ -310,6 +377,21 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 		}
 		en.last = t
 		for i, lim := range limits {
+			if end := pend[i]; end != 0 {
+				q := en.findQuota(lim)
+				if q == nil {
+					of := lim
+					of.Events = 0
+					en.quotas = append(en.quotas, quota{of: of})
+					q = &en.quotas[len(en.quotas)-1]
+				}
+				q.end, q.count = end, vs[i].count+n
+				if rem := lim.Events - q.count; r.Remaining < 0 || rem < r.Remaining {
+					which, r.Remaining = i, rem
+				}
+				r.ResetAfter = max(r.ResetAfter, time.Duration(end-t)*time.Microsecond)
+				continue
+			}
 			// A new AllowAll log may move the others: each is found again.
 			w := int64(lim.Window / time.Microsecond)
 			e := &en.one
@@ -333,7 +415,7 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 			if rem := lim.Events - vs[i].count; r.Remaining < 0 || rem < r.Remaining {
 				which, r.Remaining = i, rem
 			}
-			r.ResetAfter = max(r.ResetAfter, vs[i].resetAfter(t, lim.Window))
+			r.ResetAfter = max(r.ResetAfter, resetAfter(vs[i], t, lim, pend[i]))
 		}
 	default:
 		// 4. Deny: the same request fits once the k-th oldest live event
@@ -342,7 +424,11 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 			v := vs[i]
 			rem := lim.Events - v.count // below 0 after a smaller limit
 			r.Remaining = minNonNeg(r.Remaining, max(rem, 0))
-			if n > rem {
+			if n > rem && pend[i] != 0 { // a quota: at its period's end
+				if ra := time.Duration(pend[i]-t) * time.Microsecond; ra > r.RetryAfter {
+					which, r.RetryAfter = i, ra
+				}
+			} else if n > rem {
 				k := n - rem
 				if k > v.count {
 					return slidelog.Result{}, errInternal
@@ -351,12 +437,24 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 					which, r.RetryAfter = i, ra
 				}
 			}
-			r.ResetAfter = max(r.ResetAfter, v.resetAfter(t, lim.Window))
+			r.ResetAfter = max(r.ResetAfter, resetAfter(v, t, lim, pend[i]))
 		}
 	}
 	r.Limit = limits[which]
 	r = r.At(time.UnixMicro(t))
 	return r, nil
+}
+
+// resetAfter is when the log of v, or the quota whose period ends at end
+// (µs, not 0), holds no event.
+func resetAfter(v view, t int64, lim slidelog.Limit, end int64) time.Duration {
+	if end == 0 {
+		return v.resetAfter(t, lim.Window)
+	}
+	if v.count == 0 {
+		return 0
+	}
+	return time.Duration(end-t) * time.Microsecond
 }
 
 func minNonNeg(a, b int) int {
@@ -386,9 +484,19 @@ func (s *shard) evictIdle(t int64) {
 		}
 		clear(en.all[len(live):])
 		en.all = live
+		quotas := en.quotas[:0]
+		for _, q := range en.quotas {
+			if q.end > t {
+				quotas = append(quotas, q)
+			} else {
+				s.floor = max(s.floor, q.end)
+			}
+		}
+		clear(en.quotas[len(quotas):])
+		en.quotas = quotas
 		if en.one.n == 0 {
 			en.one = eventLog{}
-			if len(en.all) == 0 {
+			if len(en.all) == 0 && len(en.quotas) == 0 {
 				delete(s.keys, k)
 			}
 		}

@@ -154,7 +154,7 @@ var tables = []table{
 
 // Run holds every table against a fresh subject each.
 func Run(t *testing.T, fresh func(t *testing.T) Subject) {
-	for _, tb := range tables {
+	for _, tb := range append(tables[:len(tables):len(tables)], calendarTables()...) {
 		t.Run(tb.name, func(t *testing.T) {
 			s := fresh(t)
 			ctx := context.Background()
@@ -270,5 +270,48 @@ func Replay(t *testing.T, s Subject, trace []model.Step) {
 			t.Fatalf("step %d (%+v at +%v):\n got %+v limit %v\nwant %+v limit %v", i, st, now, got, r.Limit, want, wantLimit)
 		}
 		lastRetry = r.RetryAfter
+	}
+}
+
+// calendarTables are the calendar quotas' checks: a day of 23 hours in
+// Europe/Berlin, a day without a midnight in America/Santiago, and a
+// billing month from day 31 across February beside a sliding limit.
+func calendarTables() []table {
+	zone := func(name string) *time.Location {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			panic("conformance: tzdata: " + err.Error())
+		}
+		return loc
+	}
+	at := func(s string) time.Duration {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			panic(err)
+		}
+		return t.Sub(Epoch)
+	}
+	h := time.Hour
+	return []table{
+		{"daily Berlin 23h", []slidelog.Limit{slidelog.Daily(2, zone("Europe/Berlin"))}, []step{
+			allow(at("2027-03-28T10:00:00Z"), 1, true, 1, 0, 12*h),
+			allow(at("2027-03-28T21:00:00Z"), 2, false, 1, h, h),
+			allow(at("2027-03-28T21:59:59.999999Z"), 1, true, 0, 0, us),
+			peek(at("2027-03-28T22:00:00Z"), true, 2, 0, 0),
+			allow(at("2027-03-28T22:00:00Z"), 1, true, 1, 0, 24*h),
+			{at: at("2027-03-28T22:00:01Z"), op: "reset"},
+			peek(at("2027-03-28T22:00:01Z"), true, 2, 0, 0),
+		}},
+		{"daily Santiago no midnight", []slidelog.Limit{slidelog.Daily(1, zone("America/Santiago"))}, []step{
+			allow(at("2026-09-06T03:59:59Z"), 1, true, 0, 0, time.Second),
+			allow(at("2026-09-06T03:59:59.5Z"), 1, false, 0, 500*ms, 500*ms),
+			allow(at("2026-09-06T04:00:00Z"), 1, true, 0, 0, 23*h),
+		}},
+		{"monthly from 31 with per hour", []slidelog.Limit{slidelog.Monthly(2, 31, time.UTC), slidelog.PerHour(5)}, []step{
+			all(at("2026-02-27T23:00:00Z"), 1, true, 1, 0, h, 0),
+			all(at("2026-02-27T23:30:00Z"), 1, true, 0, 0, h, 0),
+			all(at("2026-02-27T23:59:59Z"), 1, false, 0, time.Second, 30*time.Minute+time.Second, 0),
+			all(at("2026-02-28T00:00:00Z"), 1, true, 1, 0, 31*24*h, 0),
+		}},
 	}
 }
