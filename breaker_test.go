@@ -187,7 +187,7 @@ func TestBreakerOutage(t *testing.T) {
 	openAdmits := false // the FailOpen limiter's breaker opened: it admits from then on
 	var refused bool    // a probe learned go-redis' cause
 	var opened int64    // script.lua calls sent once both breakers were open
-	snapAt := -1 // the decision at which both breakers were open (opened: the calls sent by then)
+	snapAt := -1        // the decision at which both breakers were open (opened: the calls sent by then)
 	for start := time.Now(); (!refused || snapAt < 0 || decisions < snapAt+20) && time.Since(start) < 10*time.Second; decisions++ {
 		r, took, err := decide(strict)
 		if err == nil {

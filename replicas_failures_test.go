@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -157,7 +159,11 @@ func TestReplicasMasterDemotedDuringWait(t *testing.T) {
 	for _, mode := range batchingModes {
 		t.Run(mode.name, func(t *testing.T) {
 			addr := redistest.Start(t) // no replica: a WAIT 1 blocks until its timeout
-			rdb := client(t, addr)
+			// RESP2: go-redis' maintenance notifications (RESP3) race with
+			// themselves under -race when Conn() opens a connection
+			// (WithReplicas) beside the client's own (TestReplicasCluster)
+			rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, Protocol: 2})
+			t.Cleanup(func() { _ = rdb.Close() })
 			ctx, cancel := context.WithTimeout(context.Background(), generous)
 			defer cancel()
 			gone := redistest.Gone(t)
