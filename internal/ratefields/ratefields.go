@@ -16,9 +16,19 @@ import (
 )
 
 // Policy is RateLimit-Policy's value; name is the policy's name as an
-// RFC 8941 string (String).
+// RFC 8941 string (String). A calendar quota's window (w) is the length of
+// its period now (this process's clock: 86 400 for a day, 82 800 on a day
+// that loses an hour), a sliding limit's its Window.
 func Policy(name string, limit slidelog.Limit) string {
-	return fmt.Sprintf("%s;q=%d;w=%d", name, limit.Events, Seconds(limit.Window, 1))
+	return fmt.Sprintf("%s;q=%d;w=%d", name, limit.Events, Seconds(window(limit, time.Now()), 1))
+}
+
+// window is limit's window at t: its Window, or its period's length.
+func window(limit slidelog.Limit, t time.Time) time.Duration {
+	if start, end, ok := limit.PeriodAt(t); ok {
+		return end.Sub(start)
+	}
+	return limit.Window
 }
 
 // State is RateLimit's value for res; name as for Policy.
