@@ -103,11 +103,23 @@ flags:`)
 	fs.Var(exemptClients, "exempt-client", "comma-separated client `addresses` or CIDRs exempt from the limit, found as --key ip finds them; repeatable [SLIDELOG_EXEMPT_CLIENT]")
 	var grace time.Duration
 	fs.DurationVar(&grace, "grace", env.duration("grace", "SLIDELOG_GRACE", 5*time.Second), "on SIGTERM or SIGINT, how long requests in flight may take to finish before they are cut off [SLIDELOG_GRACE]")
+	var period, zone string
+	var anchor int
+	fs.StringVar(&period, "period", env.str("SLIDELOG_PERIOD", ""), "a calendar quota instead of --window: day (--events per calendar day) or month (per billing month from --anchor), in --tz [SLIDELOG_PERIOD]")
+	fs.StringVar(&zone, "tz", env.str("SLIDELOG_TZ", "UTC"), "the IANA time `zone` of --period's days (Europe/Berlin) [SLIDELOG_TZ]")
+	fs.IntVar(&anchor, "anchor", env.int("anchor", "SLIDELOG_ANCHOR", 1), "the day (1-31) a --period month starts on, clamped to a shorter month's last day [SLIDELOG_ANCHOR]")
 	if _, err := parse(fs, args, "", env, stdout); err != nil {
 		return err
 	}
 	if grace < 0 {
 		return usagef("--grace %v: want 0 (cut off at once) or more", grace)
+	}
+	if period != "" {
+		quota, err := calendarLimit(period, cfg.limit.Events, anchor, zone)
+		if err != nil {
+			return err
+		}
+		cfg.limit = quota
 	}
 	cfg.exemptPaths, cfg.exemptClients = exemptPaths.items, exemptClients.items
 	h, stop, err := serveHandler(cfg, *url, stderr)
@@ -418,4 +430,26 @@ func exemptions(cfg serveConfig) string {
 		b.WriteString("; exempt clients " + strings.Join(cfg.exemptClients, " "))
 	}
 	return b.String()
+}
+
+// calendarLimit is --period's quota of events in zone: a Daily or a Monthly
+// limit from day anchor. A value that cannot work fails here, at start-up.
+func calendarLimit(period string, events, anchor int, zone string) (slidelog.Limit, error) {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return slidelog.Limit{}, usagef("--tz %q: %v", zone, err)
+	}
+	var l slidelog.Limit
+	switch period {
+	case "day":
+		l = slidelog.Daily(events, loc)
+	case "month":
+		l = slidelog.Monthly(events, anchor, loc)
+	default:
+		return slidelog.Limit{}, usagef("--period %q: want day or month", period)
+	}
+	if err := l.Validate(); err != nil {
+		return slidelog.Limit{}, usagef("--period %s --events %d --anchor %d --tz %s: %v", period, events, anchor, zone, err)
+	}
+	return l, nil
 }

@@ -259,3 +259,20 @@ func TestServeIdleConnectionIsNoRequest(t *testing.T) {
 		t.Errorf("want one INFO line saying it stopped:\n%s", stderr.String())
 	}
 }
+
+// serve --period: a calendar quota per key, its fields in the headers; a
+// bad --period, --tz or --anchor fails at start-up.
+func TestServeCalendarQuota(t *testing.T) {
+	l, err := calendarLimit("day", 100, 1, "Europe/Berlin")
+	if err != nil || !l.Calendar() || l.Events != 100 || !strings.Contains(l.String(), "Europe/Berlin") {
+		t.Errorf("--period day --tz Europe/Berlin: %v, %v", l, err)
+	}
+	if l, err := calendarLimit("month", 5, 31, "UTC"); err != nil || !l.Calendar() {
+		t.Errorf("--period month --anchor 31: %v, %v", l, err)
+	}
+	for _, bad := range [][]any{{"week", 1, "UTC"}, {"day", 1, "Mars/Olympus"}, {"month", 32, "UTC"}} {
+		if _, err := calendarLimit(bad[0].(string), 10, bad[1].(int), bad[2].(string)); err == nil {
+			t.Errorf("--period %v --anchor %v --tz %v: accepted", bad...)
+		}
+	}
+}
