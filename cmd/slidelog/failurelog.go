@@ -42,6 +42,17 @@ func newFailureLog(log *slog.Logger, policy string, now func() time.Time) *failu
 
 // Decided logs o if it is a failure and the last line is a second old.
 func (f *failureLog) Decided(_ context.Context, o slidelog.Observation) {
+	switch o.Op { // what is no call's: a line of its own, no failure counted
+	case "breaker_open":
+		f.log.Warn("redis unreachable: decisions fail at once until it answers", "err", o.Err)
+		return
+	case "breaker_close":
+		f.log.Info("redis answers again")
+		return
+	case "take_back":
+		f.log.Warn("a take-back was given up: its events count until they leave their window", "events", o.N, "err", o.Err)
+		return
+	}
 	if o.Err == nil {
 		if f.failing.Load() && f.failing.CompareAndSwap(true, false) {
 			f.mu.Lock()
