@@ -42,6 +42,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
                       [--replicas N] [--replicas-timeout D]
                       [--name NAME] [--legacy-headers]
                       [--exempt-path PATHS] [--exempt-client ADDRS] [--grace D]
+                      [--period day|month] [--tz ZONE] [--anchor DAY]
 
 A small HTTP service guarded by slidelog's middleware: "/" answers 200 "ok"
 when the request is admitted, 429 when it is not, with the RateLimit and
