@@ -25,8 +25,12 @@ import (
 //   - rate_limits: a list of rate_limit, all decided at once (AllowAll) on
 //     the descriptor's one key: admitted only if every one of them admits.
 //
-// calendar (periods aligned to a time zone's midnight) is not supported:
-// it is refused as an unknown key, with a sentence saying so.
+//   - calendar: {time_zone: Europe/Berlin, anchor_day: 15} on a day or
+//     month unit: a calendar quota (slidelog.Daily, slidelog.Monthly)
+//     instead of a rolling window: a day from its midnight in time_zone
+//     (default UTC), a billing month from anchor_day (1-31, default 1,
+//     clamped to a shorter month's last day); duration_until_reset ends at
+//     the period's end.
 
 // Units are rolling windows of envoyproxy/ratelimit's lengths.
 var unitWindow = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
@@ -46,7 +50,12 @@ var validKeys = map[string]bool{
 	"quota_mode": true, "name": true, "replaces": true, "detailed_metric": true,
 	"value_to_metric": true, "share_threshold": true, "metadata": true,
 	// extensions
-	"window": true, "rate_limits": true,
+	"window": true, "rate_limits": true, "calendar": true, "time_zone": true, "anchor_day": true,
+}
+
+type yamlCalendar struct {
+	TimeZone  string `yaml:"time_zone"`
+	AnchorDay int    `yaml:"anchor_day"`
 }
 
 type yamlReplaces struct {
@@ -60,6 +69,7 @@ type yamlRateLimit struct {
 	Unlimited       bool `yaml:"unlimited"`
 	Name            string
 	Replaces        []yamlReplaces
+	Calendar        *yamlCalendar
 }
 
 type yamlDescriptor struct {
@@ -256,9 +266,6 @@ func validateKeys(name string, m map[interface{}]interface{}) error {
 		if !ok {
 			return &ConfigError{name, fmt.Sprintf("config error, key is not of type string: %v", k)}
 		}
-		if ks == "calendar" {
-			return &ConfigError{name, "config error, unknown key 'calendar': calendar periods are not supported (yet): units are rolling windows"}
-		}
 		if !validKeys[ks] {
 			return &ConfigError{name, fmt.Sprintf("config error, unknown key '%s'", ks)}
 		}
@@ -388,18 +395,71 @@ func loadRule(file, fullKey string, dc yamlDescriptor) (*Rule, error) {
 			continue
 		}
 		lim := slidelog.Limit{Events: int(rl.RequestsPerUnit), Window: window}
-		if err := (slidelog.Limit{Events: max(lim.Events, 1), Window: window}).Validate(); err != nil {
+		if rl.Calendar != nil {
+			quota, err := calendarLimit(file, fullKey, unit, rl)
+			if err != nil {
+				return nil, err
+			}
+			lim = quota
+		} else if err := (slidelog.Limit{Events: max(lim.Events, 1), Window: window}).Validate(); err != nil {
 			return nil, &ConfigError{file, fmt.Sprintf("descriptor '%s': window %v: %v", fullKey, window, err)}
 		}
 		for _, prev := range r.Limits {
-			if prev.Window == lim.Window {
+			if prev.Window == lim.Window && !prev.Calendar() && !lim.Calendar() {
 				return nil, &ConfigError{file, fmt.Sprintf("descriptor '%s': two rate_limits with the window %v", fullKey, window)}
+			}
+			if prev.Calendar() && lim.Calendar() && samePeriods(prev, lim) {
+				return nil, &ConfigError{file, fmt.Sprintf("descriptor '%s': two calendar rate_limits of the same periods", fullKey)}
 			}
 		}
 		r.Limits = append(r.Limits, lim)
 		r.Units = append(r.Units, unit)
 	}
 	return r, nil
+}
+
+// calendarLimit is rl's calendar quota (rl.Calendar set): Daily on a day
+// unit, Monthly on a month unit; anything else is refused, at load.
+func calendarLimit(file, fullKey string, unit rlsv3.RateLimitResponse_RateLimit_Unit, rl yamlRateLimit) (slidelog.Limit, error) {
+	c := rl.Calendar
+	zone := c.TimeZone
+	if zone == "" {
+		zone = "UTC"
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return slidelog.Limit{}, &ConfigError{file, fmt.Sprintf("descriptor '%s': calendar time_zone %q: %v", fullKey, zone, err)}
+	}
+	events := max(int(rl.RequestsPerUnit), 1)
+	var lim slidelog.Limit
+	switch {
+	case rl.Window != "":
+		return slidelog.Limit{}, &ConfigError{file, fmt.Sprintf("descriptor '%s': calendar takes a unit (day or month), not a window", fullKey)}
+	case unit == rlsv3.RateLimitResponse_RateLimit_DAY:
+		if c.AnchorDay != 0 {
+			return slidelog.Limit{}, &ConfigError{file, fmt.Sprintf("descriptor '%s': calendar anchor_day is for a month unit", fullKey)}
+		}
+		lim = slidelog.Daily(events, loc)
+	case unit == rlsv3.RateLimitResponse_RateLimit_MONTH:
+		anchor := c.AnchorDay
+		if anchor == 0 {
+			anchor = 1
+		}
+		lim = slidelog.Monthly(events, anchor, loc)
+	default:
+		return slidelog.Limit{}, &ConfigError{file, fmt.Sprintf("descriptor '%s': calendar takes a day or month unit, not %s", fullKey, strings.ToLower(unit.String()))}
+	}
+	if err := lim.Validate(); err != nil {
+		return slidelog.Limit{}, &ConfigError{file, fmt.Sprintf("descriptor '%s': calendar: %v", fullKey, err)}
+	}
+	lim.Events = int(rl.RequestsPerUnit)
+	return lim, nil
+}
+
+// samePeriods reports whether two calendar quotas count the same periods.
+func samePeriods(a, b slidelog.Limit) bool {
+	a.Events, b.Events = 0, 0
+	return a.String() == b.String()
 }
 
 // unitOf is the unit whose length is w, or UNKNOWN.
@@ -419,7 +479,9 @@ func dumpRule(r *Rule) string {
 	var parts []string
 	for i, l := range r.Limits {
 		s := fmt.Sprintf("unit=%s requests_per_unit=%d", r.Units[i], l.Events)
-		if r.Units[i] == rlsv3.RateLimitResponse_RateLimit_UNKNOWN {
+		if l.Calendar() {
+			s = fmt.Sprintf("unit=%s requests_per_unit=%d calendar=%q", r.Units[i], l.Events, l.String())
+		} else if r.Units[i] == rlsv3.RateLimitResponse_RateLimit_UNKNOWN {
 			s = fmt.Sprintf("window=%v requests_per_unit=%d", l.Window, l.Events)
 		}
 		parts = append(parts, s)

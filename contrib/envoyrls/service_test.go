@@ -457,3 +457,36 @@ func metricsText(t *testing.T, s *envoyrls.Server) string {
 	}
 	return b.String()
 }
+
+// The calendar extension: a quota per calendar day in a zone (Daily), whose
+// denial's duration_until_reset ends at the zone's next midnight, beside a
+// billing month (Monthly) in the same descriptor's rate_limits.
+func TestCalendarQuota(t *testing.T) {
+	e := start(t, `
+domain: d
+descriptors:
+  - key: day
+    rate_limit: {unit: day, requests_per_unit: 2, calendar: {time_zone: UTC}}
+  - key: both
+    rate_limits:
+      - {unit: second, requests_per_unit: 5, name: burst}
+      - {unit: month, requests_per_unit: 1, name: billing, calendar: {time_zone: Europe/Berlin, anchor_day: 31}}
+`)
+	if got := e.admitted(t, "d", 3, desc("day", "a")); got != 2 {
+		t.Fatalf("a day's quota of 2: %d of 3 admitted", got)
+	}
+	r := e.ask(t, "d", 0, desc("day", "a"))
+	now := time.Now().UTC()
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	st := r.Statuses[0]
+	if d := st.DurationUntilReset.AsDuration(); st.Code != rlsv3.RateLimitResponse_OVER_LIMIT ||
+		st.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_DAY || d <= 0 || (time.Until(midnight)-d).Abs() > time.Minute {
+		t.Fatalf("the day's denial: %v; want OVER_LIMIT until UTC midnight (%v away)", st, time.Until(midnight))
+	}
+	if got := e.admitted(t, "d", 3, desc("both", "x")); got != 1 {
+		t.Fatalf("a month's quota of 1 beside 5 per second: %d of 3 admitted", got)
+	}
+	if r := e.ask(t, "d", 0, desc("both", "x")); r.Statuses[0].CurrentLimit.Name != "billing" {
+		t.Fatalf("the denying limit: %v, want billing", r.Statuses[0].CurrentLimit)
+	}
+}
