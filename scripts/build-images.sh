@@ -25,10 +25,12 @@ rootfs() {
     debootstrap --variant=minbase "$suite" "$dir" "$mirror" >"$work/$suite.log" 2>&1 ||
       { tail -20 "$work/$suite.log"; exit 1; }
     echo "--- apt-get install $* ($suite)"
+    # apt's chatter (debconf, invoke-rc.d, no /dev/pts) goes to the suite's
+    # log, shown only when the install fails
     chroot "$dir" /bin/sh -c "export DEBIAN_FRONTEND=noninteractive
       echo 'exit 101' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-      apt-get install -y -qq --no-install-recommends $* >/dev/null && apt-get clean" ||
-      exit 1
+      apt-get install -y -qq --no-install-recommends $* && apt-get clean" >>"$work/$suite.log" 2>&1 ||
+      { tail -20 "$work/$suite.log"; exit 1; }
     rm -rf "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/*
     touch "$dir/.done"
   fi

@@ -11,13 +11,16 @@ compose() { if docker compose version >/dev/null 2>&1; then docker compose "$@";
 echo "--- building slidelog/slidelog:dev (static binary, FROM scratch)"
 mkdir -p build
 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o build/slidelog ./cmd/slidelog
-docker build -q -t "${SLIDELOG_IMAGE:-slidelog/slidelog:dev}" -f Dockerfile build >/dev/null
+# Docker's chatter (the legacy builder's notice, compose's progress) goes
+# to $chatter, shown only when a step fails
+chatter=$(mktemp)
+docker build -q -t "${SLIDELOG_IMAGE:-slidelog/slidelog:dev}" -f Dockerfile build >"$chatter" 2>&1 || { cat "$chatter"; exit 1; }
 export SLIDELOG_REDIS_IMAGE=${SLIDELOG_REDIS_IMAGE:-slidelog/redis:7.0}
 export SLIDELOG_PORT1=${SLIDELOG_PORT1:-18081} SLIDELOG_PORT2=${SLIDELOG_PORT2:-18082}
 project=slidelog-compose-$$
-trap 'compose -p "$project" down -v >/dev/null 2>&1 || true' EXIT
+trap 'compose -p "$project" down -v >/dev/null 2>&1 || true; rm -f "$chatter"' EXIT
 echo "--- docker-compose up (redis: $SLIDELOG_REDIS_IMAGE)"
-compose -p "$project" up -d
+compose -p "$project" up -d >"$chatter" 2>&1 || { cat "$chatter"; exit 1; }
 
 status() { curl -s -o /dev/null -w '%{http_code}' -H "X-API-Key: $2" "http://127.0.0.1:$1/"; }
 for port in "$SLIDELOG_PORT1" "$SLIDELOG_PORT2"; do

@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 if [ "${SLIDELOG_OFFICIAL_IMAGES:-0}" != 1 ]; then
   if ! command -v debootstrap >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null
+    aptlog=$(mktemp)
+    { apt-get update -qq && apt-get install -y -qq debootstrap; } >"$aptlog" 2>&1 || { cat "$aptlog"; exit 1; }
+    rm -f "$aptlog"
   fi
   bash scripts/build-images.sh
   export SLIDELOG_REDIS6_IMAGE=${SLIDELOG_REDIS6_IMAGE:-slidelog/redis:6.0}

@@ -30,8 +30,9 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v valgrind >/dev/null
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "--- installing redis-server and valgrind from Debian's packages"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq redis-server valgrind >/dev/null
+    aptlog=$(mktemp) # apt's chatter, shown only when it fails
+    { apt-get update -qq && apt-get install -y -qq redis-server valgrind; } >"$aptlog" 2>&1 || { cat "$aptlog"; exit 1; }
+    rm -f "$aptlog"
   else
     echo "redis-server or valgrind is missing: install them (apt-get install redis-server valgrind) and run again" >&2
     exit 1
