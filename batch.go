@@ -32,7 +32,7 @@ type batcher struct {
 	rdb       pipeliner
 	scripter  redis.Scripter // the same client, for a lone caller's own call
 	max       int            // most decisions in one pipeline
-	inFlight  int            // most pipelines in flight at once
+	inFlight  int            // most pipelines (and lone calls) in flight at once: pipelinesInFlight
 	merge     merge          // which single-limit decisions share script calls
 	acks      *acks          // WithReplicas: admissions wait for replicas (replicas.go)
 	takeBacks *takeBacks     // takes back what a decision whose caller left recorded
@@ -51,7 +51,7 @@ type batcher struct {
 // decision per call. With acks (WithReplicas), pipelines go acknowledged;
 // what a caller who left was admitted goes to takeBacks.
 func newBatcher(rdb redis.Scripter, max int, acks *acks, takeBacks *takeBacks) *batcher {
-	b := &batcher{rdb: rdb.(pipeliner), scripter: rdb, max: max, inFlight: 2, acks: acks, takeBacks: takeBacks}
+	b := &batcher{rdb: rdb.(pipeliner), scripter: rdb, max: max, inFlight: pipelinesInFlight, acks: acks, takeBacks: takeBacks}
 	switch rdb.(type) {
 	case interface{ Options() *redis.Options }:
 		b.merge = mergeAll
@@ -60,6 +60,15 @@ func newBatcher(rdb redis.Scripter, max int, acks *acks, takeBacks *takeBacks) *
 	}
 	return b
 }
+
+// pipelinesInFlight is how many pipelines fly at once, a lone caller's call
+// counted: enough that Redis always has one to run while the client writes
+// the next and reads the last, few enough that each still carries many
+// decisions (and shares its script calls). With 2, at 16 callers Redis and
+// the client waited for each other (69% of 2 cores busy); with 8, each
+// pipeline carried too few decisions (Redis' CPU per decision rose from 7
+// to 10 µs). Measured side by side: docs/performance.md.
+const pipelinesInFlight = 4
 
 // send decides one decision: at once if nothing is in flight, else in the
 // next pipeline. take is what to take back if the caller leaves before its
