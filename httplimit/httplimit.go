@@ -219,7 +219,7 @@ func writeProblem(w http.ResponseWriter, p problem) {
 
 func deniedProblem(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {
 	writeProblem(w, problem{Type: "about:blank", Title: "Too Many Requests", Status: http.StatusTooManyRequests,
-		Detail: fmt.Sprintf("rate limit of %d per %v reached; retry in %d s", res.Limit.Events, res.Limit.Window, ratefields.Seconds(res.RetryAfter, 1))})
+		Detail: fmt.Sprintf("rate limit of %v reached; retry in %d s", res.Limit, ratefields.Seconds(res.RetryAfter, 1))})
 }
 
 func errorProblem(w http.ResponseWriter, _ *http.Request, status int, err error) {

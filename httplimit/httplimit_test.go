@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +137,24 @@ func TestWeightedAndKeys(t *testing.T) {
 		Cost: func(*http.Request) int { return 11 }})(ok)
 	if w := get(heavy, "192.0.2.1:1"); w.Code != 413 {
 		t.Errorf("a request heavier than the limit: %d, want 413", w.Code)
+	}
+}
+
+// A daily quota's 429 names it as a Limit prints itself ("3 per day in
+// Europe/Berlin"), and its RateLimit t is the day's end while room is
+// left. Before, the body said "3 per 0s" (a quota's Window) and t=0.
+func TestCalendarQuotaFields(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2027, 3, 28, 10, 0, 0, 0, berlin) // a day of 23 hours; 14 h to its end
+	h := httplimit.New(httplimit.Options{Limiter: local.New(local.WithClock(func() time.Time { return at })), Limit: slidelog.Daily(2, berlin)})(ok)
+	if w := get(h, "192.0.2.1:1"); w.Code != 200 || !strings.Contains(w.Header().Get("RateLimit"), "r=1;t=50400") {
+		t.Errorf("with room: %d, RateLimit %q; want r=1;t=50400", w.Code, w.Header().Get("RateLimit"))
+	}
+	get(h, "192.0.2.1:1")
+	if w := get(h, "192.0.2.1:1"); w.Code != 429 || !strings.Contains(w.Body.String(), "rate limit of 2 per day in Europe/Berlin reached; retry in 50400 s") {
+		t.Errorf("denied: %d %q", w.Code, w.Body.String())
 	}
 }

@@ -37,14 +37,16 @@ func State(name string, res slidelog.Result) string {
 }
 
 // UntilSlot is RateLimit's t: seconds until a request fits again. Denied:
-// RetryAfter, rounded up. Allowed with room left: 0. Allowed with no room
-// left: the instant the oldest event leaves is not known without another
-// read, so t is the window's reset (ResetAfter), an upper bound.
+// RetryAfter, rounded up. Allowed with room left: 0, but for a calendar
+// quota, whose reset is known exactly: its period's end (ResetAfter).
+// Allowed with no room left: the instant the oldest event leaves is not
+// known without another read, so t is the window's reset (ResetAfter), an
+// upper bound.
 func UntilSlot(res slidelog.Result) int64 {
 	switch {
 	case !res.Allowed:
 		return Seconds(res.RetryAfter, 1)
-	case res.Remaining > 0:
+	case res.Remaining > 0 && !res.Limit.Calendar():
 		return 0
 	}
 	return Seconds(res.ResetAfter, 0)

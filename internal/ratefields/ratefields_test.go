@@ -33,3 +33,17 @@ func TestPolicyWindow(t *testing.T) {
 		t.Errorf("Policy of Daily(1000, UTC) = %s", got)
 	}
 }
+
+// A calendar quota's t is its period's end while room is left too: its
+// reset is known exactly (a sliding limit's t is 0 then).
+func TestUntilSlotCalendar(t *testing.T) {
+	room := slidelog.Result{Allowed: true, Remaining: 2, ResetAfter: 40806 * time.Second}
+	room.Limit = slidelog.Daily(3, time.UTC)
+	if got := UntilSlot(room); got != 40806 {
+		t.Errorf("a daily quota with room: t=%d, want 40806 (the day's end)", got)
+	}
+	room.Limit = slidelog.PerMinute(3)
+	if got := UntilSlot(room); got != 0 {
+		t.Errorf("a sliding limit with room: t=%d, want 0", got)
+	}
+}
