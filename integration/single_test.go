@@ -381,7 +381,11 @@ func checkMaxMemory(t *testing.T, n *node) {
 		}
 	}
 	after := usedMemory(t, rdb)
-	if oom == 0 || after > limitBytes+64*1024 {
+	// Redis checks maxmemory at a script's first write only, so one shared
+	// call (up to 64 decisions of 10 events, ~110 B each: ~70 KiB) that
+	// starts just under the limit may write past it; seen up to +67 KiB
+	// with 4 pipelines in flight (Redis 8.0)
+	if oom == 0 || after > limitBytes+96*1024 {
 		t.Errorf("%d admissions refused with OOM, used_memory %d for maxmemory %d", oom, after, limitBytes)
 	}
 	// Over maxmemory a denial is still an exact answer (it writes nothing).
