@@ -65,7 +65,7 @@ func TestBatchingRealRedis(t *testing.T) {
 	if admitted.Load() != 300 || calls.Load() != 64*20 {
 		t.Errorf("admitted %d of %d calls, want 300 of 1280", admitted.Load(), calls.Load())
 	}
-	if n := rdb.ZCard(ctx, l.prefix+"hot").Val(); n != 300 {
+	if n := logLen(t, rdb, l.prefix+"hot"); n != 300 {
 		t.Errorf("log holds %d", n)
 	}
 	if p := pc.pipelines.Load(); p >= calls.Load()/2 {

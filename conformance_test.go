@@ -87,3 +87,21 @@ func FuzzModel(f *testing.F) {
 		conformance.Replay(t, miniSubject(t), trace)
 	})
 }
+
+// Every table and trace again with every log compact (compact.lua): the
+// two stores decide alike.
+func TestConformanceCompact(t *testing.T) {
+	slidelog.CompactAbove(t, 0)
+	conformance.Run(t, func(t *testing.T) conformance.Subject { return miniSubject(t) })
+	t.Run("MaxLimits", func(t *testing.T) {
+		conformance.RunMaxLimits(t, func(t *testing.T) conformance.Subject { return miniSubject(t) })
+	})
+	t.Run("batched", func(t *testing.T) {
+		batched := func(t *testing.T) conformance.Subject { return miniSubject(t, slidelog.WithBatching(8)) }
+		conformance.Run(t, batched)
+		conformance.RunModel(t, batched, 3, 300)
+	})
+	t.Run("model", func(t *testing.T) {
+		conformance.RunModel(t, func(t *testing.T) conformance.Subject { return miniSubject(t) }, 20, 500)
+	})
+}

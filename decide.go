@@ -44,6 +44,9 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		keys, args = l.allArgsAt(q, l.clock(), arg)
 	} else {
 		c := &call{n: int64(q.n), events: int64(q.limit.Events), window: q.limit.micros()}
+		if q.limit.Events > compactAbove && q.op != opAcquire {
+			c.window = -c.window // keep it compactly (a log of in-flight slots renews its events: a sorted set)
+		}
 		c.key[0] = l.prefix + q.key
 		c.args = [4]any{&c.n, "", &c.events, &c.window} // Peek: no id
 		if record {
@@ -92,6 +95,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	r, err := decode(v, limits)
 	if err == nil && r.Allowed && record {
 		r.handle = handle(q, keys, id)
+		r.handle.at = r.at
 		r.handle.setEnds(v, limits)
 	}
 	if unacked != nil && err == nil {
@@ -120,6 +124,17 @@ func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []an
 	}
 	return l.transport.send(ctx, keys, args, take)
 }
+
+// compactAbove is the largest limit whose log is a sorted set: a log of a
+// larger limit is a compact log (compact.lua), 7 bytes an event where a
+// sorted set of more than 128 members (Redis' zset-max-listpack-entries,
+// by default) costs about 100. Up to 128, a sorted set is a listpack, about
+// as small as the compact log's slots (and it grows with its live events,
+// where a compact log's ring doubles). A key is read in the store it is in
+// whatever its limit (script.lua), so instances that disagree about this
+// threshold never split a key's events. (A variable for the tests, which
+// run every case on both stores.)
+var compactAbove = 128
 
 // maxPeriodTries is how many times a decision sends the calendar periods
 // of the time Redis answered it needs: once is enough unless a period ends
@@ -188,6 +203,10 @@ func (l *Limiter) allArgsAt(q *request, at time.Time, arg *idArg) (keys []string
 			continue
 		}
 		keys = append(keys, windowKey(base, lim.Window))
+		if lim.Events > compactAbove {
+			args = append(args, lim.Events, -lim.micros())
+			continue
+		}
 		args = append(args, lim.Events, lim.micros())
 	}
 	keys = append(keys, index)

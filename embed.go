@@ -12,18 +12,22 @@ import (
 var (
 	//go:embed clock.lua
 	clockLua string
+	//go:embed compact.lua
+	compactLua string
 	//go:embed script.lua
 	scriptLua string
 	//go:embed reset.lua
 	resetSrc string
 	//go:embed refund.lua
-	refundSrc string
+	refundLua string
 	//go:embed renew.lua
 	renewLua string
 
-	// The sources as Redis runs them: the clock, then the script.
-	decideSrc = clockLua + scriptLua
+	// The sources as Redis runs them: the clock, the compact log's code,
+	// then the script.
+	decideSrc = clockLua + compactLua + scriptLua
 	renewSrc  = clockLua + renewLua
+	refundSrc = compactLua + refundLua
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
 	// AcquireN, and batches of them.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/compactlog"
 )
 
 // Helpers of the tests on real redis-servers (replicas_test.go and its
@@ -43,4 +45,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("still waiting for %s after a minute", what)
 		}
 	}
+}
+
+// logLen is how many events the log key holds, in either store: a sorted
+// set's members, or a compact log's events from its first live one as it
+// last knew it (0 for no key).
+func logLen(t testing.TB, rdb redis.Cmdable, key string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	typ, err := rdb.Type(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch typ {
+	case "none":
+		return 0
+	case "zset":
+		return rdb.ZCard(ctx, key).Val()
+	case "string":
+		b, err := rdb.Get(ctx, key).Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lg, err := compactlog.Parse(b)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		return int64(len(lg.Events))
+	}
+	t.Fatalf("%s is a %s, no log", key, typ)
+	return 0
 }

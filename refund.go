@@ -30,18 +30,21 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 // refund could not tell it was one.
 func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
 	if h.quotas == nil {
-		return wrap(ctx, "refund", refundScript.Run(ctx, rdb, h.logs(), h.members()...).Err())
+		return wrap(ctx, "refund", refundScript.Run(ctx, rdb, h.logs(), h.refundArgs()...).Err())
 	}
 	if !h.given.CompareAndSwap(false, true) {
-		h = Handle{key: h.key, all: h.all, id: h.id, n: h.n} // the events of its logs only (idempotent)
+		h = Handle{key: h.key, all: h.all, id: h.id, n: h.n, at: h.at} // the events of its logs only (idempotent)
 		if len(*h.all) == 0 {
 			return nil
 		}
-		return wrap(ctx, "refund", refundScript.Run(ctx, rdb, h.logs(), h.members()...).Err())
+		return wrap(ctx, "refund", refundScript.Run(ctx, rdb, h.logs(), h.refundArgs()...).Err())
 	}
 	quotas := *h.quotas
 	keys := append(append(make([]string, 0, len(*h.all)+len(quotas)), *h.all...), make([]string, len(quotas))...)
-	args := make([]any, 0, 2+len(quotas)+h.n)
+	args := make([]any, 0, 3+len(quotas)+h.n)
+	if h.at > 0 {
+		args = append(args, "@"+strconv.FormatInt(h.at, 10))
+	}
 	args = append(args, "#"+strconv.Itoa(len(quotas)), h.n)
 	for i, q := range quotas {
 		keys[len(*h.all)+i] = q.key
@@ -52,4 +55,15 @@ func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
 		h.given.Store(false) // not given: the caller may try again
 	}
 	return wrap(ctx, "refund", err)
+}
+
+// refundArgs are refund.lua's arguments for h's events in its logs: the
+// time they were recorded at, when known (a compact log takes back events
+// of that time: it keeps no ids), then their ids.
+func (h Handle) refundArgs() []any {
+	if h.at == 0 {
+		return h.members()
+	}
+	args := make([]any, 0, 1+h.n)
+	return append(append(args, "@"+strconv.FormatInt(h.at, 10)), h.members()...)
 }

@@ -3,7 +3,16 @@
 -- KEYS     the logs the admission recorded its events in, then (after a
 --          first argument "#Q") the Q calendar quotas it counted in.
 -- ARGV     the events' ids (members); or "#Q", n, the end of the period
---          each quota counted it in (µs; 0: unknown), then the ids.
+--          each quota counted it in (µs; 0: unknown), then the ids; either
+--          after "@" and the admission's time (µs), when it is known.
+--
+-- A compact log (compact.lua, joined before this script) keeps no ids:
+-- it takes back n events of the admission's time (events of one time are
+-- alike), the time its table keeps for its last 16 admissions, else the
+-- one sent, and marks the refund in its table, so that the same refund run
+-- again gives nothing more (an older refund's mark is overwritten after 16
+-- more admissions or refunds). The events recorded after them move back
+-- one slot each: a refund costs the events admitted after the admission.
 --
 -- ZREM is a no-op for members already gone (expired, or refunded before),
 -- so a refund is idempotent. unpack has a stack limit: at most 1000
@@ -17,19 +26,40 @@
 --
 -- Reply    0.
 
-local q, from = 0, 1
-if string.byte(ARGV[1]) == 35 and #ARGV[1] < 8 then -- '#': quotas
-  q = tonumber(string.sub(ARGV[1], 2))
-  from = 3 + q
+local q, from, at = 0, 1, 0
+if string.byte(ARGV[1]) == 64 and #ARGV[1] ~= 8 then -- '@': the admission's time
+  at = tonumber(string.sub(ARGV[1], 2))
+  from = 2
+end
+if string.byte(ARGV[from]) == 35 and #ARGV[from] < 8 then -- '#': quotas
+  q = tonumber(string.sub(ARGV[from], 2))
+  from = from + 2 + q
 end
 local first = ARGV[from]
+local quota0 = from - q -- (ARGV[quota0 - 1]: n; ARGV[quota0 - 1 + i]: the end of quota i's period)
+local clib
 for i = 1, #KEYS - q do
   for j = from, #ARGV, 1000 do
-    redis.call('ZREM', KEYS[i], unpack(ARGV, j, math.min(j + 999, #ARGV)))
+    local r = redis.pcall('ZREM', KEYS[i], unpack(ARGV, j, math.min(j + 999, #ARGV)))
+    if type(r) == 'table' then
+      -- not a sorted set: a compact log (compact.lua) takes back as many
+      -- events of the admission's time (its table knows the time of its
+      -- last admissions), once: the refund is marked in its table
+      clib = clib or compactLib()
+      local lg = clib.open(KEYS[i], redis.call('GETRANGE', KEYS[i], '0', '288'))
+      if not lg then
+        return r -- another type: WRONGTYPE
+      end
+      if lg.T > 0 and not clib.found(lg, first, 114) then
+        local t = clib.found(lg, first, 97) or at
+        clib.unrecord(lg, #ARGV - from + 1, t, first, -1)
+      end
+      break
+    end
   end
 end
 for i = 1, q do
-  local key, e = KEYS[#KEYS - q + i], ARGV[2 + i]
+  local key, e = KEYS[#KEYS - q + i], ARGV[quota0 - 1 + i]
   local h = redis.call('ZRANGE', key, '0', '-1', 'WITHSCORES')
   local pend, count, last, refunded
   for j = 1, #h, 2 do
@@ -45,7 +75,7 @@ for i = 1, q do
   end
   if pend and count and refunded ~= 'r' .. first
     and ((e ~= '0' and pend == tonumber(e)) or (e == '0' and last == first)) then
-    redis.call('ZADD', key, string.format('%d', math.max(count - tonumber(ARGV[2]), 0)), 'c', '0', 'r' .. first)
+    redis.call('ZADD', key, string.format('%d', math.max(count - tonumber(ARGV[quota0 - 1]), 0)), 'c', '0', 'r' .. first)
     if refunded then
       redis.call('ZREM', key, refunded)
     end

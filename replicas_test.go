@@ -56,11 +56,7 @@ func (r *replicated) resume(t *testing.T) {
 // events is how many events the log at key holds on rdb.
 func events(t *testing.T, rdb *redis.Client, key string) int64 {
 	t.Helper()
-	n, err := rdb.ZCard(context.Background(), key).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return logLen(t, rdb, key)
 }
 
 // batchingModes are the two ways a limiter sends its decisions.

@@ -52,6 +52,7 @@ type Handle struct {
 	user string // the caller's key
 
 	window time.Duration // the longest window of its logs: its events count that long
+	at     int64         // the time its events were recorded at (µs; 0: unknown), for a compact log's refund
 
 	quotas *[]quota     // the calendar quotas it counted in (a pointer keeps Result comparable)
 	given  *atomic.Bool // a refund of its quotas was given (the quotas are no set: one refund per Handle)

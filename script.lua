@@ -104,6 +104,13 @@
 -- would cost Redis more (docs/performance.md).
 local key, limit, window, count, gone, unknown, oldest, cutoff
 local state
+-- The compact logs (compact.lua) a decision of this call read: cs[key] =
+-- the log, with f, the index of its first live event, at the decision's
+-- time. A log is compact when its window argument is negative (the
+-- client keeps a log of a larger limit compactly: docs/semantics.md), or
+-- when it is one already: a key is read in the store it is in, whatever
+-- its limit now, so that no key ever splits its events.
+local cs, clib
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -128,14 +135,11 @@ local replies -- the replies of a batch
 local denied
 local keyAt, argAt = 0, 0 -- the KEYS and ARGV the decisions before this one took
 local nargs = #ARGV
--- A decision's first read of each log, in a call of several decisions, is
--- a redis.pcall: a key of another type fails only that decision (its reply
--- is the error). A call of one single-limit decision (4 arguments) reads
--- with redis.call: its error is the call's, with nothing written.
-local read, type = call, type
-if nargs > 4 then
-  read = redis.pcall
-end
+-- A decision's first read of each log is a redis.pcall: a key of another
+-- type fails only that decision (its reply is the error; alone in its
+-- call, the call's, with nothing written), and a log of the other store
+-- (a sorted set, a compact log) is read as what it is.
+local read, type = redis.pcall, type
 while argAt < nargs do
   -- parse. (n and nlimits are almost always 1; comparing interned
   -- strings costs nothing.) nkeys: its keys, the logs and an AllowAll's
@@ -183,7 +187,18 @@ while argAt < nargs do
     if resent then
       for i = 1, nlimits do
         local recorded = read('ZSCORE', KEYS[keyAt + i], first) -- (a quota keeps its last admission's)
-        if recorded and type(recorded) ~= 'table' then -- (an error: ZCARD meets it again)
+        if type(recorded) == 'table' then
+          -- not a sorted set: a compact log keeps its last admissions' ids
+          -- (an error: the count step meets it again)
+          local h = read('GETRANGE', KEYS[keyAt + i], '0', '288')
+          clib = clib or compactLib()
+          local lg = type(h) == 'string' and clib.open(KEYS[keyAt + i], h)
+          recorded = lg and clib.found(lg, first, 97)
+          if recorded then
+            recorded = string.format('%d', recorded)
+          end
+        end
+        if recorded then
           at, retried = recorded, true
           break
         end
@@ -254,10 +269,47 @@ while argAt < nargs do
           count = pcount
         end
       else
-      local card = read('ZCARD', key)
-      if read ~= call and type(card) == 'table' then
-        reply, fits = card, false -- WRONGTYPE: this decision fails, with nothing written
-        break
+      local lg, card -- a compact log; a sorted set's cardinality
+      if window < 0 then -- the client would keep this log compactly
+        window = -window
+        local h = read('GETRANGE', key, '0', '288')
+        if type(h) == 'string' then -- (an error: a sorted set, read as one below)
+          clib = clib or compactLib()
+          lg = clib.open(key, h)
+          if not lg then
+            reply, fits = {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, false
+            break
+          end
+        end
+      end
+      if not lg then
+        card = read('ZCARD', key)
+        if type(card) == 'table' then
+          -- not a sorted set: a compact log is read as one; another type
+          -- (WRONGTYPE) fails this decision, with nothing written
+          local h = read('GETRANGE', key, '0', '288')
+          if type(h) == 'string' then
+            clib = clib or compactLib()
+            lg = clib.open(key, h)
+          end
+          if not lg then
+            reply, fits = card, false
+            break
+          end
+        end
+      end
+      if lg then
+        -- a compact log: its live events are its newest, from its first
+        -- live one (found from F: compact.lua)
+        cs = cs or {}
+        cs[key] = lg
+        lg.f = clib.first(lg, now - window)
+        count = lg.T - lg.f
+        gone = 0
+        unknown = false
+      else
+      if cs then
+        cs[key] = nil
       end
       -- (one assignment each: a multiple assignment costs a copy more each;
       -- oldest and cutoff are read only where this log's read set them)
@@ -278,6 +330,7 @@ while argAt < nargs do
         end
       end
       count = card - gone
+      end
       end
       if count + n > limit and not retried then
         fits = false
@@ -347,6 +400,28 @@ while argAt < nargs do
             reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. oldest
           end
           state[8 * i - 4] = count
+        elseif cs and cs[key] then
+          -- a compact log: n events at now (or at its newest event's time,
+          -- should Redis' clock have stepped back), written in place
+          local lg = cs[key]
+          local t = nows
+          if lg.newest > now then
+            t = string.format('%d', lg.newest)
+          end
+          clib.record(lg, n, tonumber(t), first, lg.f, count, limit)
+          count = count + n
+          lg.f = lg.T - count
+          if denied then
+            denied[key] = nil
+          end
+          if i == 1 then
+            reply = '1 ' .. at .. ' ' .. string.format('%d', count) .. ' 0 ' .. t
+          else
+            reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. t
+          end
+          if all then
+            state[8 * i - 4] = count
+          end
         else
         local added = 0
         if n == 1 then
@@ -394,6 +469,9 @@ while argAt < nargs do
         local missing = {}
         for i = 1, nlimits do
           local w = ARGV[argAt + 2 + 2 * i]
+          if string.byte(w) == 45 then -- '-': a compact log's
+            w = string.sub(w, 2)
+          end
           local found = false
           for j = 1, #named do
             if named[j] == w then
@@ -480,6 +558,21 @@ while argAt < nargs do
           else
             reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
           end
+        elseif cs and cs[key] then
+          -- a compact log: the k-th oldest live event is f + k - 1
+          local lg = cs[key]
+          if not fits and count + n > limit then
+            kth = string.format('%d', clib.ts(lg, lg.f + count + n - limit - 1))
+          end
+          local newest = '0'
+          if lg.T > 0 then
+            newest = string.format('%d', lg.newest)
+          end
+          if i == 1 then
+            reply = (fits and '1 ' or '0 ') .. at .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
+          else
+            reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
+          end
         else
         if not fits then
           local short = count + n - limit
@@ -517,7 +610,11 @@ while argAt < nargs do
           local b = 8 * i - 8
           key, window = state[b + 1], state[b + 3]
         end
-        local ms = string.format('%d', math.ceil((now + window) / 1000))
+        local from = now -- (a compact log's newest event may be later: compact.lua)
+        if cs and cs[key] then
+          from = math.max(now, cs[key].newest)
+        end
+        local ms = string.format('%d', math.ceil((from + window) / 1000))
         if last == nargs and not replies then -- alone in its call
           call('PEXPIREAT', key, ms)
         else

@@ -30,6 +30,9 @@ var aclCommands = [][]any{
 	{"ZSCORE", "KEY", "m"},
 	{"ZREM", "KEY", "m"},
 	{"DEL", "KEY"},
+	{"GETRANGE", "KEY", "0", "1"},
+	{"SETRANGE", "KEY", "0", "x"},
+	{"SET", "KEY", "x"},
 	{"TIME"},
 }
 

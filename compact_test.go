@@ -1,0 +1,479 @@
+package slidelog
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/compactlog"
+	"github.com/slidelog/slidelog/internal/model"
+)
+
+// storeOf is the type of the log key holds: "zset", "string" (a compact
+// log) or "none".
+func storeOf(t *testing.T, rdb redis.Cmdable, key string) string {
+	t.Helper()
+	typ, err := rdb.Type(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return typ
+}
+
+// compactOf reads the compact log key.
+func compactOf(t *testing.T, rdb redis.Cmdable, key string) compactlog.Log {
+	t.Helper()
+	b, err := rdb.Get(context.Background(), key).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := compactlog.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lg
+}
+
+// compactTrace is a random trace on limits above the threshold: several
+// keys of 129 to 600 events, bursts of up to 90 events, the clock moving by
+// anything from nothing to more than a window, so that rings wrap, grow,
+// and find their first live event after anything from none to all of
+// their events expired.
+func compactTrace(r *rand.Rand, steps int) []model.Step {
+	type spec struct {
+		events int
+		window time.Duration
+	}
+	keys := map[string]spec{
+		"a": {129, 5 * ms},
+		"b": {300, 40 * ms},
+		"c": {600, time.Second},
+	}
+	names := []string{"a", "b", "c"}
+	trace := make([]model.Step, 0, steps)
+	for range steps {
+		k := names[r.IntN(len(names))]
+		sp := keys[k]
+		var adv time.Duration
+		switch c := r.IntN(60); {
+		case c == 0:
+			adv = sp.window
+		case c == 1:
+			adv = sp.window + time.Duration(r.IntN(3))*time.Microsecond
+		case c < 30:
+			adv = 0
+		default:
+			adv = time.Duration(r.Int64N(int64(50 * time.Microsecond)))
+		}
+		n := 1 + r.IntN(10)
+		if r.IntN(3) == 0 {
+			n = 1 + r.IntN(90)
+		}
+		peek := r.IntN(8) == 0
+		if peek {
+			n = 1
+		}
+		trace = append(trace, model.Step{Key: k, Events: sp.events, Window: sp.window, N: n, Advance: adv, Peek: peek})
+	}
+	return trace
+}
+
+// Large limits against the model on miniredis, whose clock the test sets:
+// every field of every decision, through growth, wrapping and expiry.
+func TestCompactModel(t *testing.T) {
+	for seed := range uint64(8) {
+		m := newMini(t)
+		l := New(m.rdb)
+		ctx := context.Background()
+		mod := model.New()
+		var now time.Duration
+		allowed := 0
+		for i, s := range compactTrace(rand.New(rand.NewPCG(seed, 22)), 1500) {
+			now += s.Advance
+			m.at(now)
+			lim, got, err := runStep(ctx, l, s)
+			if err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, i, err)
+			}
+			want := mod.Decide(s.Key, s.Events, s.Window, s.N, epoch.Add(now).UnixMicro(), !s.Peek)
+			if !sameDecision(got, lim, want) {
+				t.Fatalf("seed %d step %d (%+v at +%v):\n got %+v\nwant %+v", seed, i, s, now, got, want)
+			}
+			if got.Allowed {
+				allowed++
+			}
+		}
+		if allowed < 150 || allowed > 1350 {
+			t.Errorf("seed %d: %d of 1500 admitted: the trace did not exercise both branches", seed, allowed)
+		}
+		for _, k := range []string{"a", "b", "c"} {
+			if typ := storeOf(t, m.rdb, "slidelog:"+k); typ != "string" && typ != "none" {
+				t.Errorf("seed %d: key %s is a %s, want a compact log", seed, k, typ)
+			}
+		}
+		// the ring grew to its limit and wrapped
+		if storeOf(t, m.rdb, "slidelog:b") == "string" {
+			if lg := compactOf(t, m.rdb, "slidelog:b"); lg.Capacity != 300 || lg.Total <= 2*lg.Capacity {
+				t.Errorf("seed %d: key b has %d slots and %d events: the trace did not wrap a full ring", seed, lg.Capacity, lg.Total)
+			}
+		}
+	}
+}
+
+// The same on a real redis-server, whose clock nobody sets: the model
+// decides at the TIME each reply carries.
+func TestCompactModelRealRedis(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	for _, batching := range batchingModes {
+		t.Run(batching.name, func(t *testing.T) {
+			prefix := uniqueKey(t) + ":"
+			l := New(rdb, WithPrefix(prefix), batching.opt)
+			mod := model.New()
+			r := rand.New(rand.NewPCG(5, 5))
+			allowed := 0
+			trace := compactTrace(r, 1500)
+			for i, s := range trace {
+				if s.Advance > 0 && s.Advance <= 5*ms && r.IntN(4) == 0 {
+					time.Sleep(s.Advance)
+				}
+				lim, got, err := runStep(ctx, l, s)
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				want := mod.Decide(s.Key, s.Events, s.Window, s.N, got.at, !s.Peek)
+				if !sameDecision(got, lim, want) {
+					t.Fatalf("step %d (%+v):\n got %+v\nwant %+v", i, s, got, want)
+				}
+				if got.Allowed {
+					allowed++
+				}
+			}
+			if allowed < len(trace)/10 || allowed > len(trace)*9/10 {
+				t.Errorf("%d of %d calls admitted: the trace did not exercise both branches", allowed, len(trace))
+			}
+			if typ := storeOf(t, rdb, prefix+"c"); typ != "string" {
+				t.Errorf("key c is a %s, want a compact log", typ)
+			}
+		})
+	}
+}
+
+// Instances that disagree about the threshold (two versions in a rolling
+// deploy) never split a key: each reads the store the key is in. A trace
+// whose every step takes the threshold at random (every log compact, or
+// none) decides as the model.
+func TestStoreFollowsTheKey(t *testing.T) {
+	defer SetCompactAbove(compactAbove)
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	mod := model.New()
+	r := rand.New(rand.NewPCG(3, 9))
+	var now time.Duration
+	stores := map[string]bool{}
+	for i, s := range model.RandomTrace(r, 3000) {
+		if r.IntN(2) == 0 {
+			SetCompactAbove(0)
+		} else {
+			SetCompactAbove(1 << 30)
+		}
+		if s.Advance == -1 {
+			s.Advance = 0
+		}
+		now += s.Advance
+		m.at(now)
+		lim, got, err := runStep(ctx, l, s)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		want := mod.Decide(s.Key, s.Events, s.Window, s.N, epoch.Add(now).UnixMicro(), !s.Peek)
+		if !sameDecision(got, lim, want) {
+			t.Fatalf("step %d (%+v at +%v):\n got %+v\nwant %+v", i, s, now, got, want)
+		}
+		stores[storeOf(t, m.rdb, "slidelog:"+s.Key)] = true
+	}
+	if !stores["zset"] || !stores["string"] {
+		t.Errorf("the keys were in %v: the trace did not use both stores", stores)
+	}
+}
+
+// A key keeps its store when its limit crosses the threshold either way:
+// every event it holds still counts.
+func TestLimitCrossesTheThreshold(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	small, large := Limit{Events: 100, Window: time.Minute}, Limit{Events: 1000, Window: time.Minute}
+	if r, err := l.AllowN(ctx, "up", small, 100); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	if r, err := l.AllowN(ctx, "up", large, 901); err != nil || r.Allowed || r.Remaining != 900 {
+		t.Errorf("limit raised to 1000 over a sorted set of 100: %+v, %v; want denied, 900 left", r, err)
+	}
+	if typ := storeOf(t, m.rdb, "slidelog:up"); typ != "zset" {
+		t.Errorf("the key is a %s, want the sorted set it was", typ)
+	}
+	if r, err := l.AllowN(ctx, "down", large, 500); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	if r, err := l.Allow(ctx, "down", small); err != nil || r.Allowed || r.Remaining != 0 {
+		t.Errorf("limit lowered to 100 over a compact log of 500: %+v, %v; want denied", r, err)
+	}
+	m.at(time.Minute)
+	if r, err := l.AllowN(ctx, "down", small, 100); err != nil || !r.Allowed || r.Remaining != 0 {
+		t.Errorf("a window later: %+v, %v; want 100 admitted", r, err)
+	}
+	if typ := storeOf(t, m.rdb, "slidelog:down"); typ != "string" {
+		t.Errorf("the key is a %s, want the compact log it was", typ)
+	}
+}
+
+// A string that is no compact log is the decision's error, and nothing is
+// written to it, whatever the limit.
+func TestCompactForeignString(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := uniqueKey(t) + ":"
+			rdb.Set(ctx, prefix+"k", "someone else's value", 0)
+			for _, lim := range []Limit{PerMinute(10), PerMinute(1000)} {
+				for _, l := range []*Limiter{New(rdb, WithPrefix(prefix)), New(rdb, WithPrefix(prefix), WithBatching(4))} {
+					r, err := l.Allow(ctx, "k", lim)
+					if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || r.Allowed {
+						t.Errorf("%v: %+v, %v; want a WRONGTYPE error", lim, r, err)
+					}
+				}
+			}
+			if v := rdb.Get(ctx, prefix+"k").Val(); v != "someone else's value" {
+				t.Errorf("the string became %q", v)
+			}
+		})
+	}
+}
+
+// A re-sent admission (go-redis' retry, the EVAL after NOSCRIPT) on a
+// compact log finds itself in the log's table: admitted, counted once.
+func TestCompactRetriedCallIsIdempotent(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := uniqueKey(t) + ":"
+			l := New(twice{rdb}, WithPrefix(prefix))
+			lim := Limit{Events: 200, Window: time.Minute}
+			for i, s := range []struct {
+				n         int
+				allowed   bool
+				remaining int
+			}{{1, true, 199}, {150, true, 49}, {49, true, 0}, {1, false, 0}} {
+				r, err := l.AllowN(ctx, "k", lim, s.n)
+				if err != nil || r.Allowed != s.allowed || r.Remaining != s.remaining {
+					t.Errorf("step %d: %+v, %v; want allowed=%v remaining=%d", i, r, err, s.allowed, s.remaining)
+				}
+			}
+			if n := logLen(t, rdb, prefix+"k"); n != 200 {
+				t.Errorf("the log holds %d events, want 200", n)
+			}
+		})
+	}
+}
+
+// The retry of an admission older than the last 16 on its key is not
+// found, and its events count again: never admitted uncounted (the limit
+// holds), counted twice (docs/semantics.md, "Retries").
+func TestCompactOldRetryCountsTwice(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	lim := Limit{Events: 1000, Window: time.Minute}
+	first, err := l.Allow(ctx, "k", lim)
+	if err != nil || !first.Allowed {
+		t.Fatal(first, err)
+	}
+	resend := func() Result {
+		t.Helper()
+		arg := idArg{}
+		arg.set(first.handle.id)
+		arg.writes.Store(1) // the ninth byte: a call that may have been sent before
+		v, err := decideScript.Run(ctx, m.rdb, []string{"slidelog:k"}, 1, &arg, 1000, -lim.micros()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := decode(v, []Limit{lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := resend(); !r.Allowed || r.Remaining != 999 {
+		t.Errorf("a retry right after: %+v; want found (999 left)", r)
+	}
+	for range 16 {
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+			t.Fatal(r, err)
+		}
+	}
+	if r := resend(); !r.Allowed || r.Remaining != 1000-18 {
+		t.Errorf("a retry after 16 other admissions: %+v; want counted again (%d left)", r, 1000-18)
+	}
+}
+
+// Refund on a compact log takes back the admission's events (events of
+// one time are alike), once, also after its entry left the log's table;
+// on AllowAll, in each store its limits are in.
+func TestCompactRefund(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	lim := Limit{Events: 300, Window: time.Minute}
+	m.at(0)
+	a, err := l.AllowN(ctx, "k", lim, 50)
+	if err != nil || !a.Allowed {
+		t.Fatal(a, err)
+	}
+	for i := range 20 { // past the table's 16 entries, each a microsecond later
+		m.at(time.Duration(i+1) * time.Microsecond)
+		if r, err := l.AllowN(ctx, "k", lim, 2); err != nil || !r.Allowed {
+			t.Fatal(r, err)
+		}
+	}
+	for range 2 { // the second refund gives nothing more
+		if err := l.Refund(ctx, a.Handle()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != 300-40 {
+		t.Errorf("after the refund of 50: %+v, %v; want %d left", r, err, 300-40)
+	}
+	lg := compactOf(t, m.rdb, "slidelog:k")
+	for i, at := range lg.Events {
+		if want := epoch.Add(time.Duration(1+i/2) * time.Microsecond).UnixMicro(); at != want {
+			t.Fatalf("event %d at %d, want %d: the refund took the wrong events", i, at, want)
+		}
+	}
+	// a refund whose admission's events share their microsecond with
+	// another's takes back as many, once
+	m.at(time.Second)
+	b, _ := l.AllowN(ctx, "k", lim, 3)
+	c, _ := l.AllowN(ctx, "k", lim, 4)
+	if !b.Allowed || !c.Allowed {
+		t.Fatal(b, c)
+	}
+	_ = l.Refund(ctx, b.Handle())
+	_ = l.Refund(ctx, b.Handle())
+	if r, _ := l.Peek(ctx, "k", lim); r.Remaining != 300-40-4 {
+		t.Errorf("after refunding 3 of 7 events of one microsecond: %d left, want %d", r.Remaining, 300-44)
+	}
+	// AllowAll over both stores
+	all, err := l.AllowAll(ctx, "all", 5, PerMinute(10), PerHour(1000))
+	if err != nil || !all.Allowed {
+		t.Fatal(all, err)
+	}
+	if err := l.Refund(ctx, all.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	for _, lm := range []Limit{PerMinute(10), PerHour(1000)} {
+		if r, err := l.AllowAll(ctx, "all", lm.Events, lm); err != nil || !r.Allowed {
+			t.Errorf("%v after the refund: %+v, %v; want every event back", lm, r, err)
+		}
+	}
+}
+
+// Redis' clock stepping back: a compact log records at its newest event's
+// time meanwhile, so its times never decrease, and it stays exact.
+func TestCompactClockStepsBack(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	lim := Limit{Events: 200, Window: time.Second}
+	m.at(10 * time.Second)
+	if r, _ := l.AllowN(ctx, "k", lim, 100); !r.Allowed {
+		t.Fatal(r)
+	}
+	m.at(9 * time.Second)
+	if r, _ := l.AllowN(ctx, "k", lim, 100); !r.Allowed || r.Remaining != 0 {
+		t.Fatal(r)
+	}
+	lg := compactOf(t, m.rdb, "slidelog:k")
+	for i, at := range lg.Events {
+		if at != epoch.Add(10*time.Second).UnixMicro() {
+			t.Fatalf("event %d at %d: recorded before the newest", i, at)
+		}
+	}
+	m.at(11*time.Second - time.Microsecond)
+	if r, _ := l.Allow(ctx, "k", lim); r.Allowed || r.RetryAfter != time.Microsecond {
+		t.Errorf("1µs before they expire: %+v; want denied, RetryAfter 1µs", r)
+	}
+	m.at(11 * time.Second)
+	if r, _ := l.AllowN(ctx, "k", lim, 200); !r.Allowed {
+		t.Errorf("once they expire: %+v; want 200 admitted", r)
+	}
+}
+
+// Reset removes a compact log like a sorted set; a log of in-flight slots
+// stays a sorted set whatever its limit (its leases are renewed one by
+// one).
+func TestCompactResetAndInFlight(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	lim := Limit{Events: 500, Window: time.Minute}
+	if r, _ := l.AllowN(ctx, "k", lim, 500); !r.Allowed {
+		t.Fatal(r)
+	}
+	if _, err := l.AllowAll(ctx, "k", 1, lim, PerHour(2000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("after Reset: %v", keys)
+	}
+	s, err := l.AcquireN(ctx, "k", lim, 10)
+	if err != nil || !s.Allowed {
+		t.Fatal(s.Result, err)
+	}
+	if typ := storeOf(t, m.rdb, "slidelog:"+l.inflightKey("k")); typ != "zset" {
+		t.Errorf("the in-flight log is a %s, want a sorted set", typ)
+	}
+	if _, err := s.Renew(ctx); err != nil {
+		t.Error(err)
+	}
+	if err := s.Release(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// A compact log's bytes never exceed its capacity's (at most its largest
+// limit) and the header, whatever the traffic: one event, bursts, n up to
+// the limit.
+func TestCompactBounded(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	lim := Limit{Events: 1000, Window: time.Second}
+	bound := int64(compactlog.Header + compactlog.Slot*lim.Events)
+	for i, n := range []int{1, 1, 999, 1000, 5, 1000, 700, 300} {
+		m.at(time.Duration(i) * time.Second)
+		if r, err := l.AllowN(ctx, "k", lim, n); err != nil || !r.Allowed {
+			t.Fatalf("step %d: %+v %v", i, r, err)
+		}
+		if size := m.rdb.StrLen(ctx, "slidelog:k").Val(); size > bound {
+			t.Errorf("step %d: %d bytes, over %d", i, size, bound)
+		}
+	}
+	if lg := compactOf(t, m.rdb, "slidelog:k"); lg.Capacity != int64(lim.Events) {
+		t.Errorf("capacity %d, want %d", lg.Capacity, lim.Events)
+	}
+	if _, err := l.AllowN(ctx, "one", lim, 1); err != nil {
+		t.Fatal(err)
+	}
+	if size := m.rdb.StrLen(ctx, "slidelog:one").Val(); size != compactlog.Header+compactlog.Slot*64 {
+		t.Errorf("a log of one event: %d bytes, want the header and 64 slots", size)
+	}
+}
