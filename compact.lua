@@ -6,32 +6,37 @@
 --   4-10          C, its capacity: the slots it has (7 bytes each)
 --   11-17         T, the events ever recorded in it (event i is in slot
 --                 i mod C: the ring holds the last C events)
---   18-24         F, an index at or below its first live event
+--   18-24         F, an index at or below its first live event (at most
+--                 C below T)
 --   25-31         its newest event's time (µs)
---   32            the next entry of the table to write (0 to 15)
---   33-288        the table: 16 entries of 16 bytes, the last admissions
+--   32-38         the time of event F (when F < T)
+--   39            the next entry of the table to write (0 to 15)
+--   40-295        the table: 16 entries of 16 bytes, the last admissions
 --                 and refunds: the id of the first event (8 bytes), its
 --                 time (7), 'a' (admitted) or 'r' (refunded)
---   289-          the ring: C slots, each an event's time in µs, 7 bytes
---                 big-endian (exact: times are below 2^53)
+--   296-          the ring: C slots, each an event's time in µs
 --
--- Every integer is 7 bytes big-endian. Times in the ring never decrease
--- (an event is recorded at the later of now and the newest event's time,
--- should Redis' clock step back), so the live events are the newest ones,
--- a run from the first live one to T - 1, found from F by a scan of a
--- block, then a galloping and a binary search (cost: the events that
--- expired since the last admission, in blocks, not the log's size). A
--- decision reads the header, and at most a few slots; an admission writes
--- its slots in place and the header: no command's cost grows with the log.
--- A log grows (doubling, to its limit at most) by rewriting it whole with
--- SET, sized exactly: Redis' SETRANGE past a string's end would grow it
--- greedily, up to twice its size.
+-- Every integer is 7 bytes big-endian (exact: below 2^53). Times in the
+-- ring never decrease (an event is recorded at the later of now and the
+-- newest event's time, should Redis' clock step back), so the live events
+-- are the newest ones, from the first live one to T - 1. A decision reads
+-- the header (40 bytes); while event F is live it is the first live one,
+-- else the first live one is found from F by a scan of a block of slots,
+-- then a galloping and a binary search: the cost is the events that
+-- expired since the last admission, not the log's size. An admission
+-- writes its slots, the header and its table entry in place. A log grows
+-- (doubling, to its limit at most) by being rewritten whole with SET,
+-- sized exactly: SETRANGE past a string's end grows it greedily, up to
+-- twice its size.
 --
--- Only string.byte and string.char pack the bytes: miniredis has neither
--- struct nor bit.
+-- script.lua takes the usual decision itself, packing with Redis' struct
+-- library. compactLib below does the rest (and everything on miniredis,
+-- which has neither struct nor bit: string.byte and string.char only); it
+-- is made only by a call that needs it, as its closures cost Redis about
+-- 25 000 instructions (TestScriptPieces).
 local function compactLib()
   local call, byte, char, sub, rep, floor = redis.call, string.byte, string.char, string.sub, string.rep, math.floor
-  local HDR, K, B = 289, 16, 64 -- header bytes, table entries, slots per block read
+  local HDR, K, B = 296, 16, 64 -- bytes before the ring, table entries, slots per block read
   local lib = {HDR = HDR}
 
   local function enc(v)
@@ -45,17 +50,17 @@ local function compactLib()
   end
   lib.enc, lib.dec = enc, dec
 
-  -- open: the log of key from its header h (GETRANGE 0 HDR-1): a new one
+  -- open: the log of key from its header h (GETRANGE 0 39): a new one
   -- when h is empty (no key), nil when h is no compact log's.
   function lib.open(key, h)
     if h == '' then
-      return {key = key, C = 0, T = 0, F = 0, newest = 0, cur = 0}
+      return {key = key, C = 0, T = 0, F = 0, newest = 0, oldest = 0, cur = 0}
     end
-    if #h ~= HDR or sub(h, 1, 4) ~= 'slc1' then
+    if #h ~= 40 or sub(h, 1, 4) ~= 'slc1' then
       return nil
     end
-    return {key = key, h = h, C = dec(h, 5), T = dec(h, 12), F = dec(h, 19), newest = dec(h, 26),
-      cur = byte(h, 33) % K}
+    return {key = key, C = dec(h, 5), T = dec(h, 12), F = dec(h, 19), newest = dec(h, 26),
+      oldest = dec(h, 33), cur = byte(h, 40) % K}
   end
 
   -- slots: the bytes of k events from index i (k <= C)
@@ -86,17 +91,20 @@ local function compactLib()
   end
   lib.write = write
 
-  -- first: the index of the first live event (time > cutoff); T if none
+  -- first: the index of the first live event (time > cutoff), T if
+  -- none; lg.oldest becomes its time
   function lib.first(lg, cutoff)
-    local hi = lg.T - 1
-    if hi < 0 or lg.newest <= cutoff then
+    local hi, hiT = lg.T - 1, lg.newest
+    if hi < 0 or hiT <= cutoff then
       return lg.T
     end
     local lo = math.max(lg.F, lg.T - lg.C)
     local k = math.min(B, hi - lo + 1)
     local s = slots(lg, lo, k)
     for j = 0, k - 1 do
-      if dec(s, 7 * j + 1) > cutoff then
+      local at = dec(s, 7 * j + 1)
+      if at > cutoff then
+        lg.oldest = at
         return lo + j
       end
     end
@@ -104,52 +112,57 @@ local function compactLib()
     local step = B
     while lo < hi do
       local j = math.min(lo + step - 1, hi)
-      if ts(lg, j) > cutoff then
-        hi = j
+      local at = ts(lg, j)
+      if at > cutoff then
+        hi, hiT = j, at
         break
       end
       lo, step = j + 1, step * 2
     end
     while lo < hi do
       local m = floor((lo + hi) / 2)
-      if ts(lg, m) > cutoff then
-        hi = m
+      local at = ts(lg, m)
+      if at > cutoff then
+        hi, hiT = m, at
       else
         lo = m + 1
       end
     end
-    return lo
+    lg.oldest = hiT
+    return hi
   end
 
-  -- found: the time of the admission (kind 'a') or refund ('r') whose
-  -- first id is id, in the table; nil if not there
-  function lib.found(lg, id, kind)
-    local h = lg.h
-    if not h then
+  -- found: the time of the admission (kind 97, 'a') or refund (114, 'r')
+  -- whose first id is id, in the table of the log key; nil if not there
+  function lib.found(key, id, kind)
+    local tbl = redis.pcall('GETRANGE', key, '40', '295')
+    if type(tbl) ~= 'string' or #tbl ~= 16 * K then
       return nil
     end
     for e = 0, K - 1 do
-      local o = 34 + 16 * e
-      if sub(h, o, o + 7) == id and byte(h, o + 15) == kind then
-        return dec(h, o + 8)
+      local o = 1 + 16 * e
+      if sub(tbl, o, o + 7) == id and byte(tbl, o + 15) == kind then
+        return dec(tbl, o + 8)
       end
     end
     return nil
   end
 
-  -- header: T, F, newest and the cursor after an entry (id, t, kind) is
-  -- written at the cursor: what SETRANGE writes at byte 11, and the entry
   local function entry(id, t, kind)
     return sub(id .. rep('\0', 8), 1, 8) .. enc(t) .. char(kind)
   end
 
-  -- record: n events at time t from index T, the first event's id id and
-  -- the log's first live event f and live events count (before them).
-  -- limit: the log's capacity when it must grow (or be made): the most
-  -- events it keeps.
+  -- record: n events at time t from index T, the first event's id id;
+  -- f and count: the log's first live event and live events before them.
+  -- limit: the most events it keeps, its capacity should it grow (or be
+  -- made).
   function lib.record(lg, n, t, id, f, count, limit)
     local ev = rep(enc(t), n)
     local cur = lg.cur
+    local oldest = lg.oldest
+    if count == 0 then
+      oldest = t
+    end
     if count + n > lg.C then
       -- grow (or make) the log: rewritten whole, sized exactly, the live
       -- events first (indexes from 0)
@@ -158,37 +171,40 @@ local function compactLib()
       if count > 0 then
         live = slots(lg, f, count)
       end
-      local tbl = lg.h and sub(lg.h, 34, HDR) or rep('\0', 16 * K)
+      local tbl = rep('\0', 16 * K)
+      if lg.C > 0 then
+        tbl = call('GETRANGE', lg.key, '40', '295')
+      end
       tbl = sub(tbl, 1, 16 * cur) .. entry(id, t, 97) .. sub(tbl, 16 * cur + 17)
-      call('SET', lg.key, 'slc1' .. enc(C) .. enc(count + n) .. enc(0) .. enc(t) .. char((cur + 1) % K)
-        .. tbl .. live .. ev .. rep('\0', 7 * (C - count - n)))
+      call('SET', lg.key, 'slc1' .. enc(C) .. enc(count + n) .. enc(0) .. enc(t) .. enc(oldest)
+        .. char((cur + 1) % K) .. tbl .. live .. ev .. rep('\0', 7 * (C - count - n)))
       lg.C, lg.T, lg.F = C, count + n, 0
     else
       write(lg, lg.T, ev)
-      call('SETRANGE', lg.key, 11, enc(lg.T + n) .. enc(f) .. enc(t) .. char((cur + 1) % K))
-      call('SETRANGE', lg.key, 33 + 16 * cur, entry(id, t, 97))
+      call('SETRANGE', lg.key, '11', enc(lg.T + n) .. enc(f) .. enc(t) .. enc(oldest) .. char((cur + 1) % K))
+      call('SETRANGE', lg.key, 40 + 16 * cur, entry(id, t, 97))
       lg.T, lg.F = lg.T + n, f
     end
-    lg.newest, lg.cur, lg.h = t, (cur + 1) % K, nil
+    lg.newest, lg.oldest, lg.cur = t, oldest, (cur + 1) % K
   end
 
   -- unrecord: take back up to n events recorded at time t (any n of
   -- them: events of one time are alike), marking the refund of id in the
   -- table; the events after them move back. Returns the events taken.
-  function lib.unrecord(lg, n, t, id, cutoff)
-    local f = lib.first(lg, cutoff)
-    local lo, hi = f, lg.T -- the first event at t or later, then past t
-    local a, b = f, lg.T
+  function lib.unrecord(lg, n, t, id)
+    local f = math.max(lg.F, lg.T - lg.C)
+    local a, b = f, lg.T -- the first event at t or later, then the first past t
     while a < b do
       local m = floor((a + b) / 2)
       if ts(lg, m) >= t then b = m else a = m + 1 end
     end
-    lo, b = a, lg.T
+    local lo = a
+    b = lg.T
     while a < b do
       local m = floor((a + b) / 2)
       if ts(lg, m) > t then b = m else a = m + 1 end
     end
-    hi = a
+    local hi = a
     local m = math.min(n, hi - lo)
     local cur = lg.cur
     if m > 0 then
@@ -198,12 +214,17 @@ local function compactLib()
       lg.T = lg.T - m
       if lg.T > f then
         lg.newest = ts(lg, lg.T - 1)
+        lg.oldest = ts(lg, f)
       end
     end
-    call('SETRANGE', lg.key, 11, enc(lg.T) .. enc(math.min(f, lg.T)) .. enc(lg.newest) .. char((cur + 1) % K))
-    call('SETRANGE', lg.key, 33 + 16 * cur, entry(id, t, 114))
+    call('SETRANGE', lg.key, '11', enc(lg.T) .. enc(math.min(f, lg.T)) .. enc(lg.newest) .. enc(lg.oldest)
+      .. char((cur + 1) % K))
+    call('SETRANGE', lg.key, 40 + 16 * cur, entry(id, t, 114))
     return m
   end
 
   return lib
 end
+
+-- Redis' struct library, or nil (miniredis: compactLib does the packing)
+local struct = rawget(_G, 'struct')

@@ -7,6 +7,8 @@ package slidelog
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +23,7 @@ func bytesPerEvent(t *testing.T, rdb *redis.Client, fill func(key string, events
 		key := uniqueKey(t)
 		fill(key, events)
 		ctx := context.Background()
-		if n := rdb.ZCard(ctx, key).Val(); n != int64(events) {
+		if n := logLen(t, rdb, key); n != int64(events) {
 			t.Fatalf("key holds %d events, want %d", n, events)
 		}
 		used, err := rdb.MemoryUsage(ctx, key, 0).Result()
@@ -66,12 +68,23 @@ func TestMemoryPerEvent(t *testing.T) {
 		}
 	}
 	ours, ref := bytesPerEvent(t, rdb, slidelogFill), bytesPerEvent(t, rdb, uuidFill)
-	targets := map[int]float64{100: 25, 128: 25, 1000: 110}
-	t.Logf("| events per key | slidelog (8-byte ids) | reference (36-char UUIDs) |")
-	t.Logf("| --- | --- | --- |")
-	for _, events := range []int{100, 128, 1000, 100000} {
-		o, r := ours(events), ref(events)
-		t.Logf("| %d | %.1f B | %.1f B |", events, o, r)
+	sorted := func(events int) float64 { // slidelog's sorted set, whatever the limit
+		SetCompactAbove(1 << 30)
+		defer SetCompactAbove(128)
+		return ours(events)
+	}
+	// targets: the sorted set's while it is a listpack; the compact log's
+	// from 10 000 events
+	targets := map[int]float64{100: 25, 128: 25, 10000: 10, 100000: 8, 1000000: 8}
+	t.Logf("| events per key (the limit, full) | slidelog: store | slidelog | slidelog's sorted set (8-byte ids) | reference (36-char UUIDs) |")
+	t.Logf("| ---: | --- | ---: | ---: | ---: |")
+	for _, events := range []int{100, 128, 129, 1000, 10000, 100000, 1000000} {
+		o, z, r := ours(events), sorted(events), ref(events)
+		st := "sorted set"
+		if events > 128 {
+			st = "compact log"
+		}
+		t.Logf("| %d | %s | %.1f B | %.1f B | %.1f B |", events, st, o, z, r)
 		if target, ok := targets[events]; ok && o > target {
 			t.Errorf("%d events: %.1f B per event, target %.0f B", events, o, target)
 		}
@@ -92,9 +105,76 @@ func TestMemoryPerEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.ConfigSet(ctx, knob, old[knob])
-	o := ours(1000)
+	o := sorted(1000)
 	t.Logf("with %s 1024: %.1f B per event at 1000 events", knob, o)
 	if o > 25 {
 		t.Errorf("%s 1024: %.1f B per event at 1000 events, want <= 25", knob, o)
+	}
+}
+
+// commandUsec is the microseconds Redis has spent in cmd so far (INFO
+// commandstats).
+func commandUsec(t *testing.T, rdb *redis.Client, cmd string) int64 {
+	t.Helper()
+	info := rdb.Info(context.Background(), "commandstats").Val()
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_"+cmd+":") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_"+cmd+":")), ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// TestResetBlocks measures how long Redis is blocked by Reset of a key of
+// 1 000 000 live events and by its expiry, in both stores (Redis' own
+// time in the reset script; the latency monitor for the expiry). Run with
+// -v for the figures docs/semantics.md quotes.
+func TestResetBlocks(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	defer SetCompactAbove(128)
+	fill := func(l *Limiter, key string, events int) {
+		lim := Limit{Events: events, Window: time.Hour}
+		for left := events; left > 0; left -= 1000 {
+			if r, err := l.AllowN(ctx, key, lim, min(left, 1000)); err != nil || !r.Allowed {
+				t.Fatalf("fill: %+v %v", r, err)
+			}
+		}
+	}
+	for _, st := range []struct {
+		name  string
+		above int
+	}{{"compact log", 128}, {"sorted set", 1 << 30}} {
+		SetCompactAbove(st.above)
+		l := New(rdb, WithPrefix(uniqueKey(t)+":"), WithoutBatching())
+		fill(l, "k", 1000000)
+		if err := resetScript.Load(ctx, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+		before := commandUsec(t, rdb, "evalsha")
+		if err := l.Reset(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		reset := commandUsec(t, rdb, "evalsha") - before
+
+		// its expiry: the latency monitor reports an expire cycle over 1 ms
+		fill(l, "e", 1000000)
+		rdb.Do(ctx, "LATENCY", "RESET")
+		rdb.ConfigSet(ctx, "latency-monitor-threshold", "1")
+		rdb.PExpire(ctx, l.prefix+"e", time.Millisecond)
+		waitFor(t, "the key to expire", func() bool { return rdb.Exists(ctx, l.prefix+"e").Val() == 0 })
+		time.Sleep(200 * time.Millisecond)
+		latest := rdb.Do(ctx, "LATENCY", "LATEST").Val()
+		rdb.ConfigSet(ctx, "latency-monitor-threshold", "0")
+		t.Logf("| %s, 1 000 000 events | Reset: %d µs in Redis | expiry: latency events over 1 ms: %v |", st.name, reset, latest)
+		if st.name == "compact log" && reset > 5000 {
+			t.Errorf("Reset of a compact log of 1 000 000 events blocked Redis %d µs, target 5 ms", reset)
+		}
 	}
 }

@@ -33,6 +33,9 @@ func TestScriptPieces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := rdb.Set(ctx, "s", strings.Repeat("x", 289+7000), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 	// Every variant is clock.lua (TIME, now and nows), a ZCARD and a reply
 	// of one string, and adds one piece.
 	const count = "local count = call('ZCARD', KEYS[1])\n"
@@ -52,6 +55,28 @@ func TestScriptPieces(t *testing.T) {
 				strings.Repeat("x = x + 1\n", 20) + reply},
 		{"+ a local function over now (a closure made by every call)",
 			clockLua + count + "local function f(w) return now + w end\n" + reply},
+		// the compact log's pieces (compact.lua), on a string "s" of 289 +
+		// 7 000 bytes
+		{"+ GETRANGE of a compact log's header (289 bytes)",
+			clockLua + count + "local h = call('GETRANGE', 's', '0', '288')\n" + reply},
+		{"+ GETRANGE of 7 bytes",
+			clockLua + count + "local h = call('GETRANGE', 's', '1000', '1006')\n" + reply},
+		{"+ SETRANGE of 7 bytes",
+			clockLua + count + "call('SETRANGE', 's', '1000', 'abcdefg')\n" + reply},
+		{"+ SETRANGE of 278 bytes",
+			clockLua + count + "call('SETRANGE', 's', '11', string.rep('x', 278))\n" + reply},
+		{"+ compactLib() (its closures and table)",
+			compactLua + clockLua + count + "local lib = compactLib()\n" + reply},
+		{"+ struct.unpack of a header's five integers and a byte",
+			clockLua + count + "local h = 'slc1' .. struct.pack('>I7I7I7I7I7B', now, now, now, now, now, 3)\nlocal C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)\n" + reply},
+		{"+ struct.pack of a header's five integers and a byte",
+			clockLua + count + "local h = struct.pack('>I7I7I7I7I7B', now, now, now, now, now, 3)\n" + reply},
+		{"+ a table of 8 fields",
+			clockLua + count + "local lg = {key = 1, C = 2, T = 3, F = 4, newest = 5, oldest = 6, cur = 7, f = 8}\n" + reply},
+		{"+ compactLib() and four enc",
+			compactLua + clockLua + count + "local lib = compactLib()\nlocal e = lib.enc(now) .. lib.enc(now + 1) .. lib.enc(5) .. lib.enc(7)\n" + reply},
+		{"+ compactLib() and open of a header",
+			compactLua + clockLua + count + "local lib = compactLib()\nlocal lg = lib.open('s', 'slc1' .. string.rep('\\0', 285))\n" + reply},
 	}
 	const warm, calls = 200, 3000
 	t.Logf("redis-server under callgrind, one client, %d calls per variant after %d of warm-up", calls, warm)

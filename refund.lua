@@ -46,13 +46,13 @@ for i = 1, #KEYS - q do
       -- events of the admission's time (its table knows the time of its
       -- last admissions), once: the refund is marked in its table
       clib = clib or compactLib()
-      local lg = clib.open(KEYS[i], redis.call('GETRANGE', KEYS[i], '0', '288'))
+      local lg = clib.open(KEYS[i], redis.call('GETRANGE', KEYS[i], '0', '39'))
       if not lg then
         return r -- another type: WRONGTYPE
       end
-      if lg.T > 0 and not clib.found(lg, first, 114) then
-        local t = clib.found(lg, first, 97) or at
-        clib.unrecord(lg, #ARGV - from + 1, t, first, -1)
+      if lg.T > 0 and not clib.found(KEYS[i], first, 114) then
+        local t = clib.found(KEYS[i], first, 97) or at
+        clib.unrecord(lg, #ARGV - from + 1, t, first)
       end
       break
     end

@@ -110,7 +110,9 @@ local state
 -- client keeps a log of a larger limit compactly: docs/semantics.md), or
 -- when it is one already: a key is read in the store it is in, whatever
 -- its limit now, so that no key ever splits its events.
-local cs, clib
+-- The last compact log read is also in clog (its key in clogkey): a call
+-- of single-limit decisions makes no table cs.
+local cs, clib, clog, clogkey
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -190,10 +192,8 @@ while argAt < nargs do
         if type(recorded) == 'table' then
           -- not a sorted set: a compact log keeps its last admissions' ids
           -- (an error: the count step meets it again)
-          local h = read('GETRANGE', KEYS[keyAt + i], '0', '288')
           clib = clib or compactLib()
-          local lg = type(h) == 'string' and clib.open(KEYS[keyAt + i], h)
-          recorded = lg and clib.found(lg, first, 97)
+          recorded = clib.found(KEYS[keyAt + i], first, 97)
           if recorded then
             recorded = string.format('%d', recorded)
           end
@@ -269,45 +269,67 @@ while argAt < nargs do
           count = pcount
         end
       else
-      local lg, card -- a compact log; a sorted set's cardinality
+      local h, card -- a compact log's header; a sorted set's cardinality
       if window < 0 then -- the client would keep this log compactly
         window = -window
-        local h = read('GETRANGE', key, '0', '288')
-        if type(h) == 'string' then -- (an error: a sorted set, read as one below)
-          clib = clib or compactLib()
-          lg = clib.open(key, h)
-          if not lg then
-            reply, fits = {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, false
-            break
-          end
+        h = read('GETRANGE', key, '0', '39')
+        if type(h) == 'table' then -- another type: a sorted set is read as one below
+          h = nil
         end
       end
-      if not lg then
+      if not h then
         card = read('ZCARD', key)
         if type(card) == 'table' then
           -- not a sorted set: a compact log is read as one; another type
           -- (WRONGTYPE) fails this decision, with nothing written
-          local h = read('GETRANGE', key, '0', '288')
-          if type(h) == 'string' then
-            clib = clib or compactLib()
-            lg = clib.open(key, h)
-          end
-          if not lg then
+          h = read('GETRANGE', key, '0', '39')
+          if type(h) ~= 'string' or h == '' then
             reply, fits = card, false
             break
           end
         end
       end
-      if lg then
-        -- a compact log: its live events are its newest, from its first
-        -- live one (found from F: compact.lua)
-        cs = cs or {}
-        cs[key] = lg
-        lg.f = clib.first(lg, now - window)
+      if h then
+        -- a compact log (compact.lua): its live events are its newest,
+        -- from the first live one: event F while it is live, else found
+        -- from F by compactLib
+        local lg
+        if h == '' then
+          lg = {key = key, C = 0, T = 0, F = 0, newest = 0, oldest = 0, cur = 0}
+        elseif #h == 40 and string.sub(h, 1, 4) == 'slc1' then
+          if struct then
+            local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
+            lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur % 16}
+          else
+            clib = clib or compactLib()
+            lg = clib.open(key, h)
+          end
+        end
+        if not lg then
+          reply, fits = card or {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, false
+          break
+        end
+        local cut = now - window
+        if lg.T == 0 or lg.newest <= cut then
+          lg.f = lg.T
+        elseif lg.F < lg.T and lg.oldest > cut then
+          lg.f = lg.F
+        else
+          clib = clib or compactLib()
+          lg.f = clib.first(lg, cut)
+        end
+        clog, clogkey = lg, key
+        if all then
+          cs = cs or {}
+          cs[key] = lg
+        end
         count = lg.T - lg.f
         gone = 0
         unknown = false
       else
+      if clogkey == key then
+        clogkey = nil
+      end
       if cs then
         cs[key] = nil
       end
@@ -400,15 +422,35 @@ while argAt < nargs do
             reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. oldest
           end
           state[8 * i - 4] = count
-        elseif cs and cs[key] then
+        elseif clogkey == key or cs and cs[key] then
           -- a compact log: n events at now (or at its newest event's time,
           -- should Redis' clock have stepped back), written in place
-          local lg = cs[key]
-          local t = nows
+          local lg = clogkey == key and clog or cs[key]
+          local t, ts = nows, now
           if lg.newest > now then
-            t = string.format('%d', lg.newest)
+            ts = lg.newest
+            t = string.format('%d', ts)
           end
-          clib.record(lg, n, tonumber(t), first, lg.f, count, limit)
+          local p = lg.T % math.max(lg.C, 1)
+          if struct and count + n <= lg.C and p + n <= lg.C then
+            -- in place: its slots, then the header and its table entry
+            local slot = struct.pack('>I7', ts)
+            if n > 1 then
+              call('SETRANGE', key, 296 + 7 * p, string.rep(slot, n))
+            else
+              call('SETRANGE', key, 296 + 7 * p, slot)
+            end
+            local od = lg.oldest
+            if count == 0 then
+              od = ts
+            end
+            call('SETRANGE', key, '11', struct.pack('>I7I7I7I7B', lg.T + n, lg.f, ts, od, (lg.cur + 1) % 16))
+            call('SETRANGE', key, 40 + 16 * lg.cur, first .. slot .. 'a')
+            lg.T, lg.F, lg.newest, lg.oldest = lg.T + n, lg.f, ts, od
+          else -- growing, wrapping, or on miniredis
+            clib = clib or compactLib()
+            clib.record(lg, n, ts, first, lg.f, count, limit)
+          end
           count = count + n
           lg.f = lg.T - count
           if denied then
@@ -558,11 +600,16 @@ while argAt < nargs do
           else
             reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
           end
-        elseif cs and cs[key] then
+        elseif clogkey == key or cs and cs[key] then
           -- a compact log: the k-th oldest live event is f + k - 1
-          local lg = cs[key]
+          local lg = clogkey == key and clog or cs[key]
           if not fits and count + n > limit then
-            kth = string.format('%d', clib.ts(lg, lg.f + count + n - limit - 1))
+            if count + n - limit == 1 then
+              kth = string.format('%d', lg.oldest) -- (the time of event f)
+            else
+              clib = clib or compactLib()
+              kth = string.format('%d', clib.ts(lg, lg.f + count + n - limit - 1))
+            end
           end
           local newest = '0'
           if lg.T > 0 then
@@ -611,8 +658,9 @@ while argAt < nargs do
           key, window = state[b + 1], state[b + 3]
         end
         local from = now -- (a compact log's newest event may be later: compact.lua)
-        if cs and cs[key] then
-          from = math.max(now, cs[key].newest)
+        local lg = clogkey == key and clog or cs and cs[key]
+        if lg then
+          from = math.max(now, lg.newest)
         end
         local ms = string.format('%d', math.ceil((from + window) / 1000))
         if last == nargs and not replies then -- alone in its call

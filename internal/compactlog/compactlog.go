@@ -14,7 +14,7 @@ import (
 // The layout (compact.lua's header comment).
 const (
 	Magic   = "slc1"
-	Header  = 289 // bytes before the ring
+	Header  = 296 // bytes before the ring
 	Slot    = 7   // bytes per event
 	Entries = 16  // the table's entries
 )
@@ -25,6 +25,7 @@ type Log struct {
 	Total    int64   // the events ever recorded in it
 	First    int64   // an index at or below its first live event
 	Newest   int64   // its newest event's time, µs
+	Oldest   int64   // the time of event First (when First < Total), µs
 	Events   []int64 // the times of the events from max(First, Total-Capacity), oldest first, µs
 	Table    []Entry // its last admissions and refunds, the newest first
 }
@@ -53,17 +54,17 @@ func Parse(b []byte) (Log, error) {
 	if !Is(b) || len(b) < Header {
 		return Log{}, errors.New("compactlog: not a compact log")
 	}
-	l := Log{Capacity: num(b[4:]), Total: num(b[11:]), First: num(b[18:]), Newest: num(b[25:])}
+	l := Log{Capacity: num(b[4:]), Total: num(b[11:]), First: num(b[18:]), Newest: num(b[25:]), Oldest: num(b[32:])}
 	if want := Header + Slot*l.Capacity; int64(len(b)) != want {
 		return Log{}, fmt.Errorf("compactlog: %d bytes, want %d for %d slots", len(b), want, l.Capacity)
 	}
-	if l.First > l.Total {
-		return Log{}, fmt.Errorf("compactlog: first live index %d past %d events", l.First, l.Total)
+	if l.First > l.Total || l.First < l.Total-l.Capacity {
+		return Log{}, fmt.Errorf("compactlog: first live index %d outside the last %d of %d events", l.First, l.Capacity, l.Total)
 	}
-	cur := int(b[32]) % Entries
+	cur := int(b[39]) % Entries
 	for i := 0; i < Entries; i++ {
 		e := (cur - 1 - i + 2*Entries) % Entries
-		o := 33 + 16*e
+		o := 40 + 16*e
 		if b[o+15] == 0 {
 			continue
 		}

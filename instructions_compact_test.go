@@ -1,0 +1,92 @@
+//go:build measure
+
+// Redis instructions per decision on a log of many live events, in both
+// stores, under callgrind: go test -tags measure -run TestInstructionsByLogSize -v .
+// docs/performance.md and docs/semantics.md quote its figures.
+
+package slidelog_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redisserver"
+)
+
+func TestInstructionsByLogSize(t *testing.T) {
+	defer slidelog.SetCompactAbove(128)
+	cg, err := redisserver.StartCallgrind()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Stop()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: cg.Addr, PoolSize: 32, ReadTimeout: 60 * time.Second})
+	defer func() { _ = rdb.Close() }()
+	const callers, calls = 8, 2000
+	type store struct {
+		name  string
+		above int
+	}
+	stores := []store{{"compact", 128}, {"sorted set", 1 << 30}}
+	sizes := []int{1000, 100000, 1000000}
+	if os.Getenv("QUICK") != "" { // a quick look while working on the script
+		stores, sizes = stores[:1], sizes[:1]
+	}
+	t.Logf("redis-server under callgrind, %d callers, %d decisions on one key holding the live events (window 1h)", callers, calls)
+	t.Logf("| live events | store | admissions | denials |")
+	t.Logf("| ---: | --- | ---: | ---: |")
+	for _, s := range stores {
+		for _, size := range sizes {
+			if s.name == "sorted set" && size > 100000 {
+				continue
+			}
+			slidelog.SetCompactAbove(s.above)
+			l := slidelog.New(rdb, slidelog.WithPrefix(s.name+":"), slidelog.WithoutBatching()) // one decision a call: counts that do not depend on timing
+			key := "k" + time.Now().Format("150405.000000")
+			// fill: size events, 1 000 a call; the limit leaves room for
+			// the admissions measured (and then exactly none)
+			room := slidelog.Limit{Events: size + calls, Window: time.Hour}
+			for left := size; left > 0; left -= 1000 {
+				if r, err := l.AllowN(ctx, key, room, min(left, 1000)); err != nil || !r.Allowed {
+					t.Fatalf("fill: %+v %v", r, err)
+				}
+			}
+			measure := func(lim slidelog.Limit, want bool) int64 {
+				if err := cg.Zero(ctx); err != nil {
+					t.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				for range callers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range calls / callers {
+							r, err := l.Allow(ctx, key, lim)
+							if err != nil || r.Allowed != want {
+								t.Errorf("%+v %v; want allowed=%v", r, err, want)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				total, err := cg.Count(ctx)
+				if err != nil || total <= 0 {
+					t.Fatalf("count: %d %v", total, err)
+				}
+				return total / calls
+			}
+			admit := measure(room, true)
+			deny := measure(room, false) // (full: the admissions filled it)
+			t.Logf("| %d | %s | %d | %d |", size, s.name, admit, deny)
+			_ = l.Reset(ctx, key)
+		}
+	}
+}
