@@ -355,6 +355,35 @@ func TestCompactRefund(t *testing.T) {
 			t.Fatalf("event %d at %d, want %d: the refund took the wrong events", i, at, want)
 		}
 	}
+	// the same Handle refunded again after its mark left the table (16
+	// more admissions) gives nothing more, though events of its time are
+	// left (another admission's of the same microsecond)
+	m.at(20 * time.Microsecond)
+	a2, _ := l.AllowN(ctx, "k", lim, 5)
+	a3, _ := l.AllowN(ctx, "k", lim, 5)
+	for i := range 17 {
+		m.at(time.Duration(30+i) * time.Microsecond)
+		_, _ = l.Allow(ctx, "k", lim)
+	}
+	if err := l.Refund(ctx, a2.Handle()); err != nil { // found by its time: its entry left the table
+		t.Fatal(err)
+	}
+	for i := range 17 { // and now its refund's mark too
+		m.at(time.Duration(50+i) * time.Microsecond)
+		_, _ = l.Allow(ctx, "k", lim)
+	}
+	if err := l.Refund(ctx, a2.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := l.Peek(ctx, "k", lim); r.Remaining != 300-40-5-34 {
+		t.Errorf("a Handle refunded twice: %d left, want %d (given once)", r.Remaining, 300-40-5-34)
+	}
+	if err := l.Refund(ctx, a3.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := l.Peek(ctx, "k", lim); r.Remaining != 300-40-34 {
+		t.Errorf("after the refund of the other admission of that microsecond: %d left, want %d", r.Remaining, 300-40-34)
+	}
 	// a refund whose admission's events share their microsecond with
 	// another's takes back as many, once
 	m.at(time.Second)
@@ -365,8 +394,8 @@ func TestCompactRefund(t *testing.T) {
 	}
 	_ = l.Refund(ctx, b.Handle())
 	_ = l.Refund(ctx, b.Handle())
-	if r, _ := l.Peek(ctx, "k", lim); r.Remaining != 300-40-4 {
-		t.Errorf("after refunding 3 of 7 events of one microsecond: %d left, want %d", r.Remaining, 300-44)
+	if r, _ := l.Peek(ctx, "k", lim); r.Remaining != 300-40-34-4 {
+		t.Errorf("after refunding 3 of 7 events of one microsecond: %d left, want %d", r.Remaining, 300-40-34-4)
 	}
 	// AllowAll over both stores
 	all, err := l.AllowAll(ctx, "all", 5, PerMinute(10), PerHour(1000))

@@ -147,6 +147,9 @@ const maxPeriodTries = 3
 func handle(q *request, keys []string, id [idLen]byte) Handle {
 	h := Handle{key: keys[0], id: id, n: q.n, user: q.key, window: q.limit.Window}
 	if q.op != opAllowAll && !q.limit.Calendar() {
+		if q.limit.Events > compactAbove && q.op != opAcquire {
+			h.compact, h.given = true, new(atomic.Bool)
+		}
 		return h
 	}
 	limits := q.all()
@@ -159,10 +162,14 @@ func handle(q *request, keys []string, id [idLen]byte) Handle {
 		}
 		logs = append(logs, keys[i])
 		h.window = max(h.window, lim.Window)
+		h.compact = h.compact || lim.Events > compactAbove
 	}
 	h.all = &logs
+	if len(quotas) > 0 || h.compact {
+		h.given = new(atomic.Bool)
+	}
 	if len(quotas) > 0 {
-		h.quotas, h.given = &quotas, new(atomic.Bool)
+		h.quotas = &quotas
 	}
 	return h
 }

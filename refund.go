@@ -28,11 +28,27 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 // Handle's calendar quotas get their count back once (copies of the Handle
 // share that): a quota keeps no set of the events it counted, so a second
 // refund could not tell it was one.
+//
+// A compact log (a limit over compactAbove) keeps no ids either: it takes
+// back events of the admission's time, and its table remembers the refund
+// for 16 more admissions or refunds on the key only; so a Handle with a
+// limit that large refunds once too (its copies share given), and again
+// only after an error.
 func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
 	if h.quotas == nil {
-		return wrap(ctx, "refund", refundScript.Run(ctx, rdb, h.logs(), h.refundArgs()...).Err())
+		if h.given != nil && !h.given.CompareAndSwap(false, true) {
+			return nil // given already
+		}
+		err := refundScript.Run(ctx, rdb, h.logs(), h.refundArgs()...).Err()
+		if err != nil && h.given != nil {
+			h.given.Store(false) // not given: the caller may try again
+		}
+		return wrap(ctx, "refund", err)
 	}
 	if !h.given.CompareAndSwap(false, true) {
+		if h.compact {
+			return nil // given already: its compact logs would give again
+		}
 		h = Handle{key: h.key, all: h.all, id: h.id, n: h.n, at: h.at} // the events of its logs only (idempotent)
 		if len(*h.all) == 0 {
 			return nil

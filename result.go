@@ -54,8 +54,9 @@ type Handle struct {
 	window time.Duration // the longest window of its logs: its events count that long
 	at     int64         // the time its events were recorded at (µs; 0: unknown), for a compact log's refund
 
-	quotas *[]quota     // the calendar quotas it counted in (a pointer keeps Result comparable)
-	given  *atomic.Bool // a refund of its quotas was given (the quotas are no set: one refund per Handle)
+	quotas  *[]quota     // the calendar quotas it counted in (a pointer keeps Result comparable)
+	given   *atomic.Bool // a refund of its quotas or compact logs was given (they are no sets: one refund per Handle)
+	compact bool         // a log of a limit over compactAbove: a compact log, unless it was a sorted set already
 }
 
 // quota is one calendar quota an admission counted in: its key and the
