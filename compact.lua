@@ -223,6 +223,26 @@ local function compactLib()
     return m
   end
 
+  -- convert: the sorted set key (a log of limit events, at most 4 096
+  -- members) rewritten as a compact log of its live events (time >
+  -- cutoff), in place. Its members' ids are gone: a retry of an admission
+  -- before it counts again.
+  function lib.convert(key, limit, cutoff)
+    local z = call('ZRANGEBYSCORE', key, '(' .. string.format('%d', cutoff), '+inf', 'WITHSCORES')
+    local m = #z / 2
+    local C = math.min(math.max(limit, m), math.max(64, m))
+    local ring = {}
+    for j = 1, m do
+      ring[j] = enc(tonumber(z[2 * j]))
+    end
+    local newest, oldest = 0, 0
+    if m > 0 then
+      newest, oldest = tonumber(z[2 * m]), tonumber(z[2])
+    end
+    call('SET', key, 'slc1' .. enc(C) .. enc(m) .. enc(0) .. enc(newest) .. enc(oldest) .. char(0)
+      .. rep('\0', 16 * K) .. table.concat(ring) .. rep('\0', 7 * (C - m)))
+  end
+
   return lib
 end
 

@@ -506,3 +506,81 @@ func TestCompactBounded(t *testing.T) {
 		t.Errorf("a log of one event: %d bytes, want the header and 64 slots", size)
 	}
 }
+
+// A sorted set of a limit kept compactly (made by a slidelog older than the
+// compact log, or before the limit grew) of at most 4 096 live events
+// becomes a compact log at its next admission, with every live event; a
+// larger one stays a sorted set. Decisions match the model throughout.
+func TestSortedSetBecomesCompact(t *testing.T) {
+	defer SetCompactAbove(compactAbove)
+	for _, tc := range []struct {
+		events, fill int
+		window       time.Duration
+		want         string
+	}{{1000, 900, time.Second, "string"}, {6000, 5000, time.Minute, "zset"}} {
+		m := newMini(t)
+		l := New(m.rdb)
+		ctx := context.Background()
+		mod := model.New()
+		lim := Limit{Events: tc.events, Window: tc.window}
+		step := func(at time.Duration, n int) {
+			t.Helper()
+			m.at(at)
+			r, err := l.AllowN(ctx, "k", lim, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := mod.Decide("k", lim.Events, lim.Window, n, epoch.Add(at).UnixMicro(), true); !sameDecision(r, lim, want) {
+				t.Fatalf("at %v n %d: got %+v, want %+v", at, n, r, want)
+			}
+		}
+		SetCompactAbove(1 << 30) // an older slidelog: a sorted set
+		for i := 0; i < tc.fill; i += 100 {
+			step(time.Duration(i)*time.Millisecond, 100)
+		}
+		if typ := storeOf(t, m.rdb, "slidelog:k"); typ != "zset" {
+			t.Fatalf("%d events: a %s, want a sorted set", tc.fill, typ)
+		}
+		SetCompactAbove(128)
+		step(time.Duration(tc.fill)*time.Millisecond, 1) // some of the first events have expired
+		if typ := storeOf(t, m.rdb, "slidelog:k"); typ != tc.want {
+			t.Errorf("%d events: a %s after an admission, want a %s", tc.fill, typ, tc.want)
+		}
+		for i := range 40 {
+			step(time.Duration(tc.fill+25*i)*time.Millisecond, 1+i%7)
+		}
+	}
+}
+
+// The same on a real redis-server, whose script packs with struct: the
+// converted log is read and written in place as any compact log.
+func TestSortedSetBecomesCompactRealRedis(t *testing.T) {
+	defer SetCompactAbove(compactAbove)
+	rdb := realRedis(t)
+	ctx := context.Background()
+	prefix := uniqueKey(t) + ":"
+	l := New(rdb, WithPrefix(prefix))
+	lim := Limit{Events: 500, Window: time.Hour}
+	SetCompactAbove(1 << 30)
+	if r, err := l.AllowN(ctx, "k", lim, 300); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	SetCompactAbove(128)
+	for i, want := range []int{199, 198} {
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || r.Remaining != want {
+			t.Fatalf("admission %d: %+v, %v; want %d left", i, r, err, want)
+		}
+	}
+	if typ := storeOf(t, rdb, prefix+"k"); typ != "string" {
+		t.Fatalf("a %s, want a compact log", typ)
+	}
+	if r, err := l.AllowN(ctx, "k", lim, 199); err != nil || r.Allowed || r.Remaining != 198 {
+		t.Errorf("one over: %+v, %v; want denied, 198 left", r, err)
+	}
+	if n := logLen(t, rdb, prefix+"k"); n != 302 {
+		t.Errorf("the log holds %d events, want 302", n)
+	}
+	if ttl := rdb.PTTL(ctx, prefix+"k").Val(); ttl < 59*time.Minute {
+		t.Errorf("its expiry is %v away, want about an hour", ttl)
+	}
+}

@@ -496,6 +496,13 @@ while argAt < nargs do
         else
           reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. nows
         end
+        if added == n and count <= 4096 and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then
+          -- a sorted set of a limit the client keeps compactly (made by an
+          -- older slidelog, or before its limit grew): small enough to
+          -- become a compact log now, in place (compact.lua)
+          clib = clib or compactLib()
+          clib.convert(key, limit, now - window)
+        end
         if all then
           local b = 8 * i - 8
           state[b + 4], state[b + 5], state[b + 6] = count, gone, unknown
