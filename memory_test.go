@@ -178,3 +178,29 @@ func TestResetBlocks(t *testing.T) {
 		}
 	}
 }
+// TestConvertBlocks measures Redis' time in the admission that turns a
+// sorted set of 4 096 live events into a compact log.
+func TestConvertBlocks(t *testing.T) {
+	defer SetCompactAbove(compactAbove)
+	rdb := realRedis(t)
+	ctx := context.Background()
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"), WithoutBatching())
+	lim := Limit{Events: 5000, Window: time.Hour}
+	SetCompactAbove(1 << 30)
+	for range 4 {
+		l.AllowN(ctx, "k", lim, 1000)
+	}
+	l.AllowN(ctx, "k", lim, 95)
+	l.Allow(ctx, "k2", lim)
+	SetCompactAbove(128)
+	l.Allow(ctx, "k2", lim) // (the script loaded)
+	before := commandUsec(t, rdb, "evalsha")
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	conv := commandUsec(t, rdb, "evalsha") - before
+	before = commandUsec(t, rdb, "evalsha")
+	l.Allow(ctx, "k", lim)
+	next := commandUsec(t, rdb, "evalsha") - before
+	t.Logf("the admission that converts 4 096 events: %d µs in Redis; the next: %d µs (type %s)", conv, next, storeOf(t, rdb, l.prefix+"k"))
+}
