@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/compactlog"
 )
 
 func runInspect(ctx context.Context, args []string, stdout, _ io.Writer) error {
@@ -24,12 +25,16 @@ Shows every log of a key as Redis holds it, read in one transaction: the
 single-limit log (Allow, AllowN, Peek), each AllowAll log (one per window,
 found through the key's index of windows), and the in-flight log
 (AcquireN: the slots held, each with its lease's end). Every event has its
-server timestamp, age and id; every log its TTL. Given the single limit
-(--events and --window), it shows what Allow would answer now (remaining,
-retry-after, reset-after; read only, through Peek). A slot's lease ends
---lease after it was taken or renewed; without --lease, the lease is taken
-from the in-flight log's expiry (its newest slot's end, to about a
-millisecond). Read from $REDIS_URL when --redis is not given.
+server timestamp, age and id; every log its TTL, and its live events when
+its window is known. A log made for a limit over 128 events is a compact
+log (a string of 7-byte event times), shown with its slots and bytes: its
+events have no ids (it keeps those of its last admissions and refunds,
+listed after them). Given the single limit (--events and --window), it
+shows what Allow would answer now (remaining, retry-after, reset-after;
+read only, through Peek). A slot's lease ends --lease after it was taken or
+renewed; without --lease, the lease is taken from the in-flight log's
+expiry (its newest slot's end, to about a millisecond). Read from
+$REDIS_URL when --redis is not given.
 
 flags:`)
 		fs.PrintDefaults()
@@ -79,12 +84,76 @@ flags:`)
 	return inspect(ctx, rdb, *prefix, key, limit, *lease, stdout)
 }
 
-// zlog is one sorted set of a key as read: its events (or windows, for
-// the index) and its TTL.
+// zlog is one log of a key as read: its events (or windows, for the
+// index) and its TTL. A sorted set's events are its members; a compact log's
+// (compact, not nil) are its events' times, with no member: it keeps no
+// event's id.
 type zlog struct {
-	name string
-	zs   []redis.Z
-	ttl  time.Duration // PTTL's: -2 no key, -1 no expiry
+	name    string
+	zs      []redis.Z
+	ttl     time.Duration // PTTL's: -2 no key, -1 no expiry
+	compact *compactlog.Log
+	bytes   int // a compact log's string's length
+}
+
+// store is how a log's header names a compact log's store: "; a compact
+// log of C slots, B bytes", or "" for a sorted set.
+func (l *zlog) store() string {
+	if l.compact == nil {
+		return ""
+	}
+	return fmt.Sprintf("; a compact log of %s, %d bytes", count(int(l.compact.Capacity), "slot"), l.bytes)
+}
+
+// live is " (N live)": how many of the log's events are younger than
+// window at nowUS (the others show "(expired)"); "" for no window.
+func (l *zlog) live(nowUS int64, window time.Duration) string {
+	if window <= 0 {
+		return ""
+	}
+	n := 0
+	for _, z := range l.zs {
+		if time.Duration(nowUS-int64(z.Score))*time.Microsecond < window {
+			n++
+		}
+	}
+	return fmt.Sprintf(" (%d live)", n)
+}
+
+// pending is a log's reads in a transaction: the sorted set's members, the
+// string of a compact log (nil for the logs that are always sorted sets:
+// the index, the in-flight log), and its TTL.
+type pending struct {
+	l   *zlog
+	zs  *redis.ZSliceCmd
+	str *redis.StringCmd
+	ttl *redis.DurationCmd
+}
+
+// read fills p's log from its replies: a sorted set (or no key), or, where
+// ZRANGE met a string, the compact log the string holds. A string that is no
+// compact log, or a key of another type, is an error naming the key.
+func (p pending) read() error {
+	p.l.ttl = p.ttl.Val()
+	err := p.zs.Err()
+	if err == nil {
+		p.l.zs = p.zs.Val()
+		return nil
+	}
+	if p.str == nil || p.str.Err() != nil {
+		return fmt.Errorf("%s: %w", p.l.name, err)
+	}
+	b, _ := p.str.Bytes()
+	lg, perr := compactlog.Parse(b)
+	if perr != nil {
+		return fmt.Errorf("%s holds a string of %d bytes that is not a compact log: %w", p.l.name, len(b), perr)
+	}
+	p.l.compact, p.l.bytes = &lg, len(b)
+	p.l.zs = make([]redis.Z, len(lg.Events))
+	for i, t := range lg.Events {
+		p.l.zs[i] = redis.Z{Score: float64(t)} // exact: times are below 2^53
+	}
+	return nil
 }
 
 // inspect prints every log of key: the single-limit log, each AllowAll
@@ -94,22 +163,25 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 	names := logsOf(prefix, key)
 	// One transaction: the server time and the logs at one instant (a
 	// Cluster would take it too: every log of a key is on one slot).
+	// A log that may be compact (the single-limit log, an AllowAll log) is
+	// read both ways, ZRANGE and GET: whichever store it is in answers, the
+	// other fails with WRONGTYPE.
 	var now *redis.TimeCmd
-	type pending struct {
-		l   *zlog
-		zs  *redis.ZSliceCmd
-		ttl *redis.DurationCmd
-	}
 	var ps []pending
-	queue := func(p redis.Pipeliner, k string) *zlog {
+	queue := func(p redis.Pipeliner, k string, compact bool) *zlog {
 		l := &zlog{name: k}
-		ps = append(ps, pending{l, p.ZRangeWithScores(ctx, k, 0, -1), p.PTTL(ctx, k)})
+		pd := pending{l: l, zs: p.ZRangeWithScores(ctx, k, 0, -1)}
+		if compact {
+			pd.str = p.Get(ctx, k)
+		}
+		pd.ttl = p.PTTL(ctx, k)
+		ps = append(ps, pd)
 		return l
 	}
 	var single, index, inflight *zlog
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		now = p.Time(ctx)
-		single, index, inflight = queue(p, names.single), queue(p, names.index), queue(p, names.inflight)
+		single, index, inflight = queue(p, names.single, true), queue(p, names.index, false), queue(p, names.inflight, false)
 		return nil
 	}); err != nil && !isRedisError(err) {
 		return err
@@ -118,10 +190,9 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 		return err
 	}
 	for _, p := range ps {
-		if err := p.zs.Err(); err != nil {
-			return fmt.Errorf("%s: %w", p.l.name, err)
+		if err := p.read(); err != nil {
+			return err
 		}
-		p.l.zs, p.l.ttl = p.zs.Val(), p.ttl.Val()
 	}
 	// The AllowAll logs the index names, in a second transaction.
 	ps = ps[:0]
@@ -129,31 +200,35 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 	if len(index.zs) > 0 {
 		if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			for _, z := range index.zs {
-				windows = append(windows, queue(p, names.start+fmt.Sprint(z.Member)))
+				windows = append(windows, queue(p, names.start+fmt.Sprint(z.Member), true))
 			}
 			return nil
 		}); err != nil && !isRedisError(err) {
 			return err
 		}
 		for _, p := range ps {
-			if err := p.zs.Err(); err != nil {
-				return fmt.Errorf("%s: %w", p.l.name, err)
+			if err := p.read(); err != nil {
+				return err
 			}
-			p.l.zs, p.l.ttl = p.zs.Val(), p.ttl.Val()
 		}
 	}
 	at := now.Val()
 	nowUS := at.UnixMicro()
 
-	fmt.Fprintf(out, "key %s at server time %s: %s%s\n", single.name, at.UTC().Format("2006-01-02T15:04:05.000000Z"),
-		count(len(single.zs), "event"), expires(single.ttl))
+	var window time.Duration // the single limit's, when given
+	if limit.Events > 0 {
+		window = limit.Window
+	}
+	fmt.Fprintf(out, "key %s at server time %s: %s%s%s%s\n", single.name, at.UTC().Format("2006-01-02T15:04:05.000000Z"),
+		count(len(single.zs), "event"), single.live(nowUS, window), expires(single.ttl), single.store())
 	for i, z := range single.zs {
 		state := ""
-		if limit.Events > 0 && time.Duration(nowUS-int64(z.Score))*time.Microsecond >= limit.Window {
+		if window > 0 && time.Duration(nowUS-int64(z.Score))*time.Microsecond >= window {
 			state = "  (expired)"
 		}
 		printEvent(out, i, z, nowUS, state)
 	}
+	printTable(out, single, nowUS)
 
 	if len(index.zs) == 0 {
 		fmt.Fprintf(out, "AllowAll: no logs (no index %s)\n", index.name)
@@ -165,7 +240,8 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 		fmt.Fprintf(out, "AllowAll: %s, windows %s (index %s%s)\n", count(len(index.zs), "log"), strings.Join(ws, ", "), index.name, expires(index.ttl))
 		for i, w := range windows {
 			window := windowOf(index.zs[i])
-			fmt.Fprintf(out, "AllowAll log %s, window %v: %s%s\n", w.name, window, count(len(w.zs), "event"), expires(w.ttl))
+			fmt.Fprintf(out, "AllowAll log %s, window %v: %s%s%s%s\n", w.name, window, count(len(w.zs), "event"),
+				w.live(nowUS, window), expires(w.ttl), w.store())
 			for j, z := range w.zs {
 				state := ""
 				if time.Duration(nowUS-int64(z.Score))*time.Microsecond >= window {
@@ -173,6 +249,7 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 				}
 				printEvent(out, j, z, nowUS, state)
 			}
+			printTable(out, w, nowUS)
 		}
 	}
 
@@ -235,11 +312,37 @@ func isRedisError(err error) bool {
 	return errors.As(err, &rerr)
 }
 
-// printEvent prints the i-th event z of a log, then state.
+// printEvent prints the i-th event z of a log, then state. A compact log's
+// event (no member) has no id.
 func printEvent(out io.Writer, i int, z redis.Z, nowUS int64, state string) {
 	at := int64(z.Score)
 	age := time.Duration(nowUS-at) * time.Microsecond
+	if z.Member == nil {
+		fmt.Fprintln(out, strings.TrimRight(fmt.Sprintf("%4d  %s  age %-14v%s", i+1, time.UnixMicro(at).UTC().Format("15:04:05.000000"), age, state), " "))
+		return
+	}
 	fmt.Fprintf(out, "%4d  %s  age %-14v id %x%s\n", i+1, time.UnixMicro(at).UTC().Format("15:04:05.000000"), age, z.Member, state)
+}
+
+// printTable prints a compact log's table: its last admissions and refunds
+// (a retried call is found there), newest first, each with its time and
+// the id of its first event. Nothing for a sorted set.
+func printTable(out io.Writer, l *zlog, nowUS int64) {
+	if l.compact == nil || len(l.compact.Table) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "  the last %d admissions and refunds it remembers, newest first, each with its first event's id:\n", len(l.compact.Table))
+	for _, e := range l.compact.Table {
+		kind := fmt.Sprintf("%q", e.Kind)
+		switch e.Kind {
+		case 'a':
+			kind = "admitted"
+		case 'r':
+			kind = "refunded"
+		}
+		age := time.Duration(nowUS-e.Time) * time.Microsecond
+		fmt.Fprintf(out, "      %s  %s  age %-14v id %x\n", kind, time.UnixMicro(e.Time).UTC().Format("15:04:05.000000"), age, e.ID)
+	}
 }
 
 // windowOf is the window an index entry names (its score: µs).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -108,6 +110,180 @@ func TestInspectNamesEveryLogRealRedis(t *testing.T) {
 			}
 			if !regexp.MustCompile(`\(lease ≈ 30(\.001)?s from the log's expiry`).MatchString(out) || strings.Count(out, "lease ends") != 2 {
 				t.Errorf("want the lease from the expiry and 2 slots' ends:\n%s", out)
+			}
+		})
+	}
+}
+
+// sections splits inspect's output into its logs: each header line (not
+// indented) with the lines under it (its events, a compact log's table).
+func sections(out string) map[string][]string {
+	s := map[string][]string{}
+	var head string
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if !strings.HasPrefix(line, " ") {
+			head = line
+			s[head] = nil
+			continue
+		}
+		s[head] = append(s[head], line)
+	}
+	return s
+}
+
+// section is the header starting with prefix and its lines; it fails t if
+// there is not exactly one.
+func section(t *testing.T, s map[string][]string, prefix, out string) (string, []string) {
+	t.Helper()
+	var found []string
+	for h := range s {
+		if strings.HasPrefix(h, prefix) {
+			found = append(found, h)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d headers starting %q, want 1:\n%s", len(found), prefix, out)
+	}
+	return found[0], s[found[0]]
+}
+
+// A log of a limit over 128 events is a compact log (a Redis string, not a
+// sorted set): inspect lists its events as it lists a sorted set's (each
+// with its time and age, the expired ones marked), counts the live ones,
+// names the store with its slots and bytes, and lists the admissions it
+// remembers; on a real Redis, for the single-limit log and an AllowAll log,
+// next to an AllowAll log that is a sorted set.
+func TestInspectCompactLogRealRedis(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t)})
+	defer func() { _ = rdb.Close() }()
+	l := slidelog.New(rdb)
+	big := slidelog.Limit{Events: 200, Window: 2 * time.Second}
+	small := slidelog.PerMinute(5)
+	admit := func(n int) {
+		t.Helper()
+		if r, err := l.AllowN(ctx, "big", big, n); err != nil || !r.Allowed {
+			t.Fatalf("AllowN %d: %+v, %v", n, r, err)
+		}
+		if r, err := l.AllowAll(ctx, "big", n, big, small); err != nil || !r.Allowed {
+			t.Fatalf("AllowAll %d: %+v, %v", n, r, err)
+		}
+	}
+	// 3 events, then 2 more 1.2s later; inspected 1s after those, the
+	// first 3 have left the 2s window (surely: sleeps are at least as long),
+	// the 2 have not.
+	admit(3)
+	time.Sleep(1200 * time.Millisecond)
+	admit(2)
+	time.Sleep(time.Second)
+
+	names := logsOf("slidelog:", "big")
+	compact := []string{names.single, names.start + "2000000"}
+	logs := map[string]compactlog.Log{}
+	size := map[string]int{}
+	for _, k := range compact {
+		b, err := rdb.Get(ctx, k).Bytes()
+		if err != nil {
+			t.Fatalf("%s: %v (the library keeps a log of 200 events compactly: a string)", k, err)
+		}
+		lg, err := compactlog.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lg.Events) != 5 {
+			t.Fatalf("%s holds %d events, want 5", k, len(lg.Events))
+		}
+		logs[k], size[k] = lg, len(b)
+	}
+	if typ := rdb.Type(ctx, names.start+"60000000").Val(); typ != "zset" {
+		t.Fatalf("the 1m log of 5 events is a %s, want a sorted set", typ)
+	}
+
+	code, out, errs := runLive("inspect", "--redis", rdb.Options().Addr, "--events", "200", "--window", "2s", "big")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+	s := sections(out)
+	for _, c := range []struct{ prefix, k string }{
+		{"key slidelog:big at server time ", names.single},
+		{"AllowAll log " + names.start + "2000000, window 2s: ", names.start + "2000000"},
+	} {
+		head, lines := section(t, s, c.prefix, out)
+		lg := logs[c.k]
+		store := fmt.Sprintf("; a compact log of %d slots, %d bytes", lg.Capacity, size[c.k])
+		if !strings.Contains(head, ": 5 events (2 live), expires in ") || !strings.HasSuffix(head, store) {
+			t.Errorf("header %q: want 5 events (2 live), an expiry, and %q", head, store)
+		}
+		var events []string
+		for _, line := range lines {
+			if regexp.MustCompile(`^ +\d+  `).MatchString(line) {
+				events = append(events, line)
+			}
+		}
+		if len(events) != 5 {
+			t.Fatalf("%s: %d events listed, want 5:\n%s", c.k, len(events), out)
+		}
+		for i, line := range events {
+			at := time.UnixMicro(lg.Events[i]).UTC().Format("15:04:05.000000")
+			if !strings.HasPrefix(line, fmt.Sprintf("%4d  %s  age ", i+1, at)) {
+				t.Errorf("%s: event %d listed as %q, want it at %s", c.k, i+1, line, at)
+			}
+			if expired := strings.HasSuffix(line, "(expired)"); expired != (i < 3) {
+				t.Errorf("%s: event %d %q: expired %v, want %v", c.k, i+1, line, expired, i < 3)
+			}
+		}
+		if n := strings.Count(strings.Join(lines, "\n"), "admitted "); n != 2 {
+			t.Errorf("%s: %d admissions listed from its table, want 2:\n%s", c.k, n, out)
+		}
+	}
+	head, lines := section(t, s, "AllowAll log "+names.start+"60000000, window 1m0s: ", out)
+	if !strings.Contains(head, ": 5 events (5 live), expires in ") || strings.Contains(head, "compact") || len(lines) != 5 || !strings.Contains(lines[0], " id ") {
+		t.Errorf("the sorted set of the 1m window: %q, %q", head, lines)
+	}
+	if !strings.Contains(out, "limit 200 per 2s: the next request would be allowed; remaining 198,") {
+		t.Errorf("no Peek of 2 live events of 200:\n%s", out)
+	}
+}
+
+// A string that is no compact log, where inspect reads a log, is reported
+// by the key's name, with inspect's exit status 1: not read as a log, not
+// a panic. So is a key of another type, as before.
+func TestInspectForeignStringRealRedis(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t)})
+	defer func() { _ = rdb.Close() }()
+	names := logsOf("slidelog:", "k")
+	// a compact log's header saying 64 slots, and 11 bytes of them
+	truncated := append([]byte("slc1\x00\x00\x00\x00\x00\x00\x40"), make([]byte, compactlog.Header)...)
+	for _, c := range []struct {
+		name  string
+		write func() error
+		want  string
+	}{
+		{"a string", func() error { return rdb.Set(ctx, names.single, "hello", 0).Err() },
+			names.single + " holds a string of 5 bytes that is not a compact log: compactlog: not a compact log"},
+		{"a truncated compact log", func() error { return rdb.Set(ctx, names.single, truncated, 0).Err() },
+			fmt.Sprintf("%s holds a string of %d bytes that is not a compact log: compactlog: %[2]d bytes, want %d for 64 slots",
+				names.single, compactlog.Header+11, compactlog.Header+64*compactlog.Slot)},
+		{"a string as an AllowAll log", func() error {
+			if err := rdb.ZAdd(ctx, names.index, redis.Z{Score: 60e6, Member: "60000000"}).Err(); err != nil {
+				return err
+			}
+			return rdb.Set(ctx, names.start+"60000000", "x", 0).Err()
+		}, names.start + "60000000 holds a string of 1 bytes that is not a compact log"},
+		{"a hash", func() error { return rdb.HSet(ctx, names.single, "f", "v").Err() },
+			names.single + ": WRONGTYPE"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.write(); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errs := runLive("inspect", "--redis", rdb.Options().Addr, "k")
+			if code != 1 || !strings.Contains(errs, c.want) || strings.Contains(errs, "panic") {
+				t.Errorf("exit %d, stderr %q, stdout %q; want exit 1 and %q", code, errs, out, c.want)
 			}
 		})
 	}
