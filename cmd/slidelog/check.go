@@ -54,7 +54,7 @@ flags:`)
 	url := fs.String("redis", os.Getenv("REDIS_URL"), "Redis `URL` (redis://host:6379/0) or host:port (default $REDIS_URL)")
 	prefix := fs.String("prefix", "slidelog:", "the limiter's key prefix, for the ACL check")
 	replicas := fs.Int("replicas", 0, "the replicas each admission waits for, as WithReplicas(`N`, ...): a master with fewer online is a problem; 0: no WithReplicas")
-	asJSON := fs.Bool("json", false, `print the report as JSON: {"ok": bool, "findings": [{"severity", "check", "server", "text"}]}`)
+	asJSON := fs.Bool("json", false, `print the report as JSON: {"ok": bool, "findings": [{"severity", "check", "server", "text"}]}, and "error" when the check could not run (Redis unreachable)`)
 	if _, err := parse(fs, args, "", nil, stdout); err != nil {
 		return err
 	}
@@ -76,14 +76,25 @@ flags:`)
 		_ = rdb.Close()
 		return err
 	}
+	failed := func(err error) error { // with --json, a check that could not run is a report too
+		if *asJSON {
+			b, _ := json.MarshalIndent(struct {
+				OK       bool                 `json:"ok"`
+				Findings []redischeck.Finding `json:"findings"`
+				Error    string               `json:"error"`
+			}{false, []redischeck.Finding{}, err.Error()}, "", "  ")
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+		return err
+	}
 	client, err := checkClient(ctx, rdb, ropts)
 	if err != nil {
-		return err
+		return failed(err)
 	}
 	defer func() { _ = client.Close() }()
 	r, err := redischeck.Run(ctx, client, redischeck.Options{Prefix: *prefix, Replicas: *replicas})
 	if err != nil {
-		return err
+		return failed(err)
 	}
 	if *asJSON {
 		findings := r.Findings

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,27 @@ func TestCheckEvicting(t *testing.T) {
 	}
 	if w := lines(out, "warning: "); len(w) != 1 || !strings.Contains(w[0], "no persistence") {
 		t.Errorf("warnings %q, want persistence's:\n%s", w, out)
+	}
+}
+
+// --json against a Redis that cannot be reached: still a JSON report, ok
+// false and the error, exit 1 (was no JSON at all: one line on stderr).
+func TestCheckJSONUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	code, out, _ := check("--json", "--redis", "redis://"+addr)
+	var report struct {
+		OK       *bool             `json:"ok"`
+		Findings []json.RawMessage `json:"findings"`
+		Error    string            `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil || code != 1 || report.OK == nil || *report.OK ||
+		report.Findings == nil || !strings.Contains(report.Error, addr) {
+		t.Fatalf("exit %d, %v, stdout:\n%s", code, err, out)
 	}
 }
 
