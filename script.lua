@@ -111,8 +111,9 @@ local state
 -- when it is one already: a key is read in the store it is in, whatever
 -- its limit now, so that no key ever splits its events.
 -- The last compact log read is also in clog (its key in clogkey): a call
--- of single-limit decisions makes no table cs.
-local cs, clib, clog, clogkey
+-- of single-limit decisions makes no table cs. convert[key]: a sorted set
+-- the client would keep compactly.
+local cs, clib, clog, clogkey, convert
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -275,6 +276,8 @@ while argAt < nargs do
         h = read('GETRANGE', key, '0', '39')
         if type(h) == 'table' then -- another type: a sorted set is read as one below
           h = nil
+          convert = convert or {} -- (it may become a compact log: step 3)
+          convert[key] = true
         end
       end
       if not h then
@@ -294,6 +297,9 @@ while argAt < nargs do
         -- from the first live one: event F while it is live, else found
         -- from F by compactLib
         local lg
+        if struct == nil then
+          struct = rawget(_G, 'struct') or false
+        end
         if h == '' then
           lg = {key = key, C = 0, T = 0, F = 0, newest = 0, oldest = 0, cur = 0}
         elseif #h == 40 and string.sub(h, 1, 4) == 'slc1' then
@@ -431,8 +437,26 @@ while argAt < nargs do
             ts = lg.newest
             t = string.format('%d', ts)
           end
-          local p = lg.T % math.max(lg.C, 1)
-          if struct and count + n <= lg.C and p + n <= lg.C then
+          local p = 0
+          if lg.C > 0 then
+            p = lg.T % lg.C
+          end
+          local C0 = 64 -- a new log's slots
+          if limit < 64 then
+            C0 = limit
+          end
+          if struct and lg.C == 0 and n <= C0 then
+            -- a new log (the usual first admission): its header, its
+            -- table's first entry, its slots
+            local slot = struct.pack('>I7', ts)
+            local ev = slot
+            if n > 1 then
+              ev = string.rep(slot, n)
+            end
+            call('SET', key, 'slc1' .. struct.pack('>I7I7I7I7I7B', C0, n, 0, ts, ts, 1) .. first .. slot .. 'a'
+              .. string.sub(ZEROS, 1, 240) .. ev .. string.sub(ZEROS, 1, 7 * (C0 - n)))
+            lg.C, lg.T, lg.F, lg.newest, lg.oldest, lg.cur = C0, n, 0, ts, ts, 1
+          elseif struct and count + n <= lg.C and p + n <= lg.C then
             -- in place: its slots, then the header and its table entry
             local slot = struct.pack('>I7', ts)
             if n > 1 then
@@ -496,7 +520,7 @@ while argAt < nargs do
         else
           reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. nows
         end
-        if added == n and count <= 4096 and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then
+        if convert and convert[key] and added == n and count <= 4096 then
           -- a sorted set of a limit the client keeps compactly (made by an
           -- older slidelog, or before its limit grew): small enough to
           -- become a compact log now, in place (compact.lua)
