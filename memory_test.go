@@ -178,6 +178,7 @@ func TestResetBlocks(t *testing.T) {
 		}
 	}
 }
+
 // TestConvertBlocks measures Redis' time in the admission that turns a
 // sorted set of 4 096 live events into a compact log.
 func TestConvertBlocks(t *testing.T) {
