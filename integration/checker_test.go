@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/compactlog"
 )
 
 // A traffic run: several instances (limiters on clients of their own), each
@@ -46,14 +48,49 @@ type traffic struct {
 	// rounds are the start times (µs) of the faults of a run, which the
 	// windows over the limit are counted by.
 	rounds []int64
-	// options names the limiters' options in reports.
-	options string
+	// options names the limiters' options in reports; name, the traffic
+	// in verifyEach's subtests.
+	options, name string
+	// opts and rdbs are what the limiters were built from (compactTwin).
+	opts []slidelog.Option
+	rdbs []redis.UniversalClient
+	// compact: the limit is above compactAbove, so every key's log is a
+	// compact log (a Redis string, compact.lua), which the watcher reads
+	// with GET and compactlog.Parse; verify fails unless every key is one
+	// (and, for the other traffics, a sorted set).
+	compact bool
 
-	mu        sync.Mutex
-	decisions []decision
-	log       map[string]map[string]int64 // key -> member -> score (µs)
-	errs      []callErr
-	watchErrs atomic.Int64
+	mu         sync.Mutex
+	decisions  []decision
+	log        map[string]map[string]int64 // key -> member -> score (µs)
+	errs       []callErr
+	watchErrs  atomic.Int64
+	wrongStore []string                   // what the watcher found in a key that is not the log it should be
+	types      map[string]map[string]bool // the TYPEs the watcher found each key to be ("none" aside)
+}
+
+// compactAbove mirrors decide.go's: the largest limit whose log is a sorted
+// set. compactEvents, the limit of the large-limit traffic (compactTwin)
+// every exactness check runs beside its own, is above it, and no power of
+// two: a compact log's ring grows 64, 128, then to the limit, 160, and
+// wraps.
+const (
+	compactAbove  = 128
+	compactEvents = 160
+)
+
+// compactTwin is a traffic like tr (its clients, limiter options, pace,
+// deadline, fault handling), with half its goroutines (4 at least), on keys
+// of its own whose limit is compactEvents per tr's window: compact logs.
+// Set tr's fields before.
+func compactTwin(t *testing.T, tr *traffic, keys ...string) *traffic {
+	c := newTrafficWith(t, tr.opts, tr.rdbs, tr.watch, slidelog.Limit{Events: compactEvents, Window: tr.limit.Window}, keys...)
+	c.goroutines = max(tr.goroutines/2, 4)
+	c.pace, c.deadline, c.lossy, c.acked = tr.pace, tr.deadline, tr.lossy, tr.acked
+	c.options = fmt.Sprintf("%s, compact log %d per %v", tr.options, compactEvents, tr.limit.Window)
+	c.options = strings.TrimPrefix(c.options, ", ")
+	c.name = tr.name + "-compact"
+	return c
 }
 
 type decision struct {
@@ -70,18 +107,23 @@ type callErr struct {
 	err  error
 }
 
-// run sends traffic for d, calling fault (if any) in its own goroutine after
-// warmup; fault's return ends nothing: traffic goes on until d.
-func (tr *traffic) run(t *testing.T, d, warmup time.Duration, fault func()) {
-	t.Helper()
+// runFor sends trs' traffic side by side (a check's and its compactTwin)
+// for d, calling fault (if any) after warmup; fault's return ends nothing:
+// traffic goes on until d.
+func runFor(trs []*traffic, d, warmup time.Duration, fault func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	wait := tr.start(ctx)
+	var waits []func()
+	for _, tr := range trs {
+		waits = append(waits, tr.start(ctx))
+	}
 	if fault != nil {
 		time.Sleep(warmup)
 		fault()
 	}
-	wait()
+	for _, wait := range waits {
+		wait()
+	}
 }
 
 // runTogether runs several traffics side by side (limiters with different
@@ -153,38 +195,86 @@ func (tr *traffic) start(ctx context.Context) (wait func()) {
 	}
 }
 
-// read merges every key's log into tr.log; false if Redis failed.
+// read merges every key's log into tr.log, and notes its TYPE in
+// tr.types; false if Redis failed. A sorted
+// set's events are its members; a compact log's are its times from its
+// first live index (compactlog.Parse), the j-th event of a time t in one
+// read named "t#j": a merge keeps, of each time, the most events any read
+// saw (the events of a batched call share their time, and so may two calls
+// in one µs).
 func (tr *traffic) read() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	cmds := make([]*redis.ZSliceCmd, len(tr.keys))
+	cmds := make([]redis.Cmder, len(tr.keys))
+	types := make([]*redis.StatusCmd, len(tr.keys))
 	// A failed pipeline may still have read most keys (a Cluster with one
 	// master down): keep every key that was read.
 	_, err := tr.watch.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range tr.keys {
-			cmds[i] = p.ZRangeWithScores(ctx, tr.prefix+k, 0, -1)
+			types[i] = p.Type(ctx, tr.prefix+k)
+			if tr.compact {
+				cmds[i] = p.Get(ctx, tr.prefix+k)
+			} else {
+				cmds[i] = p.ZRangeWithScores(ctx, tr.prefix+k, 0, -1)
+			}
 		}
 		return nil
 	})
-	if err != nil {
+	failed := err != nil && !errors.Is(err, redis.Nil) // Nil: a compact log not made yet
+	for _, c := range cmds {
+		if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) {
+			failed = true
+		}
+	}
+	if failed {
 		tr.watchErrs.Add(1)
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
+	if tr.types == nil {
+		tr.types = map[string]map[string]bool{}
+	}
 	for i, k := range tr.keys {
 		m := tr.log[k]
 		if m == nil {
 			m = map[string]int64{}
 			tr.log[k] = m
 		}
-		if cmds[i].Err() != nil {
+		if typ, e := types[i].Result(); e == nil && typ != "none" {
+			if tr.types[k] == nil {
+				tr.types[k] = map[string]bool{}
+			}
+			tr.types[k][typ] = true
+		}
+		if e := cmds[i].Err(); e != nil {
+			if strings.HasPrefix(e.Error(), "WRONGTYPE") {
+				tr.wrongStore = append(tr.wrongStore, k+": "+e.Error())
+			}
 			continue
 		}
-		for _, z := range cmds[i].Val() {
-			m[z.Member.(string)] = int64(z.Score)
+		switch c := cmds[i].(type) {
+		case *redis.ZSliceCmd:
+			for _, z := range c.Val() {
+				m[z.Member.(string)] = int64(z.Score)
+			}
+		case *redis.StringCmd:
+			b, _ := c.Bytes()
+			lg, perr := compactlog.Parse(b)
+			if perr != nil {
+				tr.wrongStore = append(tr.wrongStore, fmt.Sprintf("%s: %v (%d bytes)", k, perr, len(b)))
+				continue
+			}
+			j, prev := 0, int64(-1)
+			for _, ts := range lg.Events {
+				if ts != prev {
+					j, prev = 0, ts
+				}
+				m[fmt.Sprintf("%d#%d", ts, j)] = ts
+				j++
+			}
 		}
 	}
-	return err == nil
+	return !failed
 }
 
 // summary is what a run saw.
@@ -226,6 +316,21 @@ func (tr *traffic) verify(t *testing.T) summary {
 	t.Helper()
 	var s summary
 	w := tr.limit.Window.Microseconds()
+	// Every key is the store its limit makes: a compact log above
+	// compactAbove (a string), a sorted set up to it; the watcher found it
+	// so, and nothing else in it, throughout.
+	store := "zset"
+	if tr.compact {
+		store = "string"
+	}
+	for _, k := range tr.keys {
+		if got := slices.Sorted(maps.Keys(tr.types[k])); !slices.Equal(got, []string{store}) {
+			t.Errorf("the watcher found key %s to be %q, want only %q (limit %d)", k, got, store, tr.limit.Events)
+		}
+	}
+	if n := len(tr.wrongStore); n > 0 {
+		t.Errorf("%d reads found a key that is not its log (limit %d), the first: %s", n, tr.limit.Events, tr.wrongStore[0])
+	}
 	times := map[string][]int64{} // the log, as the watcher read it
 	for k, m := range tr.log {
 		for _, sc := range m {
@@ -434,6 +539,7 @@ func withAndWithout(t *testing.T, rdbs []redis.UniversalClient, watch redis.Univ
 	acked.options = "WithReplicas(1, 100ms)"
 	unbatched.options = "WithReplicas(1, 100ms), WithoutBatching()"
 	plain.options = "without WithReplicas"
+	acked.name, unbatched.name, plain.name = "acked", "acked-unbatched", "plain"
 	for _, tr := range []*traffic{acked, unbatched, plain} {
 		tr.goroutines = 8
 		tr.pace = 2 * time.Millisecond
@@ -444,14 +550,24 @@ func withAndWithout(t *testing.T, rdbs []redis.UniversalClient, watch redis.Univ
 	return acked, unbatched, plain
 }
 
-// verifyEach verifies the traffics of withAndWithout, each in a subtest of
-// its own, and reports what each saw.
+// compactTwins are the compactTwin of each of trs (withAndWithout's), on
+// keys.
+func compactTwins(t *testing.T, trs []*traffic, keys ...string) []*traffic {
+	var out []*traffic
+	for _, tr := range trs {
+		out = append(out, compactTwin(t, tr, keys...))
+	}
+	return out
+}
+
+// verifyEach verifies the traffics of withAndWithout (and their
+// compactTwins), each in a subtest of its own (its name), and reports what
+// each saw.
 func verifyEach(t *testing.T, what string, trs []*traffic, rounds []int64, settled int64) {
 	t.Helper()
-	for i, name := range []string{"acked", "acked-unbatched", "plain"} {
-		tr := trs[i]
+	for _, tr := range trs {
 		tr.rounds, tr.settled = rounds, settled
-		t.Run(name, func(t *testing.T) {
+		t.Run(tr.name, func(t *testing.T) {
 			s := tr.verify(t)
 			// What these runs hold is the windows; how soon failed calls
 			// end is the other fault tests' (errorsWithin with a margin).

@@ -32,7 +32,8 @@ func startSentinel(t *testing.T, f flavor, masterPort int) *node {
 // still on the old master, which goes on admitting until it is demoted:
 // with WithReplicas those admissions are never acknowledged (the replica
 // has left it), so no window may hold more admitted answers than the limit;
-// without, windows over the limit are measured.
+// without, windows over the limit are measured. Beside each traffic, its
+// compactTwin: a compact log (limit 160) under the same options.
 func TestSentinel(t *testing.T) {
 	for _, f := range selected(t) {
 		t.Run(f.name, func(t *testing.T) {
@@ -87,7 +88,8 @@ func TestSentinel(t *testing.T) {
 				instances = append(instances, newClient())
 			}
 			acked, unbatched, plain := withAndWithout(t, instances, newClient(), limit, "a", "b", "c")
-			all := []*traffic{acked, unbatched, plain}
+			// and beside each, a compact log (limit compactEvents)
+			all := append([]*traffic{acked, unbatched, plain}, compactTwins(t, []*traffic{acked, unbatched, plain}, "big")...)
 			n := failovers(t, 2)
 			var rounds []int64
 			var promoted, demoted []time.Duration
