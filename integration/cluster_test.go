@@ -224,11 +224,10 @@ func TestCluster(t *testing.T) {
 				tr := newTrafficWith(t, []slidelog.Option{slidelog.WithBatching(256)}, instances, c.client(t), limit, bkeys...)
 				// Then the same on compact logs (160 per 2s, 2 keys on each
 				// master), in a run of its own: the script calls are the
-				// masters', counted per run. Its calls shared are reported,
-				// not held to the bound (1.2-1.5 decisions a call for both
-				// stores here, about it: the sorted sets' run fell below it
-				// on Redis 6.0 once in four whole runs; single_test.go's
-				// batching).
+				// masters', counted per run. Both are held to at least 1.1
+				// decisions a call (1.2-1.5 for both stores here; the bound
+				// of 1.33 it had before failed on Redis 6.0 once in four
+				// whole runs on a busy machine; single_test.go's batching).
 				big := compactTwin(t, tr)
 				big.keys, big.goroutines = c.keysOnEveryMaster(t, big.prefix, 2), tr.goroutines
 				calls := func() int {
@@ -259,7 +258,7 @@ func TestCluster(t *testing.T) {
 						t.Errorf("limit %d: admitted %d, want at least %d", tr.limit.Events, s.admitted, least)
 					}
 					decisions := s.admitted + s.denied
-					if 4*n >= 3*decisions && !tr.compact {
+					if 10*n >= 9*decisions {
 						t.Errorf("limit %d: %d script calls for %d decisions: batched decisions on one slot did not share calls", tr.limit.Events, n, decisions)
 					}
 					report(t, "%s cluster batching (WithBatching) on %d keys, limit %d per %v (%s): %v; %d script calls, %.1f decisions each",
