@@ -141,7 +141,7 @@ func (b *batcher) abandoned(p *pending) {
 	defer b.takeBacks.busy.Done()
 	<-p.done
 	if replyAdmits(p.val) || (p.err != nil && mayHaveRun(p.err)) {
-		b.takeBacks.add(*p.take)
+		b.takeBacks.add(p.take.timedBy(p.val))
 	}
 }
 

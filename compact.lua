@@ -59,8 +59,13 @@ local function compactLib()
     if #h ~= 40 or sub(h, 1, 4) ~= 'slc1' then
       return nil
     end
-    return {key = key, C = dec(h, 5), T = dec(h, 12), F = dec(h, 19), newest = dec(h, 26),
-      oldest = dec(h, 33), cur = byte(h, 40) % K}
+    local lg = {key = key, C = dec(h, 5), T = dec(h, 12), F = dec(h, 19), newest = dec(h, 26),
+      oldest = dec(h, 33), cur = byte(h, 40)}
+    if lg.C < 1 or lg.C > 67108864 or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
+      or lg.oldest > lg.newest or call('STRLEN', key) ~= HDR + 7 * lg.C then
+      return nil -- (the header or the size of no compact log)
+    end
+    return lg
   end
 
   -- slots: the bytes of k events from index i (k <= C)
@@ -99,6 +104,9 @@ local function compactLib()
       return lg.T
     end
     local lo = math.max(lg.F, lg.T - lg.C)
+    if lo > hi then -- none from F on (a refund took them all)
+      return lg.T
+    end
     local k = math.min(B, hi - lo + 1)
     local s = slots(lg, lo, k)
     for j = 0, k - 1 do
@@ -208,6 +216,7 @@ local function compactLib()
     local m = math.min(n, hi - lo)
     local cur = lg.cur
     if m > 0 then
+      local was = lg.T
       if hi < lg.T then
         write(lg, hi - m, slots(lg, hi, lg.T - hi))
       end
@@ -215,6 +224,11 @@ local function compactLib()
       if lg.T > f then
         lg.newest = ts(lg, lg.T - 1)
         lg.oldest = ts(lg, f)
+      elseif lg.T > 0 and lg.T - 1 >= was - lg.C then
+        lg.newest = ts(lg, lg.T - 1) -- (an expired event's: none is live)
+        lg.oldest = lg.newest
+      else
+        lg.newest, lg.oldest = 0, 0
       end
     end
     call('SETRANGE', lg.key, '11', enc(lg.T) .. enc(math.min(f, lg.T)) .. enc(lg.newest) .. enc(lg.oldest)
@@ -227,7 +241,7 @@ local function compactLib()
   -- members) rewritten as a compact log of its live events (time >
   -- cutoff), in place. Its members' ids are gone: a retry of an admission
   -- before it counts again.
-  function lib.convert(key, limit, cutoff)
+  function lib.convert(key, limit, cutoff, id, t)
     local z = call('ZRANGEBYSCORE', key, '(' .. string.format('%d', cutoff), '+inf', 'WITHSCORES')
     local m = #z / 2
     local C = math.min(math.max(limit, m), math.max(64, m))
@@ -239,8 +253,10 @@ local function compactLib()
     if m > 0 then
       newest, oldest = tonumber(z[2 * m]), tonumber(z[2])
     end
-    call('SET', key, 'slc1' .. enc(C) .. enc(m) .. enc(0) .. enc(newest) .. enc(oldest) .. char(0)
-      .. rep('\0', 16 * K) .. table.concat(ring) .. rep('\0', 7 * (C - m)))
+    -- (the admission that converts it is its table's first entry: its
+    -- retry is found)
+    call('SET', key, 'slc1' .. enc(C) .. enc(m) .. enc(0) .. enc(newest) .. enc(oldest) .. char(1)
+      .. entry(id, t, 97) .. rep('\0', 16 * (K - 1)) .. table.concat(ring) .. rep('\0', 7 * (C - m)))
   end
 
   return lib

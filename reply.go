@@ -144,3 +144,16 @@ func (h *Handle) setEnds(v any, limits []Limit) {
 		}
 	}
 }
+
+// timedBy is h with the time its events were recorded at, read from v, its
+// admission's reply (when v is one): a compact log keeps no ids, and a
+// refund takes back events of that time.
+func (h Handle) timedBy(v any) Handle {
+	s, _ := v.(string)
+	if _, rest, ok := field(s); ok {
+		if at, _, ok := field(rest); ok {
+			h.at = at
+		}
+	}
+	return h
+}

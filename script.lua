@@ -305,24 +305,45 @@ while argAt < nargs do
         elseif #h == 40 and string.sub(h, 1, 4) == 'slc1' then
           if struct then
             local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
-            lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur % 16}
+            lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
           else
             clib = clib or compactLib()
             lg = clib.open(key, h)
+          end
+          -- a header no compact log has (another program's string that
+          -- starts alike, or a log damaged by hand) is no log
+          if lg and (lg.C < 1 or lg.C > 67108864 or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
+            or lg.oldest > lg.newest) then
+            lg = nil
           end
         end
         if not lg then
           reply, fits = card or {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, false
           break
         end
+        -- Its string's length is read before anything reads its slots or
+        -- writes to it (a decision that may admit, or one that scans): a
+        -- string cut short, or another program's that starts alike, is no
+        -- log, and is never written.
         local cut = now - window
         if lg.T == 0 or lg.newest <= cut then
           lg.f = lg.T
         elseif lg.F < lg.T and lg.oldest > cut then
           lg.f = lg.F
+        elseif call('STRLEN', key) ~= 296 + 7 * lg.C then
+          lg = nil
         else
           clib = clib or compactLib()
           lg.f = clib.first(lg, cut)
+          lg.sized = true
+        end
+        if lg and lg.C > 0 and not lg.sized and (peek or lg.T - lg.f + n <= limit)
+          and call('STRLEN', key) ~= 296 + 7 * lg.C then
+          lg = nil
+        end
+        if not lg then
+          reply, fits = {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, false
+          break
         end
         clog, clogkey = lg, key
         if all then
@@ -390,20 +411,7 @@ while argAt < nargs do
       -- 3. Admit: record n events at now in every log. NX keeps an event that
       --    is already there untouched, so a retried call (same ids) records
       --    nothing twice.
-      local ids
-      if n > 1 then
-        -- the members: the first id, then counter+1, ... (mod 2^40)
-        ids = {first}
-        local prefix = string.sub(first, 1, 3)
-        local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
-        local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
-        for e = 1, n - 1 do
-          local c = (counter + e) % 1099511627776
-          ids[e + 1] = prefix .. string.char(
-            math.floor(c / 4294967296), math.floor(c / 16777216) % 256,
-            math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
-        end
-      end
+      local ids -- (made for the first sorted set among its logs: a compact log keeps no ids)
       local fresh = true
       for i = 1, nlimits do
         if all then
@@ -494,6 +502,19 @@ while argAt < nargs do
           added = call('ZADD', key, 'NX', nows, first)
         else
           -- unpack has a stack limit: at most 1000 events per ZADD
+          if not ids then
+            -- the members: the first id, then counter+1, ... (mod 2^40)
+            ids = {first}
+            local prefix = string.sub(first, 1, 3)
+            local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
+            local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
+            for e = 1, n - 1 do
+              local c = (counter + e) % 1099511627776
+              ids[e + 1] = prefix .. string.char(
+                math.floor(c / 4294967296), math.floor(c / 16777216) % 256,
+                math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
+            end
+          end
           for j = 1, n, 1000 do
             local args = {'NX'}
             for e = j, math.min(j + 999, n) do
@@ -525,7 +546,7 @@ while argAt < nargs do
           -- older slidelog, or before its limit grew): small enough to
           -- become a compact log now, in place (compact.lua)
           clib = clib or compactLib()
-          clib.convert(key, limit, now - window)
+          clib.convert(key, limit, now - window, first, now)
         end
         if all then
           local b = 8 * i - 8

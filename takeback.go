@@ -184,7 +184,7 @@ func (t *takeBacks) detached(ctx context.Context, h Handle, call func(context.Co
 			defer t.busy.Done()
 			a := <-done
 			if (a.err == nil && replyAdmits(a.v)) || (a.err != nil && mayHaveRun(a.err)) || notAckedReply(a) {
-				t.add(h)
+				t.add(h.timedBy(a.v))
 			}
 		}()
 		return nil, left{ctx.Err()}

@@ -33,6 +33,8 @@ var aclCommands = [][]any{
 	{"GETRANGE", "KEY", "0", "1"},
 	{"SETRANGE", "KEY", "0", "x"},
 	{"SET", "KEY", "x"},
+	{"STRLEN", "KEY"},
+	{"ZRANGEBYSCORE", "KEY", "0", "1"},
 	{"TIME"},
 }
 
