@@ -50,6 +50,7 @@ func attackServers(t *testing.T) map[string]*attackServer {
 // being the test's; on a real server it expired with them here, and the
 // subtest passes: the next test makes it outlive them.)
 func TestAttackRefundNewestAfterExpiredLeavesNoPhantom(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -90,6 +91,7 @@ func TestAttackRefundNewestAfterExpiredLeavesNoPhantom(t *testing.T) {
 // window's), and the up to 1 ms by which PEXPIREAT's rounding up to the
 // millisecond outlives the events.
 func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	rdb := realRedis(t)
 	ctx := context.Background()
 	check := func(t *testing.T, l *Limiter, lim Limit, a Result) {
@@ -418,6 +420,7 @@ func refundFuzz(t *testing.T, rdb *redis.Client, seed uint64, steps int, wait fu
 
 // Random traces with refunds, on miniredis (its clock set by the test).
 func TestAttackRefundFuzzMiniredis(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for seed := range attackSeeds(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -432,6 +435,7 @@ func TestAttackRefundFuzzMiniredis(t *testing.T) {
 // retry is found in its log's table (the last 16 admissions and refunds),
 // each refund's second run gives nothing more.
 func TestAttackRefundFuzzRetriedMiniredis(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -445,6 +449,7 @@ func TestAttackRefundFuzzRetriedMiniredis(t *testing.T) {
 // than some windows): a compact log records at its newest event's time
 // meanwhile, decides at now (docs/semantics.md).
 func TestAttackRefundFuzzClockStepsBack(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -458,6 +463,7 @@ func TestAttackRefundFuzzClockStepsBack(t *testing.T) {
 
 // The same on real servers, whose clocks move by themselves.
 func TestAttackRefundFuzzRealRedis(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for name, rdb := range attackAddrs(t) {
 		t.Run(name, func(t *testing.T) {
 			for seed := range uint64(2) {
@@ -482,6 +488,7 @@ func enc7(v int64) string {
 // on it must be an error that writes nothing (as for any other string),
 // and the key's bytes may never exceed 296 + 7 × the limit.
 func TestAttackForeignStringWithTheMagic(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -643,6 +650,7 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 }
 
 func TestAttackBatchFuzzMiniredis(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -653,6 +661,7 @@ func TestAttackBatchFuzzMiniredis(t *testing.T) {
 }
 
 func TestAttackBatchFuzzRealRedis(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for name, rdb := range attackAddrs(t) {
 		t.Run(name, func(t *testing.T) {
 			for seed := range uint64(2) {
@@ -676,6 +685,7 @@ func usedMemory(t *testing.T, rdb *redis.Client) int64 {
 // exact, and a Refund (which frees memory) works in both stores: refund.lua
 // on a sorted set is a ZREM, which Redis runs at OOM.
 func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	rdb := client(t, redistest.Start(t, "--maxmemory-policy", "noeviction"))
 	ctx := context.Background()
 	l := New(rdb)
@@ -727,6 +737,7 @@ func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
 // too) the events are never taken back. The sorted set's take-back is by
 // id and always works.
 func TestAttackTakeBackWithoutTimeOnHotKey(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -766,6 +777,7 @@ func TestAttackTakeBackWithoutTimeOnHotKey(t *testing.T) {
 // for the replica. Every one of them must be taken back (none was told it
 // was admitted), as on a sorted set.
 func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	r := startReplicated(t)
 	prefix := uniqueKey(t) + ":"
 	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
@@ -819,6 +831,7 @@ func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
 // every call two times): it is the last admission on the key, so it must
 // be found, not counted twice. convert writes an empty table.
 func TestAttackRetryOfTheConvertingAdmission(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	defer SetCompactAbove(compactAbove)
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
@@ -860,6 +873,7 @@ func TestAttackRetryOfTheConvertingAdmission(t *testing.T) {
 // (thousands of events expired since the last admission): the key's bytes
 // and its expiry stay as they were.
 func TestAttackPeekAndDenialWriteNothing(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -896,6 +910,7 @@ func TestAttackPeekAndDenialWriteNothing(t *testing.T) {
 // sorted set's limit, each attempt growing the compact logs: found, not
 // counted twice, in every log.
 func TestAttackRetriedAllowAllAcrossGrowth(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -934,6 +949,7 @@ func attackSeeds(n uint64) uint64 {
 // byte for byte (growth's SET, the in-place SETRANGEs, a wrap), and so is a
 // refund once replicated; AllowAll too.
 func TestAttackCompactReplicated(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	r := startReplicated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
 	defer cancel()
@@ -985,6 +1001,7 @@ func TestAttackCompactReplicated(t *testing.T) {
 // re-sent: an admission is found in its log and writes nothing, not even
 // its expiry.
 func TestAttackForeignStringInSharedCallLeavesLogsWithoutExpiry(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	rdb := realRedis(t)
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
@@ -1038,6 +1055,7 @@ func compactlogOf(rdb *redis.Client, key string) (compactlog.Log, error) {
 // events admitted, never more than the limit, and each Result's Remaining
 // is consistent with it.
 func TestAttackConcurrentHotCompactKey(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	rdb := realRedis(t)
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
@@ -1084,6 +1102,7 @@ func TestAttackConcurrentHotCompactKey(t *testing.T) {
 // offset is round (296 + 7 × 14 285 672 = 100 000 000). Every server in
 // use prints them whole.
 func TestAttackLuaNumberArguments(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	ctx := context.Background()
 	for name, rdb := range attackAddrs(t) {
 		key := uniqueKey(t)

@@ -239,12 +239,12 @@ local function compactLib()
 
   -- convert: the sorted set key (a log of limit events, at most 4 096
   -- members) rewritten as a compact log of its live events (time >
-  -- cutoff), in place. Its members' ids are gone: a retry of an admission
-  -- before it counts again.
-  function lib.convert(key, limit, cutoff, id, t)
+  -- cutoff), in place, with room for n more; returns the log. Its
+  -- members' ids are gone: a retry of an admission before it counts again.
+  function lib.convert(key, limit, cutoff, n)
     local z = call('ZRANGEBYSCORE', key, '(' .. string.format('%d', cutoff), '+inf', 'WITHSCORES')
     local m = #z / 2
-    local C = math.min(math.max(limit, m), math.max(64, m))
+    local C = math.min(math.max(limit, m + n), math.max(64, 2 * (m + n)))
     local ring = {}
     for j = 1, m do
       ring[j] = enc(tonumber(z[2 * j]))
@@ -253,18 +253,14 @@ local function compactLib()
     if m > 0 then
       newest, oldest = tonumber(z[2 * m]), tonumber(z[2])
     end
-    -- (the admission that converts it is its table's first entry: its
-    -- retry is found)
-    call('SET', key, 'slc1' .. enc(C) .. enc(m) .. enc(0) .. enc(newest) .. enc(oldest) .. char(1)
-      .. entry(id, t, 97) .. rep('\0', 16 * (K - 1)) .. table.concat(ring) .. rep('\0', 7 * (C - m)))
+    call('SET', key, 'slc1' .. enc(C) .. enc(m) .. enc(0) .. enc(newest) .. enc(oldest) .. char(0)
+      .. rep('\0', 16 * K) .. table.concat(ring) .. rep('\0', 7 * (C - m)))
+    return {key = key, C = C, T = m, F = 0, newest = newest, oldest = oldest, cur = 0, f = 0, sized = true}
   end
 
   return lib
 end
 
 -- Redis' struct library once a compact log is read (false on miniredis:
--- compactLib does the packing), and zeros for a new log's empty table
--- entries and slots (a constant: string.rep costs Redis a few instructions
--- a byte).
+-- compactLib does the packing).
 local struct
-local ZEROS = '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'

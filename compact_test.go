@@ -85,6 +85,7 @@ func compactTrace(r *rand.Rand, steps int) []model.Step {
 // Large limits against the model on miniredis, whose clock the test sets:
 // every field of every decision, through growth, wrapping and expiry.
 func TestCompactModel(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for seed := range uint64(8) {
 		m := newMini(t)
 		l := New(m.rdb)
@@ -127,6 +128,7 @@ func TestCompactModel(t *testing.T) {
 // The same on a real redis-server, whose clock nobody sets: the model
 // decides at the TIME each reply carries.
 func TestCompactModelRealRedis(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	rdb := realRedis(t)
 	ctx := context.Background()
 	for _, batching := range batchingModes {
@@ -205,6 +207,7 @@ func TestStoreFollowsTheKey(t *testing.T) {
 // A key keeps its store when its limit crosses the threshold either way:
 // every event it holds still counts.
 func TestLimitCrossesTheThreshold(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
 	l := New(m.rdb)
 	ctx := context.Background()
@@ -236,6 +239,7 @@ func TestLimitCrossesTheThreshold(t *testing.T) {
 // A string that is no compact log is the decision's error, and nothing is
 // written to it, whatever the limit.
 func TestCompactForeignString(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -259,6 +263,7 @@ func TestCompactForeignString(t *testing.T) {
 // A re-sent admission (go-redis' retry, the EVAL after NOSCRIPT) on a
 // compact log finds itself in the log's table: admitted, counted once.
 func TestCompactRetriedCallIsIdempotent(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -286,6 +291,7 @@ func TestCompactRetriedCallIsIdempotent(t *testing.T) {
 // found, and its events count again: never admitted uncounted (the limit
 // holds), counted twice (docs/semantics.md, "Retries").
 func TestCompactOldRetryCountsTwice(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
 	l := New(m.rdb)
 	ctx := context.Background()
@@ -326,6 +332,7 @@ func TestCompactOldRetryCountsTwice(t *testing.T) {
 // one time are alike), once, also after its entry left the log's table;
 // on AllowAll, in each store its limits are in.
 func TestCompactRefund(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
 	l := New(m.rdb)
 	ctx := context.Background()
@@ -415,6 +422,7 @@ func TestCompactRefund(t *testing.T) {
 // Redis' clock stepping back: a compact log records at its newest event's
 // time meanwhile, so its times never decrease, and it stays exact.
 func TestCompactClockStepsBack(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
 	l := New(m.rdb)
 	ctx := context.Background()
@@ -447,6 +455,7 @@ func TestCompactClockStepsBack(t *testing.T) {
 // stays a sorted set whatever its limit (its leases are renewed one by
 // one).
 func TestCompactResetAndInFlight(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
 	l := New(m.rdb)
 	ctx := context.Background()
@@ -482,6 +491,7 @@ func TestCompactResetAndInFlight(t *testing.T) {
 // limit) and the header, whatever the traffic: one event, bursts, n up to
 // the limit.
 func TestCompactBounded(t *testing.T) {
+	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
 	l := New(m.rdb)
 	ctx := context.Background()
@@ -582,5 +592,41 @@ func TestSortedSetBecomesCompactRealRedis(t *testing.T) {
 	}
 	if ttl := rdb.PTTL(ctx, prefix+"k").Val(); ttl < 59*time.Minute {
 		t.Errorf("its expiry is %v away, want about an hour", ttl)
+	}
+}
+
+// By default a log of a large limit is a sorted set while it holds at most
+// 128 events (a listpack: smaller than a compact log's slots, and cheaper
+// to decide on), and becomes a compact log at the admission that takes it
+// past them, every live event kept, on miniredis and on a real server.
+func TestCompactPastAListpack(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := uniqueKey(t) + ":"
+			l := New(rdb, WithPrefix(prefix))
+			lim := Limit{Events: 1000000, Window: time.Hour}
+			for i, s := range []struct {
+				n     int
+				store string
+			}{{100, "zset"}, {28, "zset"}, {1, "string"}, {50, "string"}} {
+				if r, err := l.AllowN(ctx, "k", lim, s.n); err != nil || !r.Allowed {
+					t.Fatalf("step %d: %+v, %v", i, r, err)
+				}
+				if typ := storeOf(t, rdb, prefix+"k"); typ != s.store {
+					t.Errorf("step %d: a %s, want a %s", i, typ, s.store)
+				}
+			}
+			if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != lim.Events-179 {
+				t.Errorf("Peek: %+v, %v; want %d left", r, err, lim.Events-179)
+			}
+			if n := logLen(t, rdb, prefix+"k"); n != 179 {
+				t.Errorf("the log holds %d events, want 179", n)
+			}
+			// one AllowN past 128 on a new key makes a compact log at once
+			if r, err := l.AllowN(ctx, "big", lim, 500); err != nil || !r.Allowed || storeOf(t, rdb, prefix+"big") != "string" {
+				t.Errorf("AllowN(500) on a new key: %+v, %v, a %s; want a compact log", r, err, storeOf(t, rdb, prefix+"big"))
+			}
+		})
 	}
 }

@@ -271,26 +271,22 @@ while argAt < nargs do
         end
       else
       local h, card -- a compact log's header; a sorted set's cardinality
-      if window < 0 then -- the client would keep this log compactly
+      local prefer = window < 0 -- the client keeps this log compactly once it outgrows a listpack
+      if prefer then
         window = -window
-        h = read('GETRANGE', key, '0', '39')
-        if type(h) == 'table' then -- another type: a sorted set is read as one below
-          h = nil
-          convert = convert or {} -- (it may become a compact log: step 3)
-          convert[key] = true
-        end
       end
-      if not h then
-        card = read('ZCARD', key)
-        if type(card) == 'table' then
-          -- not a sorted set: a compact log is read as one; another type
-          -- (WRONGTYPE) fails this decision, with nothing written
-          h = read('GETRANGE', key, '0', '39')
-          if type(h) ~= 'string' or h == '' then
-            reply, fits = card, false
-            break
-          end
+      card = read('ZCARD', key)
+      if type(card) == 'table' then
+        -- not a sorted set: a compact log is read as one; another type
+        -- (WRONGTYPE) fails this decision, with nothing written
+        h = read('GETRANGE', key, '0', '39')
+        if type(h) ~= 'string' or h == '' then
+          reply, fits = card, false
+          break
         end
+      elseif prefer then
+        convert = convert or {} -- (it becomes a compact log past 128 events: step 3)
+        convert[key] = true
       end
       if h then
         -- a compact log (compact.lua): its live events are its newest,
@@ -300,9 +296,7 @@ while argAt < nargs do
         if struct == nil then
           struct = rawget(_G, 'struct') or false
         end
-        if h == '' then
-          lg = {key = key, C = 0, T = 0, F = 0, newest = 0, oldest = 0, cur = 0}
-        elseif #h == 40 and string.sub(h, 1, 4) == 'slc1' then
+        if #h == 40 and string.sub(h, 1, 4) == 'slc1' then
           if struct then
             local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
             lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
@@ -419,6 +413,21 @@ while argAt < nargs do
           key, limit, window, count = state[b + 1], state[b + 2], state[b + 3], state[b + 4]
           gone, unknown, oldest, cutoff = state[b + 5], state[b + 6], state[b + 7], state[b + 8]
         end
+        if convert and convert[key] and count + n > 128 and count <= 4096
+          and not (clogkey == key or cs and cs[key]) then
+          -- a sorted set of a limit the client keeps compactly, which this
+          -- admission takes past a listpack's 128 members: it becomes a
+          -- compact log of its live events, in place, and is admitted as
+          -- one (a larger one, an older slidelog's, stays a sorted set)
+          clib = clib or compactLib()
+          local lg = clib.convert(key, limit, now - window, n)
+          count, gone, unknown = lg.T, 0, false
+          clog, clogkey = lg, key
+          if all then
+            cs = cs or {}
+            cs[key] = lg
+          end
+        end
         if all == 2 and not tonumber(ARGV[argAt + 2 + 2 * i]) then
           -- a quota: count n more in its period (oldest: its end), and
           -- keep this admission's id and time for its retry
@@ -449,22 +458,7 @@ while argAt < nargs do
           if lg.C > 0 then
             p = lg.T % lg.C
           end
-          local C0 = 64 -- a new log's slots
-          if limit < 64 then
-            C0 = limit
-          end
-          if struct and lg.C == 0 and n <= C0 then
-            -- a new log (the usual first admission): its header, its
-            -- table's first entry, its slots
-            local slot = struct.pack('>I7', ts)
-            local ev = slot
-            if n > 1 then
-              ev = string.rep(slot, n)
-            end
-            call('SET', key, 'slc1' .. struct.pack('>I7I7I7I7I7B', C0, n, 0, ts, ts, 1) .. first .. slot .. 'a'
-              .. string.sub(ZEROS, 1, 240) .. ev .. string.sub(ZEROS, 1, 7 * (C0 - n)))
-            lg.C, lg.T, lg.F, lg.newest, lg.oldest, lg.cur = C0, n, 0, ts, ts, 1
-          elseif struct and count + n <= lg.C and p + n <= lg.C then
+          if struct and count + n <= lg.C and p + n <= lg.C then
             -- in place: its slots, then the header and its table entry
             local slot = struct.pack('>I7', ts)
             if n > 1 then
@@ -540,13 +534,6 @@ while argAt < nargs do
           reply = '1 ' .. at .. ' ' .. string.format('%d', count) .. ' 0 ' .. nows
         else
           reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. nows
-        end
-        if convert and convert[key] and added == n and count <= 4096 then
-          -- a sorted set of a limit the client keeps compactly (made by an
-          -- older slidelog, or before its limit grew): small enough to
-          -- become a compact log now, in place (compact.lua)
-          clib = clib or compactLib()
-          clib.convert(key, limit, now - window, first, now)
         end
         if all then
           local b = 8 * i - 8

@@ -169,10 +169,16 @@ func TestInspectCompactLogRealRedis(t *testing.T) {
 			t.Fatalf("AllowAll %d: %+v, %v", n, r, err)
 		}
 	}
-	// 3 events, then 2 more 1.2s later; inspected 1s after those, the
-	// first 3 have left the 2s window (surely: sleeps are at least as long),
-	// the 2 have not.
-	admit(3)
+	// 129 events (a log of a large limit is a sorted set up to 128 events,
+	// a compact log past them), then 2 more 1.2s later; inspected 1s after
+	// those, the first 129 have left the 2s window (surely: sleeps are at
+	// least as long), the 2 have not.
+	if r, err := l.AllowN(ctx, "big", big, 129); err != nil || !r.Allowed {
+		t.Fatalf("AllowN 129: %+v, %v", r, err)
+	}
+	if r, err := l.AllowAll(ctx, "big", 129, big); err != nil || !r.Allowed {
+		t.Fatalf("AllowAll 129: %+v, %v", r, err)
+	}
 	time.Sleep(1200 * time.Millisecond)
 	admit(2)
 	time.Sleep(time.Second)
@@ -190,13 +196,13 @@ func TestInspectCompactLogRealRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(lg.Events) != 5 {
-			t.Fatalf("%s holds %d events, want 5", k, len(lg.Events))
+		if len(lg.Events) != 131 {
+			t.Fatalf("%s holds %d events, want 131", k, len(lg.Events))
 		}
 		logs[k], size[k] = lg, len(b)
 	}
 	if typ := rdb.Type(ctx, names.start+"60000000").Val(); typ != "zset" {
-		t.Fatalf("the 1m log of 5 events is a %s, want a sorted set", typ)
+		t.Fatalf("the 1m log of 2 events is a %s, want a sorted set", typ)
 	}
 
 	code, out, errs := runLive("inspect", "--redis", rdb.Options().Addr, "--events", "200", "--window", "2s", "big")
@@ -211,8 +217,8 @@ func TestInspectCompactLogRealRedis(t *testing.T) {
 		head, lines := section(t, s, c.prefix, out)
 		lg := logs[c.k]
 		store := fmt.Sprintf("; a compact log of %d slots, %d bytes", lg.Capacity, size[c.k])
-		if !strings.Contains(head, ": 5 events (2 live), expires in ") || !strings.HasSuffix(head, store) {
-			t.Errorf("header %q: want 5 events (2 live), an expiry, and %q", head, store)
+		if !strings.Contains(head, ": 131 events (2 live), expires in ") || !strings.HasSuffix(head, store) {
+			t.Errorf("header %q: want 131 events (2 live), an expiry, and %q", head, store)
 		}
 		var events []string
 		for _, line := range lines {
@@ -220,16 +226,16 @@ func TestInspectCompactLogRealRedis(t *testing.T) {
 				events = append(events, line)
 			}
 		}
-		if len(events) != 5 {
-			t.Fatalf("%s: %d events listed, want 5:\n%s", c.k, len(events), out)
+		if len(events) != 131 {
+			t.Fatalf("%s: %d events listed, want 131:\n%s", c.k, len(events), out)
 		}
 		for i, line := range events {
 			at := time.UnixMicro(lg.Events[i]).UTC().Format("15:04:05.000000")
 			if !strings.HasPrefix(line, fmt.Sprintf("%4d  %s  age ", i+1, at)) {
 				t.Errorf("%s: event %d listed as %q, want it at %s", c.k, i+1, line, at)
 			}
-			if expired := strings.HasSuffix(line, "(expired)"); expired != (i < 3) {
-				t.Errorf("%s: event %d %q: expired %v, want %v", c.k, i+1, line, expired, i < 3)
+			if expired := strings.HasSuffix(line, "(expired)"); expired != (i < 129) {
+				t.Errorf("%s: event %d %q: expired %v, want %v", c.k, i+1, line, expired, i < 129)
 			}
 		}
 		if n := strings.Count(strings.Join(lines, "\n"), "admitted "); n != 2 {
@@ -237,7 +243,7 @@ func TestInspectCompactLogRealRedis(t *testing.T) {
 		}
 	}
 	head, lines := section(t, s, "AllowAll log "+names.start+"60000000, window 1m0s: ", out)
-	if !strings.Contains(head, ": 5 events (5 live), expires in ") || strings.Contains(head, "compact") || len(lines) != 5 || !strings.Contains(lines[0], " id ") {
+	if !strings.Contains(head, ": 2 events (2 live), expires in ") || strings.Contains(head, "compact") || len(lines) != 2 || !strings.Contains(lines[0], " id ") {
 		t.Errorf("the sorted set of the 1m window: %q, %q", head, lines)
 	}
 	if !strings.Contains(out, "limit 200 per 2s: the next request would be allowed; remaining 198,") {
