@@ -18,9 +18,14 @@
 --               redirect, the EVAL after NOSCRIPT). Empty: Peek, which
 --               decides exactly like an admission but writes nothing.
 --       events  the most events admitted in any window (integer >= 1),
---       window  the window in microseconds (integer >= 1).
+--       window  the window in microseconds (integer >= 1); negated
+--               (-window) for a log the client keeps compactly once it
+--               holds more than 128 events (a limit over 128).
 -- KEYS  the log, a sorted set: score = an admitted event's Redis TIME in
---       microseconds, member = the event's id.
+--       microseconds, member = the event's id; or a compact log, a string
+--       (compact.lua), which a log of a negated window becomes at the
+--       admission that takes it past 128 events. A key is read as what it
+--       is, whatever its limit.
 --
 -- An AllowAll decision over L limits is marked by a first argument "*L",
 -- then n and id, then events and window for each limit; its keys are the
@@ -111,9 +116,9 @@ local state
 -- when it is one already: a key is read in the store it is in, whatever
 -- its limit now, so that no key ever splits its events.
 -- The last compact log read is also in clog (its key in clogkey): a call
--- of single-limit decisions makes no table cs. convert[key]: a sorted set
+-- of single-limit decisions makes no table cs.
 -- the client would keep compactly.
-local cs, clib, clog, clogkey, convert
+local cs, clib, clog, clogkey
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -271,8 +276,7 @@ while argAt < nargs do
         end
       else
       local h, card -- a compact log's header; a sorted set's cardinality
-      local prefer = window < 0 -- the client keeps this log compactly once it outgrows a listpack
-      if prefer then
+      if window < 0 then -- the client keeps this log compactly once it outgrows a listpack (step 3)
         window = -window
       end
       card = read('ZCARD', key)
@@ -284,9 +288,6 @@ while argAt < nargs do
           reply, fits = card, false
           break
         end
-      elseif prefer then
-        convert = convert or {} -- (it becomes a compact log past 128 events: step 3)
-        convert[key] = true
       end
       if h then
         -- a compact log (compact.lua): its live events are its newest,
@@ -413,8 +414,8 @@ while argAt < nargs do
           key, limit, window, count = state[b + 1], state[b + 2], state[b + 3], state[b + 4]
           gone, unknown, oldest, cutoff = state[b + 5], state[b + 6], state[b + 7], state[b + 8]
         end
-        if convert and convert[key] and count + n > 128 and count <= 4096
-          and not (clogkey == key or cs and cs[key]) then
+        if count + n > 128 and count <= 4096 and not (clogkey == key or cs and cs[key])
+          and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then -- ('-': a window the client keeps compactly)
           -- a sorted set of a limit the client keeps compactly, which this
           -- admission takes past a listpack's 128 members: it becomes a
           -- compact log of its live events, in place, and is admitted as
