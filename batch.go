@@ -2,6 +2,7 @@ package slidelog
 
 import (
 	"context"
+	"runtime"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -145,9 +146,18 @@ func (b *batcher) abandoned(p *pending) {
 	}
 }
 
-// flush sends batches until the queue is empty.
+// flush sends batches until the queue is empty. Before it takes the queue
+// it yields once (runtime.Gosched): the callers that are already runnable,
+// those the last pipeline's answers woke among them, run first and queue
+// their next decisions, so the pipeline carries them too instead of
+// leaving with the one decision that started it. It waits for no timer
+// and no one who is not already running: with nothing else runnable the
+// yield returns at once. At 16 callers this doubled the decisions a
+// pipeline carries (2.9 to 6.0) and cut the CPU per decision by a quarter
+// (docs/performance.md, "A pipeline yields before it leaves").
 func (b *batcher) flush() {
 	for {
+		runtime.Gosched()
 		b.mu.Lock()
 		if len(b.queue) == 0 {
 			b.flushing--
