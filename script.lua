@@ -111,13 +111,12 @@ local key, limit, window, count, gone, unknown, oldest, cutoff
 local state
 -- The compact logs (compact.lua) a decision of this call read: cs[key] =
 -- the log, with f, the index of its first live event, at the decision's
--- time. A log is compact when its window argument is negative (the
--- client keeps a log of a larger limit compactly: docs/semantics.md), or
--- when it is one already: a key is read in the store it is in, whatever
--- its limit now, so that no key ever splits its events.
--- The last compact log read is also in clog (its key in clogkey): a call
--- of single-limit decisions makes no table cs.
--- the client would keep compactly.
+-- time. A log is compact when it is one already (a key is read in the
+-- store it is in, whatever its limit now, so that no key ever splits its
+-- events), or from the admission that takes a sorted set of a negated
+-- window (a log the client keeps compactly: docs/semantics.md) past 128
+-- events (step 3). The last compact log read is also in clog (its key in
+-- clogkey): a call of single-limit decisions makes no table cs.
 local cs, clib, clog, clogkey
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
@@ -142,6 +141,13 @@ local replies -- the replies of a batch
 -- when an admission writes to the log.
 local denied
 local keyAt, argAt = 0, 0 -- the KEYS and ARGV the decisions before this one took
+-- The decisions of a call mostly share their limits: the last limit and
+-- window read (their strings and numbers), the cutoff of the last window
+-- and the last expiry are kept, so that the next decision on the same
+-- limit compares strings (interned: a pointer) instead of converting
+-- again (tonumber and string.format cost Redis more than a command's
+-- argument; docs/performance.md).
+local limitS, limitN, windowS, windowN, cutW, cutS, expAt, expS
 local nargs = #ARGV
 -- A decision's first read of each log is a redis.pcall: a key of another
 -- type fails only that decision (its reply is the error; alone in its
@@ -226,8 +232,16 @@ while argAt < nargs do
     for i = 1, nlimits do
       key = KEYS[keyAt + i]
       local c = argAt + 2 * i
-      limit = tonumber(ARGV[c + 1])
-      window = tonumber(ARGV[c + 2])
+      if ARGV[c + 1] ~= limitS then
+        limitS = ARGV[c + 1]
+        limitN = tonumber(limitS)
+      end
+      if ARGV[c + 2] ~= windowS then
+        windowS = ARGV[c + 2]
+        windowN = tonumber(windowS)
+      end
+      limit = limitN
+      window = windowN
       if all == 2 and not window then
         -- A calendar quota: a sorted set of at most four members, 'e'
         -- (score: the end of the period it counts), 'c' (the count), its
@@ -362,11 +376,17 @@ while argAt < nargs do
       if card + n > limit then
         oldest = call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
         if tonumber(oldest) <= now - window then
-          cutoff = string.format('%d', now - window)
+          if window ~= cutW then
+            cutW, cutS = window, string.format('%d', now - window)
+          end
+          cutoff = cutS
           gone = call('ZCOUNT', key, '-inf', cutoff)
         end
       elseif card > 0 then
-        cutoff = string.format('%d', now - window)
+        if window ~= cutW then
+          cutW, cutS = window, string.format('%d', now - window)
+        end
+        cutoff = cutS
         if peek then -- nothing is removed
           gone = call('ZCOUNT', key, '-inf', cutoff)
         else
@@ -702,7 +722,12 @@ while argAt < nargs do
         if lg then
           from = math.max(now, lg.newest)
         end
-        local ms = string.format('%d', math.ceil((from + window) / 1000))
+        local ms = expS
+        if from + window ~= expAt then
+          expAt = from + window
+          ms = string.format('%d', math.ceil(expAt / 1000))
+          expS = ms
+        end
         if last == nargs and not replies then -- alone in its call
           call('PEXPIREAT', key, ms)
         else
