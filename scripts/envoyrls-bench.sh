@@ -3,7 +3,9 @@
 # with one configuration (a descriptor per request, 100 per second per
 # value), asked by the same gRPC load generator (contrib/envoyrls/internal/
 # rlsload): 10 000 values at random, then one hot value, with 1, 16 and 64
-# concurrent callers. Prints a line per run: calls/s, p50, p99.
+# concurrent callers, in SLIDELOG_BENCH_ROUNDS (default 3) interleaved
+# rounds. Prints a line per run (calls/s, p50, p99), then per cell the
+# median ratio of the two services' calls/s and their median p99s.
 #
 #  - slidelog: cmd/slidelog built from a git archive of HEAD (commit first),
 #    or of SLIDELOG_BENCH_REV; the load generator always from HEAD.
@@ -19,6 +21,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 duration=${SLIDELOG_BENCH_DURATION:-5s}
 callers=${SLIDELOG_BENCH_CALLERS:-1 16 64}
+rounds=${SLIDELOG_BENCH_ROUNDS:-3}
 version=${SLIDELOG_RATELIMIT_VERSION:-latest}
 rev=${SLIDELOG_BENCH_REV:-HEAD}
 
@@ -91,16 +94,41 @@ start() {
   wait_port "$port"
 }
 
+# Both services run side by side; each round asks every cell of both, in
+# an order that alternates round by round, so that the machine's load
+# falls on both alike. The summary is, per cell, the median over rounds of
+# slidelog's calls/s divided by envoyproxy/ratelimit's in the same round,
+# and each one's median p99.
+declare -A ports
 for svc in ratelimit slidelog; do
-  echo "--- $svc"
   start "$svc"
+  ports[$svc]=$port
+done
+: >"$work/results.txt"
+for round in $(seq "$rounds"); do
+  order="ratelimit slidelog"
+  if ((round % 2 == 0)); then order="slidelog ratelimit"; fi
   for values in 10000 1; do
     for c in $callers; do
-      redis-cli -p "$redis_port" flushall >/dev/null
-      "$work/bin/rlsload" -addr "127.0.0.1:$port" -callers "$c" -values "$values" -duration "$duration" -name "$svc"
+      for svc in $order; do
+        redis-cli -p "$redis_port" flushall >/dev/null
+        "$work/bin/rlsload" -addr "127.0.0.1:${ports[$svc]}" -callers "$c" -values "$values" -duration "$duration" -name "$svc" |
+          tee -a "$work/results.txt"
+      done
     done
   done
-  kill "${pids[-1]}" 2>/dev/null || true
-  wait "${pids[-1]}" 2>/dev/null || true
-  unset 'pids[-1]'
 done
+echo "--- medians of $rounds rounds (slidelog / envoyproxy/ratelimit, same round)"
+python3 - "$work/results.txt" <<'PY'
+import re, statistics as st, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'(\S+)\s+callers\s+(\d+) values\s+(\d+):\s+(\d+) calls/s\s+p50\s+([\d.]+)us\s+p99\s+([\d.]+)us', line)
+    if m:
+        rows.setdefault((int(m[3]), int(m[2])), {}).setdefault(m[1], []).append((float(m[4]), float(m[6])))
+for (values, callers), by in sorted(rows.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
+    r, s = by['ratelimit'], by['slidelog']
+    ratio = [a[0] / b[0] for a, b in zip(s, r)]
+    print(f"values {values:5} callers {callers:3}: calls/s ratio {st.median(ratio):.2f} [{min(ratio):.2f}-{max(ratio):.2f}]"
+          f"  p99 slidelog {st.median(x[1] for x in s):8.1f}us  ratelimit {st.median(x[1] for x in r):8.1f}us")
+PY
