@@ -1,13 +1,9 @@
 package slidelog
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,92 +11,41 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
-// liar is a fake Redis server that lies as a broken proxy might: it answers
-// the handshake, then every command with a bulk length of 2^63-1, which
-// makes go-redis panic (makeslice) in the goroutine that reads it. Once
-// honest, it answers each script call with an admission instead.
+// liar is a fake Redis server (redistest.Fake) that lies as a broken proxy
+// might: it answers the handshake, then every command with a bulk length of
+// 2^63-1 (redistest.Lie), which makes go-redis panic (makeslice) in the
+// goroutine that reads it. Once honest, it answers each script call with an
+// admission instead.
 type liar struct {
-	ln     net.Listener
+	addr   string
 	honest atomic.Bool
 	lies   atomic.Int64
 }
 
 func newLiar(t *testing.T) *liar {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &liar{ln: ln}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.serve(c)
-		}
-	}()
+	s := &liar{}
+	s.addr = redistest.Fake(t, s.reply)
 	return s
 }
 
-func (s *liar) serve(c net.Conn) {
-	defer func() { _ = c.Close() }()
-	r := bufio.NewReader(c)
-	for {
-		cmd, err := readCommand(r)
-		if err != nil {
-			return
-		}
-		var reply string
-		switch name := strings.ToUpper(cmd[0]); {
-		case name == "HELLO":
-			reply = "-ERR unknown command 'HELLO'\r\n"
-		case name == "CLIENT" || name == "SELECT":
-			reply = "+OK\r\n"
-		case s.honest.Load() && (name == "EVALSHA" || name == "EVAL"):
-			now := time.Now().UnixMicro()
-			v := fmt.Sprintf("1 %d 1 0 %d", now, now)
-			reply = fmt.Sprintf("$%d\r\n%s\r\n", len(v), v)
-		default:
-			s.lies.Add(1)
-			reply = "$9223372036854775807\r\n"
-		}
-		if _, err := io.WriteString(c, reply); err != nil {
-			return
-		}
+func (s *liar) reply(cmd []string) string {
+	switch name := strings.ToUpper(cmd[0]); {
+	case name == "HELLO":
+		return "-ERR unknown command 'HELLO'\r\n"
+	case name == "CLIENT" || name == "SELECT":
+		return "+OK\r\n"
+	case s.honest.Load() && (name == "EVALSHA" || name == "EVAL"):
+		now := time.Now().UnixMicro()
+		v := fmt.Sprintf("1 %d 1 0 %d", now, now)
+		return fmt.Sprintf("$%d\r\n%s\r\n", len(v), v)
+	default:
+		s.lies.Add(1)
+		return redistest.Lie
 	}
-}
-
-// readCommand reads one RESP command (an array of bulk strings).
-func readCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "*")))
-	if err != nil || n < 1 {
-		return nil, fmt.Errorf("bad command %q", line)
-	}
-	cmd := make([]string, n)
-	for i := range cmd {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "$")))
-		if err != nil {
-			return nil, err
-		}
-		b := make([]byte, size+2)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, err
-		}
-		cmd[i] = string(b[:size])
-	}
-	return cmd, nil
 }
 
 // A reply go-redis panics on never crashes the process: 16 concurrent
@@ -115,7 +60,7 @@ func TestClientPanicIsAnError(t *testing.T) {
 	for _, batched := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
 			s := newLiar(t)
-			rdb := redis.NewClient(&redis.Options{Addr: s.ln.Addr().String(), PoolSize: 16, MaxRetries: -1})
+			rdb := redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 16, MaxRetries: -1})
 			t.Cleanup(func() { _ = rdb.Close() })
 			var opts []Option
 			if !batched {

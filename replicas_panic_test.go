@@ -1,12 +1,9 @@
 package slidelog
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,87 +11,58 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
-// fake is a fake Redis for WithReplicas: scripts admit, WAIT says 1 replica; lieWait /
-// lieScript make the next so many WAIT / script replies a bulk length of
-// 2^63-1 (go-redis panics).
+// fake is a fake Redis (redistest.Fake) for WithReplicas: scripts admit,
+// WAIT says 1 replica; lieWait / lieScript make the next so many WAIT /
+// script replies a bulk length of 2^63-1 (redistest.Lie: go-redis panics).
 type fake struct {
-	ln        net.Listener
+	addr      string
 	lieWait   atomic.Int64
 	lieScript atomic.Int64
-	conns     atomic.Int64
 }
 
 func newFake(t *testing.T) *fake {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fake{ln: ln}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f.conns.Add(1)
-			go f.serve(c)
-		}
-	}()
+	f := &fake{}
+	f.addr = redistest.Fake(t, f.reply)
 	return f
 }
 
-func (f *fake) addr() string { return f.ln.Addr().String() }
-
-func (f *fake) serve(c net.Conn) {
-	defer func() { _ = c.Close() }()
-	r := bufio.NewReader(c)
-	for {
-		cmd, err := readCommand(r)
-		if err != nil {
-			return
+func (f *fake) reply(cmd []string) string {
+	switch name := strings.ToUpper(cmd[0]); name {
+	case "HELLO":
+		return "-ERR unknown command 'HELLO'\r\n"
+	case "CLIENT", "SELECT":
+		return "+OK\r\n"
+	case "PING":
+		return "+PONG\r\n"
+	case "WAIT":
+		if f.lieWait.Add(-1) >= 0 {
+			return redistest.Lie
 		}
-		var reply string
-		switch name := strings.ToUpper(cmd[0]); name {
-		case "HELLO":
-			reply = "-ERR unknown command 'HELLO'\r\n"
-		case "CLIENT", "SELECT":
-			reply = "+OK\r\n"
-		case "PING":
-			reply = "+PONG\r\n"
-		case "WAIT":
-			if f.lieWait.Add(-1) >= 0 {
-				reply = "$9223372036854775807\r\n"
-			} else {
-				reply = ":1\r\n"
-			}
-		case "EVALSHA", "EVAL":
-			if f.lieScript.Add(-1) >= 0 {
-				reply = "$9223372036854775807\r\n"
-				break
-			}
-			nkeys := 0
-			_, _ = fmt.Sscan(cmd[2], &nkeys)
-			nargs := len(cmd) - 3 - nkeys
-			now := time.Now().UnixMicro()
-			v := fmt.Sprintf("1 %d 1 0 %d", now, now)
-			if nargs <= 4 {
-				reply = fmt.Sprintf("$%d\r\n%s\r\n", len(v), v)
-			} else {
-				n := nargs / 4
-				reply = fmt.Sprintf("*%d\r\n", n)
-				for i := 0; i < n; i++ {
-					reply += fmt.Sprintf("$%d\r\n%s\r\n", len(v), v)
-				}
-			}
-		default:
-			reply = "-ERR unknown\r\n"
+		return ":1\r\n"
+	case "EVALSHA", "EVAL":
+		if f.lieScript.Add(-1) >= 0 {
+			return redistest.Lie
 		}
-		if _, err := io.WriteString(c, reply); err != nil {
-			return
+		nkeys := 0
+		_, _ = fmt.Sscan(cmd[2], &nkeys)
+		nargs := len(cmd) - 3 - nkeys
+		now := time.Now().UnixMicro()
+		v := fmt.Sprintf("1 %d 1 0 %d", now, now)
+		if nargs <= 4 {
+			return fmt.Sprintf("$%d\r\n%s\r\n", len(v), v)
 		}
+		n := nargs / 4
+		reply := fmt.Sprintf("*%d\r\n", n)
+		for i := 0; i < n; i++ {
+			reply += fmt.Sprintf("$%d\r\n%s\r\n", len(v), v)
+		}
+		return reply
+	default:
+		return "-ERR unknown\r\n"
 	}
 }
 
@@ -112,7 +80,7 @@ func TestReplicasClientPanicKeepsThePool(t *testing.T) {
 	}{{"unbatched-wait", false, true}, {"unbatched-script", false, false}, {"batched-wait", true, true}, {"batched-script", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)
-			rdb := redis.NewClient(&redis.Options{Addr: f.addr(), PoolSize: 3, PoolTimeout: 300 * time.Millisecond,
+			rdb := redis.NewClient(&redis.Options{Addr: f.addr, PoolSize: 3, PoolTimeout: 300 * time.Millisecond,
 				MaxRetries: -1, ContextTimeoutEnabled: true, Protocol: 2})
 			t.Cleanup(func() { _ = rdb.Close() })
 			opts := []Option{WithReplicas(1, 100*time.Millisecond)}

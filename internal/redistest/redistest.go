@@ -2,7 +2,9 @@
 // redis-servers (internal/redisserver's), under one rule: a missing
 // redis-server fails the test, because the real-server tests are what
 // catch the places where miniredis and Redis differ, so they never skip
-// silently; SLIDELOG_SKIP_REAL_REDIS=1 skips them on purpose.
+// silently; SLIDELOG_SKIP_REAL_REDIS=1 skips them on purpose. It also
+// gives them a fake server (Fake) that answers what each test chooses,
+// lies included, for the replies no real Redis sends.
 //
 // Only tests import it (it imports testing); the bench command starts its
 // servers with internal/redisserver directly.
