@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slidelog/slidelog/internal/keylayout"
 )
 
 // Where a key's logs live in Redis.
@@ -23,13 +25,15 @@ import (
 // to the Cluster slot of K. So every log of a key sits on one Cluster slot
 // (and on one Ring shard, but for keys of the third kind), whatever bytes
 // the key holds ("}x", "{}", "a{b}c"): AllowAll's script reaches all its
-// logs, and Reset removes them all in one atomic script.
+// logs, and Reset removes them all in one atomic script. The start, the
+// index and the slot are computed in internal/keylayout, which the CLI's
+// inspect command uses too.
 
 // checkPrefix reports why a prefix cannot keep a key's logs on one Cluster
 // slot: a '{' that does not open a hash tag ("svc{}:", "svc{:") makes
 // Redis hash each whole key, so the logs of one key would scatter.
 func checkPrefix(prefix string) error {
-	if _, ok := hashTag(prefix); strings.Contains(prefix, "{") && !ok {
+	if _, ok := keylayout.HashTag(prefix); strings.Contains(prefix, "{") && !ok {
 		return fmt.Errorf("slidelog: WithPrefix(%q): a '{' in a prefix must open a non-empty hash tag (like \"{rl}:\"), or the logs of one key land on different Cluster slots", prefix)
 	}
 	return nil
@@ -38,15 +42,8 @@ func checkPrefix(prefix string) error {
 // allKeys is where AllowAll keeps key's logs: the common start of the
 // per-window keys (their window follows) and the index.
 func (l *Limiter) allKeys(key string) (base, index string) {
-	k := l.prefix + key
-	if tag, ok := hashTag(k); ok {
-		base = l.prefix + "{" + tag + "}" + key + ":"
-	} else if k != "" && !strings.Contains(k, "}") {
-		base = l.prefix + "{" + k + "}:"
-	} else {
-		base = l.prefix + "{" + tagOf(slot(k)) + "}" + key + ":"
-	}
-	return base, base + "windows"
+	base = keylayout.Start(l.prefix, key)
+	return base, keylayout.Index(base)
 }
 
 // windowKey is the AllowAll log of one window.
