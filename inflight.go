@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/slidelog/slidelog/internal/keylayout"
 )
 
 // InFlight is the Limit of an in-flight (concurrency) limit: at most holders
@@ -191,7 +193,7 @@ func (l *Limiter) inflightKey(key string) string {
 		return ""
 	}
 	base, _ := l.allKeys(key)
-	return base[len(l.prefix):] + "inflight"
+	return keylayout.Inflight(base)[len(l.prefix):]
 }
 
 // lease is the Lease of r: its events in Redis, or the fallback's lease if
