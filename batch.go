@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -38,9 +40,48 @@ type batcher struct {
 	acks      *acks          // WithReplicas: admissions wait for replicas (replicas.go)
 	takeBacks *takeBacks     // takes back what a decision whose caller left recorded
 
+	yield yielder // a flusher's yield before it takes the queue
+
 	mu       sync.Mutex
 	queue    []*pending
 	flushing int
+}
+
+// yielder is a flusher's yield (runtime.Gosched) before it takes the
+// queue, and when to skip it. A yield puts the flusher behind every
+// goroutine already runnable: the callers it is for, and in a process
+// whose processors are all busy, everything else too, so that one yield
+// may take as long as other goroutines run (tens of milliseconds were
+// measured beside CPU-bound goroutines, where without the yield a decision
+// took 50 µs). A yield that took more than slowYield, far more than the
+// round trip it saves, shows such a process: flushers then take the queue
+// without yielding for yieldBackoff, and try one yield again after it.
+type yielder struct {
+	until atomic.Int64 // no yield before this time (now's clock)
+	now   func() int64 // a monotonic clock, ns
+	sched func()       // the yield: runtime.Gosched
+}
+
+const (
+	slowYield    = time.Millisecond
+	yieldBackoff = 100 * time.Millisecond
+)
+
+// clockStart is the origin of monotonic: a process's monotonic clock.
+var clockStart = time.Now()
+
+func monotonic() int64 { return int64(time.Since(clockStart)) }
+
+// yield yields, unless a recent yield was slow.
+func (y *yielder) yield() {
+	t := y.now()
+	if t < y.until.Load() {
+		return
+	}
+	y.sched()
+	if d := y.now() - t; d > int64(slowYield) {
+		y.until.Store(t + d + int64(yieldBackoff))
+	}
 }
 
 // newBatcher is the batcher for rdb, which pipelines. Which decisions
@@ -53,6 +94,7 @@ type batcher struct {
 // what a caller who left was admitted goes to takeBacks.
 func newBatcher(rdb redis.Scripter, max int, acks *acks, takeBacks *takeBacks) *batcher {
 	b := &batcher{rdb: rdb.(pipeliner), scripter: rdb, max: max, inFlight: pipelinesInFlight, acks: acks, takeBacks: takeBacks}
+	b.yield.now, b.yield.sched = monotonic, runtime.Gosched
 	switch rdb.(type) {
 	case interface{ Options() *redis.Options }:
 		b.merge = mergeAll
@@ -147,17 +189,19 @@ func (b *batcher) abandoned(p *pending) {
 }
 
 // flush sends batches until the queue is empty. Before it takes the queue
-// it yields once (runtime.Gosched): the callers that are already runnable,
-// those the last pipeline's answers woke among them, run first and queue
-// their next decisions, so the pipeline carries them too instead of
-// leaving with the one decision that started it. It waits for no timer
-// and no one who is not already running: with nothing else runnable the
-// yield returns at once. At 16 callers this doubled the decisions a
-// pipeline carries (2.9 to 6.0) and cut the CPU per decision by a quarter
-// (docs/performance.md, "A pipeline yields before it leaves").
+// it yields once (b.yield): the callers that are already runnable, those
+// the last pipeline's answers woke among them, run first and queue their
+// next decisions, so the pipeline carries them too instead of leaving with
+// the one decision that started it. It waits for no timer and no one who
+// is not already running: with nothing else runnable the yield returns at
+// once. At 16 callers this doubled the decisions a pipeline carries (2.9
+// to 6.0) and cut the CPU per decision by a quarter (docs/performance.md,
+// "A pipeline yields before it leaves"). In a process whose processors are
+// all busy with other goroutines a yield can take milliseconds; the
+// yielder then stops yielding for a while (yielder).
 func (b *batcher) flush() {
 	for {
-		runtime.Gosched()
+		b.yield.yield()
 		b.mu.Lock()
 		if len(b.queue) == 0 {
 			b.flushing--
