@@ -303,6 +303,41 @@ func (tr *traffic) read() bool {
 	return !failed
 }
 
+// saturated holds a run of d whose traffic kept every key's windows (of
+// length window) full to what each such run owes: no call failed, and no
+// false denial overall (at least Events admitted per key and whole window).
+func saturated(t *testing.T, tr *traffic, s summary, d, window time.Duration) {
+	t.Helper()
+	if s.errors != 0 {
+		t.Errorf("limit %d: %d calls failed: %v", tr.limit.Events, s.errors, tr.errs[0].err)
+	}
+	if least := int(d/window-1) * tr.limit.Events * len(tr.keys); s.admitted < least {
+		t.Errorf("limit %d: admitted %d, want at least %d", tr.limit.Events, s.admitted, least)
+	}
+}
+
+// sharedCalls runs each of trs alone for d, holds it to saturated, and
+// checks that its batched decisions shared script calls: calls (the script
+// calls the servers ran so far) rose by less than num/den of its
+// decisions, else the error says notShared. Each run is reported as
+// label(tr), what it saw and its calls.
+func sharedCalls(t *testing.T, trs []*traffic, d, window time.Duration, calls func() int, num, den int,
+	notShared string, label func(tr *traffic) string) {
+	t.Helper()
+	for _, tr := range trs {
+		before := calls()
+		runFor([]*traffic{tr}, d, 0, nil)
+		n := calls() - before
+		s := tr.verify(t)
+		saturated(t, tr, s, d, window)
+		decisions := s.admitted + s.denied
+		if den*n >= num*decisions {
+			t.Errorf("limit %d: %d script calls for %d decisions: %s", tr.limit.Events, n, decisions, notShared)
+		}
+		report(t, "%s: %v; %d script calls, %.1f decisions each", label(tr), s, n, float64(decisions)/float64(max(n, 1)))
+	}
+}
+
 // summary is what a run saw.
 type summary struct {
 	admitted, denied, logged, errors int

@@ -205,12 +205,7 @@ func TestCluster(t *testing.T) {
 				runFor([]*traffic{tr, big}, d, 0, nil)
 				for _, tr := range []*traffic{tr, big} {
 					s := tr.verify(t)
-					if s.errors != 0 {
-						t.Errorf("limit %d: %d calls failed: %v", tr.limit.Events, s.errors, tr.errs[0].err)
-					}
-					if least := int(d/limit.Window-1) * tr.limit.Events * len(tr.keys); s.admitted < least {
-						t.Errorf("limit %d: admitted %d, want at least %d", tr.limit.Events, s.admitted, least)
-					}
+					saturated(t, tr, s, d, limit.Window)
 					report(t, "%s cluster, %d keys on 3 masters, limit %d per %v (%s): %v", f.name, len(tr.keys), tr.limit.Events, tr.limit.Window, storeName(tr), s)
 				}
 				report(t, "%s cluster: the sorted sets' keys on the masters %v", f.name, masters)
@@ -245,25 +240,11 @@ func TestCluster(t *testing.T) {
 					}
 					return total
 				}
-				const d = 4 * time.Second
-				for _, tr := range []*traffic{tr, big} {
-					before := calls()
-					runFor([]*traffic{tr}, d, 0, nil)
-					n := calls() - before
-					s := tr.verify(t)
-					if s.errors != 0 {
-						t.Errorf("limit %d: %d calls failed: %v", tr.limit.Events, s.errors, tr.errs[0].err)
-					}
-					if least := int(d/limit.Window-1) * tr.limit.Events * len(tr.keys); s.admitted < least {
-						t.Errorf("limit %d: admitted %d, want at least %d", tr.limit.Events, s.admitted, least)
-					}
-					decisions := s.admitted + s.denied
-					if 10*n >= 9*decisions {
-						t.Errorf("limit %d: %d script calls for %d decisions: batched decisions on one slot did not share calls", tr.limit.Events, n, decisions)
-					}
-					report(t, "%s cluster batching (WithBatching) on %d keys, limit %d per %v (%s): %v; %d script calls, %.1f decisions each",
-						f.name, len(tr.keys), tr.limit.Events, tr.limit.Window, storeName(tr), s, n, float64(decisions)/float64(max(n, 1)))
-				}
+				sharedCalls(t, []*traffic{tr, big}, 4*time.Second, limit.Window, calls, 9, 10,
+					"batched decisions on one slot did not share calls", func(tr *traffic) string {
+						return fmt.Sprintf("%s cluster batching (WithBatching) on %d keys, limit %d per %v (%s)",
+							f.name, len(tr.keys), tr.limit.Events, tr.limit.Window, storeName(tr))
+					})
 			})
 
 			// AllowAll over two windows: both logs of a key share a slot, so
@@ -297,36 +278,40 @@ func TestCluster(t *testing.T) {
 				wg.Wait()
 				return admitted
 			}
-			t.Run("allow-all", func(t *testing.T) {
-				p := prefix(t)
-				limits := []slidelog.Limit{{Events: 15, Window: time.Minute}, {Events: 10, Window: time.Hour}}
-				admitted := allowAll(t, p, keys, limits, 20)
-				for _, k := range keys {
-					logs := logsOf(t, probe, p, k)
-					minute, hour := logs[":60000000"], logs[":3600000000"]
-					if admitted[k] != 10 || minute.n != 10 || hour.n != 10 || minute.typ != "zset" || hour.typ != "zset" {
-						t.Errorf("%s: admitted %d, minute log %+v, hour log %+v; want 10 each, sorted sets", k, admitted[k], minute, hour)
+			// AllowAll below and above compactAbove: the logs of each key
+			// are sorted sets ("allow-all"), or, above it, compact logs, a
+			// key on each master ("allow-all-compact").
+			for _, tc := range []struct {
+				name          string
+				onEveryMaster bool // a key on each master, else the Cluster's keys
+				limits        []slidelog.Limit
+				calls         int // allowAll's
+				want          int
+				typ, stores   string
+				what          string // the report's
+			}{
+				{"allow-all", false, []slidelog.Limit{{Events: 15, Window: time.Minute}, {Events: 10, Window: time.Hour}}, 20, 10,
+					"zset", "sorted sets", "(15/min and 10/h) on %d keys"},
+				{"allow-all-compact", true, []slidelog.Limit{{Events: 200, Window: time.Minute}, {Events: 150, Window: time.Hour}}, 12, 150, // 768 calls, 256 a key
+					"string", "compact logs (strings)", "(200/min and 150/h, compact logs) on %d keys, one on each master"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					p := prefix(t)
+					ks := keys
+					if tc.onEveryMaster {
+						ks = c.keysOnEveryMaster(t, p, 1)
 					}
-				}
-				report(t, "%s cluster AllowAll (15/min and 10/h) on %d keys: every key admitted exactly 10, in both logs", f.name, len(keys))
-			})
-
-			// The same with limits above compactAbove: both logs of each key
-			// (one on each master) are compact logs.
-			t.Run("allow-all-compact", func(t *testing.T) {
-				p := prefix(t)
-				bkeys := c.keysOnEveryMaster(t, p, 1)
-				limits := []slidelog.Limit{{Events: 200, Window: time.Minute}, {Events: 150, Window: time.Hour}}
-				admitted := allowAll(t, p, bkeys, limits, 12) // 768 calls, 256 a key
-				for _, k := range bkeys {
-					logs := logsOf(t, probe, p, k)
-					minute, hour := logs[":60000000"], logs[":3600000000"]
-					if admitted[k] != 150 || minute.n != 150 || hour.n != 150 || minute.typ != "string" || hour.typ != "string" {
-						t.Errorf("%s: admitted %d, minute log %+v, hour log %+v; want 150 each, compact logs (strings)", k, admitted[k], minute, hour)
+					admitted := allowAll(t, p, ks, tc.limits, tc.calls)
+					for _, k := range ks {
+						logs := logsOf(t, probe, p, k)
+						minute, hour := logs[":60000000"], logs[":3600000000"]
+						if admitted[k] != tc.want || minute.n != int64(tc.want) || hour.n != int64(tc.want) || minute.typ != tc.typ || hour.typ != tc.typ {
+							t.Errorf("%s: admitted %d, minute log %+v, hour log %+v; want %d each, %s", k, admitted[k], minute, hour, tc.want, tc.stores)
+						}
 					}
-				}
-				report(t, "%s cluster AllowAll (200/min and 150/h, compact logs) on %d keys, one on each master: every key admitted exactly 150, in both logs", f.name, len(bkeys))
-			})
+					report(t, "%s cluster AllowAll "+tc.what+": every key admitted exactly %d, in both logs", f.name, len(ks), tc.want)
+				})
+			}
 
 			// Keys and prefixes with braces: every log of a key shares the
 			// slot of its single-limit log, so AllowAll works whatever the

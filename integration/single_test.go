@@ -190,25 +190,10 @@ func checkBatching(t *testing.T, n *node) {
 	// on a busy machine (one of them without the compact logs).
 	big := compactTwin(t, tr, "hot", "warm")
 	big.goroutines = tr.goroutines
-	const d = 2 * time.Second
-	for _, tr := range []*traffic{tr, big} {
-		before := scriptCalls(t, admin)
-		runFor([]*traffic{tr}, d, 0, nil)
-		calls := scriptCalls(t, admin) - before
-		s := tr.verify(t)
-		if s.errors != 0 {
-			t.Errorf("limit %d: %d calls failed: %v", tr.limit.Events, s.errors, tr.errs[0].err)
-		}
-		if least := int(d/limit.Window-1) * tr.limit.Events * len(tr.keys); s.admitted < least {
-			t.Errorf("limit %d: admitted %d, want at least %d", tr.limit.Events, s.admitted, least)
-		}
-		decisions := s.admitted + s.denied
-		if 5*calls >= 4*decisions {
-			t.Errorf("limit %d: %d script calls for %d decisions: batched decisions did not share calls", tr.limit.Events, calls, decisions)
-		}
-		report(t, "%s batching (WithBatching), limit %d per %v (%s): %v; %d script calls, %.1f decisions each",
-			n.flavor.name, tr.limit.Events, tr.limit.Window, storeName(tr), s, calls, float64(decisions)/float64(max(calls, 1)))
-	}
+	sharedCalls(t, []*traffic{tr, big}, 2*time.Second, limit.Window, func() int { return scriptCalls(t, admin) }, 4, 5,
+		"batched decisions did not share calls", func(tr *traffic) string {
+			return fmt.Sprintf("%s batching (WithBatching), limit %d per %v (%s)", n.flavor.name, tr.limit.Events, tr.limit.Window, storeName(tr))
+		})
 }
 
 // storeName names tr's store in reports.
@@ -276,13 +261,7 @@ func checkConcurrency(t *testing.T, n *node) {
 	runFor([]*traffic{tr, big}, d, 0, nil)
 	for _, tr := range []*traffic{tr, big} {
 		s := tr.verify(t)
-		if s.errors != 0 {
-			t.Errorf("limit %d: %d calls failed: %v", tr.limit.Events, s.errors, tr.errs[0].err)
-		}
-		// Saturating traffic fills every window: no false denials overall.
-		if least := int(d/limit.Window-1) * tr.limit.Events; s.admitted < least {
-			t.Errorf("limit %d: admitted %d, want at least %d", tr.limit.Events, s.admitted, least)
-		}
+		saturated(t, tr, s, d, limit.Window) // (one key each)
 		report(t, "%s concurrency, limit %d per %v (%s): %v", n.flavor.name, tr.limit.Events, tr.limit.Window, storeName(tr), s)
 	}
 }
