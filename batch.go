@@ -107,11 +107,13 @@ func newBatcher(rdb redis.Scripter, max int, acks *acks, takeBacks *takeBacks) *
 // pipelinesInFlight is how many pipelines fly at once, a lone caller's call
 // counted: enough that Redis always has one to run while the client writes
 // the next and reads the last, few enough that each still carries many
-// decisions (and shares its script calls). With 2, at 16 callers Redis and
-// the client waited for each other (69% of 2 cores busy); with 8, each
-// pipeline carried too few decisions (Redis' CPU per decision rose from 7
-// to 10 µs). Measured side by side: docs/performance.md.
-const pipelinesInFlight = 4
+// decisions (and shares its script calls). Before a flusher yielded
+// (flush), 4 did best; since, 3 does as well or better on both workloads
+// at 4, 16 and 64 callers (over 10 000 keys at 16 callers 1.09-1.14x the
+// decisions of 4, on one hot key 1.11-1.30x), and 2 leaves Redis idle at 64
+// callers. Measured side by side: docs/performance.md, "Pipelines in
+// flight, after the yield: 3".
+const pipelinesInFlight = 3
 
 // send decides one decision: at once if nothing is in flight, else in the
 // next pipeline. take is what to take back if the caller leaves before its

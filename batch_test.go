@@ -342,3 +342,79 @@ func TestBatchingCanceledContext(t *testing.T) {
 		t.Errorf("%d of 80000 calls on a canceled context got an error other than context.Canceled", n)
 	}
 }
+
+// flightHook counts the script calls and pipelines of script calls a client
+// has in flight at once, and holds each for a moment, so that callers pile
+// up behind them.
+type flightHook struct {
+	now, most atomic.Int64
+}
+
+func (h *flightHook) enter() func() {
+	n := h.now.Add(1)
+	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
+	}
+	time.Sleep(time.Millisecond)
+	return func() { h.now.Add(-1) }
+}
+
+func (h *flightHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *flightHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "evalsha" && cmd.Name() != "eval" {
+			return next(ctx, cmd)
+		}
+		defer h.enter()()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *flightHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		// (a new connection's first commands go in a pipeline of their own,
+		// inside the one that dialed it)
+		if len(cmds) == 0 || cmds[0].Name() != "evalsha" && cmds[0].Name() != "eval" {
+			return next(ctx, cmds)
+		}
+		defer h.enter()()
+		return next(ctx, cmds)
+	}
+}
+
+// However many callers wait, at most pipelinesInFlight pipelines (a lone
+// caller's call counted) are in flight at once, and under load the
+// batcher uses them all; every caller is answered, exactly.
+func TestPipelinesInFlight(t *testing.T) {
+	m := newMini(t)
+	h := &flightHook{}
+	m.rdb.AddHook(h)
+	l := New(m.rdb)
+	ctx := context.Background()
+	const callers, calls = 64, 20
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				r, err := l.Allow(ctx, "k", PerHour(500))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := h.most.Load(); got != pipelinesInFlight {
+		t.Errorf("at most %d calls and pipelines in flight at once, want %d", got, pipelinesInFlight)
+	}
+	if got := admitted.Load(); got != 500 {
+		t.Errorf("%d of %d decisions admitted under a limit of 500, want 500", got, callers*calls)
+	}
+}
