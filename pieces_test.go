@@ -11,6 +11,7 @@ package slidelog
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -36,6 +37,13 @@ func TestScriptPieces(t *testing.T) {
 	if err := rdb.Set(ctx, "s", strings.Repeat("x", 289+7000), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// "t": 100 events at times of today's size (16 digits of µs), whose
+	// scores Redis prints in a WITHSCORES reply
+	for i := range 100 {
+		if err := rdb.ZAdd(ctx, "t", redis.Z{Score: float64(1764612345123456 + 1000*i), Member: fmt.Sprintf("%08d", i)}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Every variant is clock.lua (TIME, now and nows), a ZCARD and a reply
 	// of one string, and adds one piece.
 	const count = "local count = call('ZCARD', KEYS[1])\n"
@@ -55,6 +63,16 @@ func TestScriptPieces(t *testing.T) {
 				strings.Repeat("x = x + 1\n", 20) + reply},
 		{"+ a local function over now (a closure made by every call)",
 			clockLua + count + "local function f(w) return now + w end\n" + reply},
+		// a full log's denial reads its oldest and newest events' times: a
+		// score Redis prints (%.17g on 7.0) costs as much as the read
+		{"+ ZRANGE 't' 0 0 WITHSCORES (the oldest event's time)",
+			clockLua + count + "local o = call('ZRANGE', 't', '0', '0', 'WITHSCORES')[2]\n" + reply},
+		{"+ ZRANGE 't' 0 0 (its member, no score)",
+			clockLua + count + "local o = call('ZRANGE', 't', '0', '0')[1]\n" + reply},
+		{"+ ZRANGE 't' -1 -1 WITHSCORES (the newest event's time)",
+			clockLua + count + "local o = call('ZRANGE', 't', '-1', '-1', 'WITHSCORES')[2]\n" + reply},
+		{"+ ZCOUNT 't' -inf cutoff",
+			clockLua + count + "local o = call('ZCOUNT', 't', '-inf', '1764612345000000')\n" + reply},
 		// the compact log's pieces (compact.lua), on a string "s" of 289 +
 		// 7 000 bytes
 		{"+ GETRANGE of a compact log's header (289 bytes)",
