@@ -188,20 +188,24 @@ func TestConvertBlocks(t *testing.T) {
 	l := New(rdb, WithPrefix(uniqueKey(t)+":"), WithoutBatching())
 	lim := Limit{Events: 5000, Window: time.Hour}
 	SetCompactAbove(1 << 30)
+	admit := func(key string, n int) {
+		t.Helper()
+		if r, err := l.AllowN(ctx, key, lim, n); err != nil || !r.Allowed {
+			t.Fatal(key, n, r, err)
+		}
+	}
 	for range 4 {
-		l.AllowN(ctx, "k", lim, 1000)
+		admit("k", 1000)
 	}
-	l.AllowN(ctx, "k", lim, 95)
-	l.Allow(ctx, "k2", lim)
+	admit("k", 95)
+	admit("k2", 1)
 	SetCompactAbove(128)
-	l.Allow(ctx, "k2", lim) // (the script loaded)
+	admit("k2", 1) // (the script loaded)
 	before := commandUsec(t, rdb, "evalsha")
-	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
-		t.Fatal(r, err)
-	}
+	admit("k", 1)
 	conv := commandUsec(t, rdb, "evalsha") - before
 	before = commandUsec(t, rdb, "evalsha")
-	l.Allow(ctx, "k", lim)
+	admit("k", 1)
 	next := commandUsec(t, rdb, "evalsha") - before
 	t.Logf("the admission that converts 4 096 events: %d µs in Redis; the next: %d µs (type %s)", conv, next, storeOf(t, rdb, l.prefix+"k"))
 }
