@@ -109,10 +109,10 @@ func newBatcher(rdb redis.Scripter, max int, acks *acks, takeBacks *takeBacks) *
 // the next and reads the last, few enough that each still carries many
 // decisions (and shares its script calls). Before a flusher yielded
 // (flush), 4 did best; since, 3 does as well or better on both workloads
-// at 4, 16 and 64 callers (over 10 000 keys at 16 callers 1.09-1.14x the
+// at 4, 16 and 64 callers (over 10 000 keys at 16 callers 1.04-1.14x the
 // decisions of 4, on one hot key 1.11-1.30x), and 2 leaves Redis idle at 64
-// callers. Measured side by side: docs/performance.md, "Pipelines in
-// flight, after the yield: 3".
+// callers. Measured side by side: docs/performance.md, "Three pipelines
+// in flight, after the yield".
 const pipelinesInFlight = 3
 
 // send decides one decision: at once if nothing is in flight, else in the
