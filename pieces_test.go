@@ -71,6 +71,8 @@ func TestScriptPieces(t *testing.T) {
 			clockLua + count + "local o = call('ZRANGE', 't', '0', '0')[1]\n" + reply},
 		{"+ ZRANGE 't' -1 -1 WITHSCORES (the newest event's time)",
 			clockLua + count + "local o = call('ZRANGE', 't', '-1', '-1', 'WITHSCORES')[2]\n" + reply},
+		{"+ ZRANGE 't' 0 0 WITHSCORES in RESP3 (redis.setresp(3): the score comes as a Lua number)",
+			clockLua + "redis.setresp(3)\n" + count + "local o = call('ZRANGE', 't', '0', '0', 'WITHSCORES')[1][2].double\n" + reply},
 		{"+ ZCOUNT 't' -inf cutoff",
 			clockLua + count + "local o = call('ZCOUNT', 't', '-inf', '1764612345000000')\n" + reply},
 		// the compact log's pieces (compact.lua), on a string "s" of 289 +
