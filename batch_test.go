@@ -418,3 +418,24 @@ func TestPipelinesInFlight(t *testing.T) {
 		t.Errorf("%d of %d decisions admitted under a limit of 500, want 500", got, callers*calls)
 	}
 }
+
+// With WithReplicas a pipeline's time is its wait for a replica, and more
+// pipelines fly at once (ackedPipelinesInFlight) than without.
+func TestAckedPipelinesInFlight(t *testing.T) {
+	m := newMini(t)
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want int
+	}{
+		{"New", nil, pipelinesInFlight},
+		{"WithReplicas", []Option{WithReplicas(1, time.Second)}, ackedPipelinesInFlight},
+	} {
+		if got := New(m.rdb, c.opts...).batch.inFlight; got != c.want {
+			t.Errorf("%s: %d pipelines in flight, want %d", c.name, got, c.want)
+		}
+	}
+	if ackedPipelinesInFlight <= pipelinesInFlight {
+		t.Errorf("WithReplicas lets %d pipelines fly, no more than without (%d)", ackedPipelinesInFlight, pipelinesInFlight)
+	}
+}
