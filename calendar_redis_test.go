@@ -366,6 +366,32 @@ func TestCalendarDenyCache(t *testing.T) {
 	mustDecide(t, r, err, true, 0, 0, 24*time.Hour)
 }
 
+// TestCalendarResetAfterInTheLastHour: an AllowAll's ResetAfter is its
+// largest, so in the last hour of a day an hourly limit's outlasts the
+// day's quota. TestCalendarRealRedis expected the quota's at any time of
+// day, and failed when it ran at 23:00:19 in Berlin.
+func TestCalendarResetAfterInTheLastHour(t *testing.T) {
+	ctx := context.Background()
+	berlin := mustLoad(t, "Europe/Berlin")
+	for _, c := range []struct {
+		at   string
+		want time.Duration
+	}{
+		{"2026-12-01T22:00:19.73281Z", time.Hour},         // 23:00:19 in Berlin: the hour's
+		{"2026-12-01T21:59:59Z", time.Hour + time.Second}, // 22:59:59: the day's
+		{"2026-12-01T22:59:59.999999Z", time.Hour},        // a microsecond before midnight
+		{"2026-12-01T12:00:00Z", 11 * time.Hour},          // midday: the day's
+	} {
+		m := newMini(t)
+		l := New(m.rdb)
+		m.calendarAt(c.at)
+		r, err := l.AllowAll(ctx, "k", 2, PerHour(10), Daily(3, berlin))
+		if err != nil || !r.Allowed || r.ResetAfter != c.want {
+			t.Errorf("at %s: %+v %v, want ResetAfter %v", c.at, r, err, c.want)
+		}
+	}
+}
+
 // TestCalendarBadInputWritesNothing: bad calendar limits are refused
 // before Redis is asked.
 func TestCalendarBadInputWritesNothing(t *testing.T) {
@@ -411,9 +437,12 @@ func TestCalendarRealRedis(t *testing.T) {
 			if err != nil || !r.Allowed || r.Remaining != 1 {
 				t.Fatalf("skew %v, %v: %+v %v", skew, quota, r, err)
 			}
+			// ResetAfter is the larger of the two: the quota's period end,
+			// or, in its last hour, the hour's window of the event just
+			// admitted (TestCalendarResetAfterInTheLastHour)
 			_, end, _ := quota.PeriodAt(r.Time())
-			if r.ResetAfter != end.Sub(r.Time()) {
-				t.Fatalf("skew %v, %v: ResetAfter %v at %v, want until %v", skew, quota, r.ResetAfter, r.Time(), end)
+			if want := max(end.Sub(r.Time()), time.Hour); r.ResetAfter != want {
+				t.Fatalf("skew %v, %v: ResetAfter %v at %v, want %v (until %v, or the hour)", skew, quota, r.ResetAfter, r.Time(), want, end)
 			}
 			d, err := l.AllowAll(ctx, "k", 2, PerHour(10), quota)
 			if err != nil || d.Allowed || d.Limit != quota || d.RetryAfter != end.Sub(d.Time()) {
