@@ -282,19 +282,25 @@ func (s *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
+// isScriptCall tells a script call (EVALSHA, or EVAL after NOSCRIPT).
+func isScriptCall(cmd redis.Cmder) bool {
+	return cmd.Name() == "evalsha" || cmd.Name() == "eval"
+}
+
+// raiseTo raises a to v if v is larger.
+func raiseTo(a *atomic.Int64, v int64) {
+	for m := a.Load(); v > m && !a.CompareAndSwap(m, v); m = a.Load() {
+	}
+}
+
 func (s *scriptCalls) count(cmd redis.Cmder) {
-	if cmd.Name() != "evalsha" && cmd.Name() != "eval" {
+	if !isScriptCall(cmd) {
 		return
 	}
 	k, _ := strconv.Atoi(fmt.Sprint(cmd.Args()[2]))
 	s.calls.Add(1)
 	s.keys.Add(int64(k))
-	for {
-		m := s.mostKeys.Load()
-		if int64(k) <= m || s.mostKeys.CompareAndSwap(m, int64(k)) {
-			break
-		}
-	}
+	raiseTo(&s.mostKeys, int64(k))
 	if k > 1 && cmd.Err() != nil && !isNoScript(cmd.Err()) {
 		s.failedMerged.Add(1)
 	}
@@ -351,9 +357,7 @@ type flightHook struct {
 }
 
 func (h *flightHook) enter() func() {
-	n := h.now.Add(1)
-	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
-	}
+	raiseTo(&h.most, h.now.Add(1))
 	time.Sleep(time.Millisecond)
 	return func() { h.now.Add(-1) }
 }
@@ -362,7 +366,7 @@ func (h *flightHook) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (h *flightHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() != "evalsha" && cmd.Name() != "eval" {
+		if !isScriptCall(cmd) {
 			return next(ctx, cmd)
 		}
 		defer h.enter()()
@@ -374,7 +378,7 @@ func (h *flightHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		// (a new connection's first commands go in a pipeline of their own,
 		// inside the one that dialed it)
-		if len(cmds) == 0 || cmds[0].Name() != "evalsha" && cmds[0].Name() != "eval" {
+		if len(cmds) == 0 || !isScriptCall(cmds[0]) {
 			return next(ctx, cmds)
 		}
 		defer h.enter()()
