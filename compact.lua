@@ -61,7 +61,7 @@ local function compactLib()
     end
     local lg = {key = key, C = dec(h, 5), T = dec(h, 12), F = dec(h, 19), newest = dec(h, 26),
       oldest = dec(h, 33), cur = byte(h, 40)}
-    if lg.C < 1 or lg.C > 67108864 or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
+    if lg.C < 1 or lg.C > maxSlots or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
       or lg.oldest > lg.newest or call('STRLEN', key) ~= HDR + 7 * lg.C then
       return nil -- (the header or the size of no compact log)
     end

@@ -2,6 +2,7 @@ package slidelog
 
 import (
 	_ "embed"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,11 +24,19 @@ var (
 	//go:embed renew.lua
 	renewLua string
 
-	// The sources as Redis runs them: the clock, the compact log's code,
-	// then the script.
-	decideSrc = clockLua + compactLua + scriptLua
-	renewSrc  = clockLua + renewLua
-	refundSrc = compactLua + refundLua
+	//go:embed ids.lua
+	idsLua string
+
+	// sizesLua gives the scripts the sizes limit.go defines: the most
+	// slots a compact log has (MaxEvents), so that its reader refuses
+	// exactly what its writer can never write.
+	sizesLua = fmt.Sprintf("local maxSlots = %d -- MaxEvents (limit.go)\n", MaxEvents)
+
+	// The sources as Redis runs them: the clock, the sizes, the compact
+	// log's code, the event ids' derivation, then the script.
+	decideSrc = clockLua + sizesLua + compactLua + idsLua + scriptLua
+	renewSrc  = clockLua + idsLua + renewLua
+	refundSrc = sizesLua + compactLua + idsLua + refundLua
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
 	// AcquireN, and batches of them.

@@ -231,9 +231,7 @@ func unrenewable(r Result, fallback Decider) Lease {
 
 // renewLease runs renew.lua for the events of h under limit.
 func (l *Limiter) renewLease(ctx context.Context, h Handle, limit Limit) (Result, error) {
-	args := append(make([]any, 0, 1+h.n), limit.micros())
-	args = append(args, h.members()...)
-	v, err := renewScript.Run(ctx, l.rdb, h.logs(), args...).Int64Slice()
+	v, err := renewScript.Run(ctx, l.rdb, h.logs(), limit.micros(), string(h.id[:]), h.n).Int64Slice()
 	if err != nil {
 		return Result{}, wrap(ctx, "renew", err)
 	}

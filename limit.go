@@ -84,6 +84,27 @@ func (l Limit) ValidateN(n int) error { return l.validate(n) }
 // serves no one else while a script runs).
 const MaxLimits = 64
 
+// The sizes the scripts store exactly, defined here only: Limit.validate
+// refuses a limit or request past them before anything is written, for
+// both limiters and every front end (they all validate through Limit), and
+// the scripts read a log's header against the same numbers (embed.go joins
+// them before the Lua sources).
+const (
+	// MaxEvents is the largest Events of a sliding-window limit, and so the
+	// largest n of one request under it. A log of a limit this large keeps
+	// at most MaxEvents events of 7 bytes each (470 MB, under Redis' 512 MB
+	// string): the compact log refuses to be, or to grow, larger.
+	MaxEvents = 1 << 26
+	// MaxQuota is the largest Events of a calendar quota (Daily, Monthly):
+	// a quota is a count, exact in a Lua number while under 2^53 with room
+	// for what a period may add past its limit.
+	MaxQuota = 1 << 50
+	// MaxAcquireN is the largest n of one AcquireN: an in-flight log keeps
+	// one sorted-set member per event, so a lease's cost in Redis (to take,
+	// renew and release it) grows with its n.
+	MaxAcquireN = 1 << 16
+)
+
 // maxWindow is the longest window whose microseconds a Lua number holds exactly.
 const maxWindow = (1 << 53) * time.Microsecond
 
@@ -101,6 +122,8 @@ func (l Limit) validate(n int) error {
 			return fmt.Errorf("%w: window %v < 1µs", ErrInvalidLimit, l.Window)
 		case l.Window > maxWindow:
 			return fmt.Errorf("%w: window %v > 2^53µs", ErrInvalidLimit, l.Window)
+		case l.Events > MaxEvents:
+			return fmt.Errorf("%w: events %d > MaxEvents (%d), the largest log a key keeps", ErrInvalidLimit, l.Events, MaxEvents)
 		}
 	}
 	switch {
@@ -117,6 +140,8 @@ func (l Limit) validateCalendar() error {
 	switch {
 	case l.Events < 1:
 		return fmt.Errorf("%w: events %d < 1", ErrInvalidLimit, l.Events)
+	case l.Events > MaxQuota:
+		return fmt.Errorf("%w: events %d > MaxQuota (%d) per %s", ErrInvalidLimit, l.Events, MaxQuota, l.unit())
 	case l.loc == nil:
 		return fmt.Errorf("%w: %s quota with a nil *time.Location", ErrInvalidLimit, l.unit())
 	case l.period == month && (l.anchor < 1 || l.anchor > 31):

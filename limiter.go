@@ -229,7 +229,13 @@ func (l *Limiter) checkRequest(q *request) error {
 		if q.op == opAcquire && q.limit.Calendar() {
 			return fmt.Errorf("%w: %v is a calendar quota, not an in-flight limit", ErrInvalidLimit, q.limit)
 		}
-		return l.validate(q.limit, q.n)
+		if err := l.validate(q.limit, q.n); err != nil {
+			return err
+		}
+		if q.op == opAcquire && q.n > MaxAcquireN {
+			return fmt.Errorf("%w: AcquireN of %d > MaxAcquireN (%d)", ErrInvalidN, q.n, MaxAcquireN)
+		}
+		return nil
 	}
 	if len(q.limits) == 0 {
 		return fmt.Errorf("%w: AllowAll needs at least one limit", ErrInvalidLimit)

@@ -57,16 +57,16 @@ func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
 	}
 	quotas := *h.quotas
 	keys := append(append(make([]string, 0, len(*h.all)+len(quotas)), *h.all...), make([]string, len(quotas))...)
-	args := make([]any, 0, 3+len(quotas)+h.n)
+	args := make([]any, 0, 4+len(quotas))
 	if h.at > 0 {
 		args = append(args, "@"+strconv.FormatInt(h.at, 10))
 	}
-	args = append(args, "#"+strconv.Itoa(len(quotas)), h.n)
+	args = append(args, "#"+strconv.Itoa(len(quotas)))
 	for i, q := range quotas {
 		keys[len(*h.all)+i] = q.key
 		args = append(args, q.end)
 	}
-	err := refundScript.Run(ctx, rdb, keys, append(args, h.members()...)...).Err()
+	err := refundScript.Run(ctx, rdb, keys, append(args, string(h.id[:]), h.n)...).Err()
 	if err != nil {
 		h.given.Store(false) // not given: the caller may try again
 	}
@@ -75,11 +75,11 @@ func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
 
 // refundArgs are refund.lua's arguments for h's events in its logs: the
 // time they were recorded at, when known (a compact log takes back events
-// of that time: it keeps no ids), then their ids.
+// of that time: it keeps no ids), then the first event's id and n (the
+// script derives the other ids): three arguments, whatever h's n.
 func (h Handle) refundArgs() []any {
 	if h.at == 0 {
-		return h.members()
+		return []any{string(h.id[:]), h.n}
 	}
-	args := make([]any, 0, 1+h.n)
-	return append(append(args, "@"+strconv.FormatInt(h.at, 10)), h.members()...)
+	return []any{"@" + strconv.FormatInt(h.at, 10), string(h.id[:]), h.n}
 }

@@ -2,9 +2,11 @@
 --
 -- KEYS     the logs the admission recorded its events in, then (after a
 --          first argument "#Q") the Q calendar quotas it counted in.
--- ARGV     the events' ids (members); or "#Q", n, the end of the period
---          each quota counted it in (µs; 0: unknown), then the ids; either
---          after "@" and the admission's time (µs), when it is known.
+-- ARGV     optionally "@" and the admission's time (µs), when it is known;
+--          optionally "#Q" and the end of the period each quota counted it
+--          in (µs; 0: unknown); then the id of its first event and its n.
+--          The ids of the others are derived here (ids.lua): what the
+--          client sends does not grow with n.
 --
 -- A compact log (compact.lua, joined before this script) keeps no ids:
 -- it takes back n events of the admission's time (events of one time are
@@ -16,7 +18,8 @@
 --
 -- ZREM is a no-op for members already gone (expired, or refunded before),
 -- so a refund is idempotent. unpack has a stack limit: at most 1000
--- members per ZREM. A quota (a sorted set: 'e', score the end of the
+-- members per ZREM. A sorted set holds at most a small limit's events
+-- (a larger one is a compact log), or an in-flight lease's (MaxAcquireN). A quota (a sorted set: 'e', score the end of the
 -- period it counts; 'c', the count; its last admission's id; 'r' and the
 -- id of its last refund) gives n back to the period the admission was
 -- counted in, never below 0, and nothing once another period counts (or
@@ -27,20 +30,20 @@
 -- Reply    0.
 
 local q, from, at = 0, 1, 0
-if string.byte(ARGV[1]) == 64 and #ARGV[1] ~= 8 then -- '@': the admission's time
+if string.byte(ARGV[1]) == 64 and #ARGV[1] ~= 8 then -- '@': the admission's time (an id is 8 bytes)
   at = tonumber(string.sub(ARGV[1], 2))
   from = 2
 end
-if string.byte(ARGV[from]) == 35 and #ARGV[from] < 8 then -- '#': quotas
+if string.byte(ARGV[from]) == 35 and #ARGV[from] ~= 8 then -- '#': quotas
   q = tonumber(string.sub(ARGV[from], 2))
-  from = from + 2 + q
+  from = from + 1 + q
 end
-local first = ARGV[from]
-local quota0 = from - q -- (ARGV[quota0 - 1]: n; ARGV[quota0 - 1 + i]: the end of quota i's period)
+local first, n = ARGV[from], tonumber(ARGV[from + 1])
+local quota0 = from - q -- (ARGV[quota0 - 1 + i]: the end of quota i's period)
 local clib
 for i = 1, #KEYS - q do
-  for j = from, #ARGV, 1000 do
-    local r = redis.pcall('ZREM', KEYS[i], unpack(ARGV, j, math.min(j + 999, #ARGV)))
+  for j = 0, n - 1, 1000 do
+    local r = redis.pcall('ZREM', KEYS[i], unpack(eventIds(first, j, math.min(j + 999, n - 1))))
     if type(r) == 'table' then
       -- not a sorted set: a compact log (compact.lua) takes back as many
       -- events of the admission's time (its table knows the time of its
@@ -52,7 +55,7 @@ for i = 1, #KEYS - q do
       end
       if lg.T > 0 and not clib.found(KEYS[i], first, 114) then
         local t = clib.found(KEYS[i], first, 97) or at
-        clib.unrecord(lg, #ARGV - from + 1, t, first)
+        clib.unrecord(lg, n, t, first)
       end
       break
     end
@@ -75,7 +78,7 @@ for i = 1, q do
   end
   if pend and count and refunded ~= 'r' .. first
     and ((e ~= '0' and pend == tonumber(e)) or (e == '0' and last == first)) then
-    redis.call('ZADD', key, string.format('%d', math.max(count - tonumber(ARGV[quota0 - 1]), 0)), 'c', '0', 'r' .. first)
+    redis.call('ZADD', key, string.format('%d', math.max(count - n, 0)), 'c', '0', 'r' .. first)
     if refunded then
       redis.call('ZREM', key, refunded)
     end

@@ -4,7 +4,9 @@
 -- KEYS[1]  the in-flight log the lease's events are in (a sorted set:
 --          score = Redis TIME in microseconds, member = the event's id).
 -- ARGV[1]  the lease in microseconds (the limit's window, integer >= 1).
--- ARGV[2…] the events' ids (members).
+-- ARGV[2]  the id of the lease's first event, ARGV[3] its n: the others'
+--          ids are derived (ids.lua, joined before this script), so what
+--          the client sends does not grow with n (at most MaxAcquireN).
 --
 -- An event is moved only while it still holds its slot: it is in the log
 -- and was recorded after now - lease. One that has left the window (its
@@ -37,14 +39,17 @@ local from = now - lease -- an event at or before this has left its slot
 local fmt = string.format
 
 local renewed = 0 -- the events still holding their slot
-for i = 2, #ARGV do
-  local score = call('ZSCORE', key, ARGV[i])
-  if score then
-    score = tonumber(score)
-    if score > from then
-      renewed = renewed + 1
-      if score < now then
-        call('ZADD', key, 'XX', nows, ARGV[i])
+local first, n = ARGV[2], tonumber(ARGV[3])
+for j = 0, n - 1, 1000 do
+  for _, id in ipairs(eventIds(first, j, math.min(j + 999, n - 1))) do
+    local score = call('ZSCORE', key, id)
+    if score then
+      score = tonumber(score)
+      if score > from then
+        renewed = renewed + 1
+        if score < now then
+          call('ZADD', key, 'XX', nows, id)
+        end
       end
     end
   end

@@ -321,7 +321,7 @@ while argAt < nargs do
           end
           -- a header no compact log has (another program's string that
           -- starts alike, or a log damaged by hand) is no log
-          if lg and (lg.C < 1 or lg.C > 67108864 or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
+          if lg and (lg.C < 1 or lg.C > maxSlots or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
             or lg.oldest > lg.newest) then
             lg = nil
           end
@@ -518,17 +518,7 @@ while argAt < nargs do
         else
           -- unpack has a stack limit: at most 1000 events per ZADD
           if not ids then
-            -- the members: the first id, then counter+1, ... (mod 2^40)
-            ids = {first}
-            local prefix = string.sub(first, 1, 3)
-            local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
-            local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
-            for e = 1, n - 1 do
-              local c = (counter + e) % 1099511627776
-              ids[e + 1] = prefix .. string.char(
-                math.floor(c / 4294967296), math.floor(c / 16777216) % 256,
-                math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
-            end
+            ids = eventIds(first, 0, n - 1) -- (ids.lua)
           end
           for j = 1, n, 1000 do
             local args = {'NX'}

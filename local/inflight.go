@@ -57,6 +57,10 @@ func (l *Limiter) AcquireN(ctx context.Context, key string, limit slidelog.Limit
 	if limit.Calendar() {
 		return slidelog.NewLease(slidelog.Result{}, nil), fmt.Errorf("%w: %v is a calendar quota, not an in-flight limit", slidelog.ErrInvalidLimit, limit)
 	}
+	if n > slidelog.MaxAcquireN && key != "" && limit.ValidateN(n) == nil {
+		// (as the Redis limiter refuses it: the same errors, in its order)
+		return slidelog.NewLease(slidelog.Result{}, nil), fmt.Errorf("%w: AcquireN of %d > MaxAcquireN (%d)", slidelog.ErrInvalidN, n, slidelog.MaxAcquireN)
+	}
 	h := l.holders()
 	r, err := h.AllowN(ctx, key, limit, n)
 	if err != nil || !r.Allowed {

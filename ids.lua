@@ -1,0 +1,23 @@
+-- slidelog: the ids of an admission's events, joined before script.lua,
+-- refund.lua and renew.lua (embed.go). A call sends the id of its first
+-- event only (member.go): 3 bytes of the process' prefix, then a 5-byte
+-- big-endian counter; event e of the admission has the counter + e
+-- (mod 2^40). The client never sends one argument per event, so what a
+-- call costs the client does not grow with its n.
+--
+-- eventIds(first, a, b): the ids of events a to b (0 is first's own), a
+-- table of b - a + 1 strings; callers take them in chunks of 1 000 at
+-- most (unpack's stack limit).
+local function eventIds(first, a, b)
+  local prefix = string.sub(first, 1, 3)
+  local b1, b2, b3, b4, b5 = string.byte(first, 4, 8)
+  local counter = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
+  local floor, char = math.floor, string.char
+  local out = {}
+  for e = a, b do
+    local c = (counter + e) % 1099511627776
+    out[#out + 1] = prefix .. char(floor(c / 4294967296), floor(c / 16777216) % 256,
+      floor(c / 65536) % 256, floor(c / 256) % 256, c % 256)
+  end
+  return out
+end

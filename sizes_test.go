@@ -1,0 +1,184 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// sizeCases are requests just past the sizes limit.go defines, each with
+// the error it must get: refused before anything is written.
+var sizeCases = []struct {
+	name  string
+	limit Limit
+	n     int
+	want  error
+}{
+	// one call that wrote a compact log claiming 2^31 events and holding
+	// none (Lua 5.1's string.rep takes a C int), WRONGTYPE for its window
+	{"2^31 events, n 2^31", Limit{Events: 1 << 31, Window: time.Hour}, 1 << 31, ErrInvalidLimit},
+	{"2^32-1 per year", Limit{Events: 1<<32 - 1, Window: 365 * 24 * time.Hour}, 1, ErrInvalidLimit},
+	// a log the compact reader would refuse once written (over maxSlots)
+	{"MaxEvents+1", Limit{Events: MaxEvents + 1, Window: time.Hour}, 1, ErrInvalidLimit},
+	{"n MaxEvents+1", Limit{Events: MaxEvents, Window: time.Hour}, MaxEvents + 1, ErrExceedsLimit},
+	{"a daily quota over MaxQuota", Daily(MaxQuota+1, time.UTC), 1, ErrInvalidLimit},
+}
+
+// Every size past the bounds is refused with its error by Allow's paths
+// (AllowN, Peek, AllowAll, AcquireN) and writes nothing.
+func TestSizesPastTheBoundsWriteNothing(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	for _, c := range sizeCases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.limit.ValidateN(c.n); !errors.Is(err, c.want) {
+				t.Fatalf("ValidateN: %v, want %v", err, c.want)
+			}
+			if _, err := l.AllowN(ctx, "k", c.limit, c.n); !errors.Is(err, c.want) {
+				t.Errorf("AllowN: %v, want %v", err, c.want)
+			}
+			if _, err := l.AllowAll(ctx, "k", c.n, PerSecond(1), c.limit); !errors.Is(err, c.want) && !errors.Is(err, ErrExceedsLimit) {
+				t.Errorf("AllowAll: %v, want %v", err, c.want)
+			}
+			if c.n == 1 {
+				if _, err := l.Peek(ctx, "k", c.limit); !errors.Is(err, c.want) {
+					t.Errorf("Peek: %v, want %v", err, c.want)
+				}
+			}
+			if keys := m.Keys(); len(keys) != 0 {
+				t.Errorf("refused requests wrote %v", keys)
+			}
+		})
+	}
+	s, err := l.AcquireN(ctx, "k", Limit{Events: MaxEvents, Window: time.Minute}, MaxAcquireN+1)
+	if !errors.Is(err, ErrInvalidN) || s.Allowed {
+		t.Errorf("AcquireN(MaxAcquireN+1): %v, %v, want ErrInvalidN", s.Result, err)
+	}
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("a refused AcquireN wrote %v", keys)
+	}
+}
+
+// The largest quota is accepted and counted exactly, and refunded with it.
+func TestLargestQuota(t *testing.T) {
+	m := newMini(t)
+	l := New(m.rdb)
+	ctx := context.Background()
+	q := Daily(MaxQuota, time.UTC)
+	r, err := l.AllowN(ctx, "k", q, MaxQuota)
+	if err != nil || !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("AllowN(MaxQuota): %+v, %v", r, err)
+	}
+	if err := l.Refund(ctx, r.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := l.Peek(ctx, "k", q); err != nil || p.Remaining != MaxQuota {
+		t.Fatalf("after the refund: %+v, %v, want %d remaining", p, err, MaxQuota)
+	}
+}
+
+// argsHook records the number of arguments of every script call.
+type argsHook struct {
+	mu   sync.Mutex
+	args map[string][]int // command name: its calls' argument counts
+}
+
+func (h *argsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *argsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		name := strings.ToLower(cmd.Name())
+		h.args[name] = append(h.args[name], len(cmd.Args()))
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+func (h *argsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A Refund or a Renew sends the same few arguments whatever its n (the
+// script derives the events' ids), in a sorted set and a compact log, and
+// gives back exactly its events. One argument per event made a Refund of
+// n = 2^31 end the process (out of memory, which nothing recovers).
+func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		limit Limit
+		n     int
+	}{
+		{"sorted set", PerMinute(100), 90},
+		{"compact log", PerMinute(50_000), 40_000},
+		{"with a quota", Daily(50_000, time.UTC), 40_000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMini(t)
+			hook := &argsHook{args: map[string][]int{}}
+			m.rdb.AddHook(hook)
+			l := New(m.rdb, WithoutBatching())
+			r, err := l.AllowN(ctx, "k", c.limit, c.n)
+			if err != nil || !r.Allowed {
+				t.Fatal(r, err)
+			}
+			hook.mu.Lock()
+			hook.args = map[string][]int{}
+			hook.mu.Unlock()
+			if err := l.Refund(ctx, r.Handle()); err != nil {
+				t.Fatal(err)
+			}
+			hook.mu.Lock()
+			calls := append(hook.args["evalsha"], hook.args["eval"]...)
+			hook.mu.Unlock()
+			if len(calls) == 0 {
+				t.Fatal("no script call seen")
+			}
+			for _, a := range calls {
+				if a > 10 {
+					t.Errorf("a refund of %d events sent %d arguments", c.n, a)
+				}
+			}
+			if p, err := l.Peek(ctx, "k", c.limit); err != nil || p.Remaining != c.limit.Events {
+				t.Errorf("after the refund: %+v, %v, want %d remaining", p, err, c.limit.Events)
+			}
+		})
+	}
+	t.Run("renew", func(t *testing.T) {
+		m := newMini(t)
+		hook := &argsHook{args: map[string][]int{}}
+		m.rdb.AddHook(hook)
+		l := New(m.rdb, WithoutBatching())
+		lim := Limit{Events: 5000, Window: time.Minute}
+		s, err := l.AcquireN(ctx, "k", lim, 3000)
+		if err != nil || !s.Allowed {
+			t.Fatal(s.Result, err)
+		}
+		m.at(30 * time.Second)
+		hook.mu.Lock()
+		hook.args = map[string][]int{}
+		hook.mu.Unlock()
+		r, err := s.Renew(ctx)
+		if err != nil || r.Remaining != 2000 {
+			t.Fatalf("renew: %+v, %v, want 2000 remaining", r, err)
+		}
+		hook.mu.Lock()
+		calls := append(hook.args["evalsha"], hook.args["eval"]...)
+		hook.mu.Unlock()
+		for _, a := range calls {
+			if a > 10 {
+				t.Errorf("a renewal of 3000 events sent %d arguments", a)
+			}
+		}
+		// renewed at 30s: its 3000 are held until 90s, not 60s
+		m.at(75 * time.Second)
+		if s, err := l.AcquireN(ctx, "k", lim, 2001); err != nil || s.Allowed {
+			t.Errorf("2001 more after the renewal's first lease: %+v, %v, want denied", s.Result, err)
+		}
+	})
+}
