@@ -182,3 +182,39 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 		}
 	})
 }
+
+// The largest limits work end to end on a real Redis: a compact log under
+// MaxEvents and a quota of MaxQuota admit, count, refund and answer
+// exactly. (AllowN(MaxEvents) itself holds Redis for minutes while an
+// event is a slot: docs/semantics.md, "Sizes".)
+func TestLargestLimitsRealRedis(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	l := New(rdb)
+	key := uniqueKey(t)
+	big := Limit{Events: MaxEvents, Window: time.Hour}
+	quota := Daily(MaxQuota, time.UTC)
+	first, err := l.AllowAll(ctx, key, 100_000, big, quota)
+	if err != nil || !first.Allowed || first.Remaining != MaxEvents-100_000 {
+		t.Fatalf("AllowAll(100 000): %+v, %v", first, err)
+	}
+	r, err := l.AllowN(ctx, key, big, 100_000)
+	if err != nil || !r.Allowed || r.Remaining != MaxEvents-100_000 {
+		t.Fatalf("AllowN(100 000): %+v, %v", r, err)
+	}
+	if r, err = l.Allow(ctx, key, big); err != nil || !r.Allowed || r.Remaining != MaxEvents-100_001 {
+		t.Fatalf("Allow: %+v, %v", r, err)
+	}
+	if err := l.Refund(ctx, first.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := l.Peek(ctx, key, quota); err != nil || p.Remaining != MaxQuota {
+		t.Fatalf("the quota after the refund: %+v, %v", p, err)
+	}
+	if p, err := l.Peek(ctx, key, big); err != nil || p.Remaining != MaxEvents-100_001 {
+		t.Fatalf("the single-limit log after the refund of the AllowAll: %+v, %v", p, err)
+	}
+	if _, err := l.AllowN(ctx, key, big, MaxEvents+1); !errors.Is(err, ErrExceedsLimit) {
+		t.Fatalf("AllowN(MaxEvents+1): %v", err)
+	}
+}

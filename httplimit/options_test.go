@@ -38,6 +38,8 @@ func TestNewRefusesMisconfiguration(t *testing.T) {
 		{"no limit", httplimit.Options{Limiter: l}, "Limit"},
 		{"invalid limit", httplimit.Options{Limiter: l, Limit: slidelog.Limit{Events: 5}}, "Options.Limit"},
 		{"negative events", httplimit.Options{Limiter: l, Limit: slidelog.PerMinute(-1)}, "Options.Limit"},
+		{"events past MaxEvents", httplimit.Options{Limiter: l, Limit: slidelog.PerMinute(slidelog.MaxEvents + 1)}, "MaxEvents"},
+		{"a quota past MaxQuota", httplimit.Options{Limiter: l, Limit: slidelog.Daily(slidelog.MaxQuota+1, time.UTC)}, "MaxQuota"},
 		{"tab in name", httplimit.Options{Limiter: l, Limit: slidelog.PerMinute(1), Name: "tab\there"}, "Name"},
 		{"non-ASCII name", httplimit.Options{Limiter: l, Limit: slidelog.PerMinute(1), Name: "grüße"}, "Name"},
 		{"DEL in name", httplimit.Options{Limiter: l, Limit: slidelog.PerMinute(1), Name: "a\x7f"}, "Name"},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -310,20 +309,20 @@ func checkExact(t *testing.T, what string, times []time.Time, lim slidelog.Limit
 	}
 }
 
-// Huge counts: Events up to MaxInt and n = Events decide exactly, with no
-// overflow of count + n (issue 10, item 7).
+// Huge counts: Events up to slidelog.MaxEvents and n = Events decide
+// exactly.
 func TestHugeCounts(t *testing.T) {
-	huge := []slidelog.Limit{{Events: math.MaxInt, Window: time.Hour}}
-	half := math.MaxInt/2 + 1
+	huge := []slidelog.Limit{{Events: slidelog.MaxEvents, Window: time.Hour}}
+	half := slidelog.MaxEvents/2 + 1
 	replay(t, []call{
-		{op: "allow", key: "k", limits: huge, n: half, allowed: true, remaining: math.MaxInt - half, reset: time.Hour},
-		// count + n overflows int: still denied, until the first event leaves
-		{clock: ms, op: "allow", key: "k", limits: huge, n: half, remaining: math.MaxInt - half, retry: time.Hour - ms, reset: time.Hour - ms, at: ms},
-		{clock: ms, op: "allow", key: "k", limits: huge, n: math.MaxInt - half, allowed: true, remaining: 0, reset: time.Hour, at: ms},
+		{op: "allow", key: "k", limits: huge, n: half, allowed: true, remaining: slidelog.MaxEvents - half, reset: time.Hour},
+		// count + n past Events: denied, until the first event leaves
+		{clock: ms, op: "allow", key: "k", limits: huge, n: half, remaining: slidelog.MaxEvents - half, retry: time.Hour - ms, reset: time.Hour - ms, at: ms},
+		{clock: ms, op: "allow", key: "k", limits: huge, n: slidelog.MaxEvents - half, allowed: true, remaining: 0, reset: time.Hour, at: ms},
 		{clock: 2 * ms, op: "allow", key: "k", limits: huge, n: 1, retry: time.Hour - 2*ms, reset: time.Hour - ms, at: 2 * ms},
 		{clock: time.Hour, op: "allow", key: "k", limits: huge, n: half, allowed: true, remaining: 0, reset: time.Hour, at: time.Hour},
-		{clock: time.Hour + ms, op: "allow", key: "k", limits: huge, n: math.MaxInt, remaining: math.MaxInt - half, retry: time.Hour - ms, reset: time.Hour - ms, at: time.Hour + ms},
-		{clock: 2 * time.Hour, op: "allow", key: "k", limits: huge, n: math.MaxInt, allowed: true, remaining: 0, reset: time.Hour, at: 2 * time.Hour},
+		{clock: time.Hour + ms, op: "allow", key: "k", limits: huge, n: slidelog.MaxEvents, remaining: slidelog.MaxEvents - half, retry: time.Hour - ms, reset: time.Hour - ms, at: time.Hour + ms},
+		{clock: 2 * time.Hour, op: "allow", key: "k", limits: huge, n: slidelog.MaxEvents, allowed: true, remaining: 0, reset: time.Hour, at: 2 * time.Hour},
 	})
 }
 
