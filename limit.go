@@ -101,8 +101,9 @@ const (
 	MaxQuota = 1 << 50
 	// MaxAcquireN is the largest n of one AcquireN: an in-flight log keeps
 	// one sorted-set member per event, so a lease's cost in Redis (to take,
-	// renew and release it) grows with its n.
-	MaxAcquireN = 1 << 16
+	// renew and release it) grows with its n: a few milliseconds at 1 024,
+	// seconds at 65 536.
+	MaxAcquireN = 1 << 10
 )
 
 // maxWindow is the longest window whose microseconds a Lua number holds exactly.

@@ -18,8 +18,11 @@
 --
 -- ZREM is a no-op for members already gone (expired, or refunded before),
 -- so a refund is idempotent. unpack has a stack limit: at most 1000
--- members per ZREM. A sorted set holds at most a small limit's events
--- (a larger one is a compact log), or an in-flight lease's (MaxAcquireN). A quota (a sorted set: 'e', score the end of the
+-- members per ZREM. The ids are derived only for a sorted set, whose
+-- admissions are at most a small limit's n (a larger limit's log is a
+-- compact log) or an in-flight lease's (at most MaxAcquireN).
+--
+-- A quota (a sorted set: 'e', score the end of the
 -- period it counts; 'c', the count; its last admission's id; 'r' and the
 -- id of its last refund) gives n back to the period the admission was
 -- counted in, never below 0, and nothing once another period counts (or

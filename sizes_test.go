@@ -154,8 +154,8 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 		hook := &argsHook{args: map[string][]int{}}
 		m.rdb.AddHook(hook)
 		l := New(m.rdb, WithoutBatching())
-		lim := Limit{Events: 5000, Window: time.Minute}
-		s, err := l.AcquireN(ctx, "k", lim, 3000)
+		lim := Limit{Events: 1600, Window: time.Minute}
+		s, err := l.AcquireN(ctx, "k", lim, MaxAcquireN)
 		if err != nil || !s.Allowed {
 			t.Fatal(s.Result, err)
 		}
@@ -164,21 +164,21 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 		hook.args = map[string][]int{}
 		hook.mu.Unlock()
 		r, err := s.Renew(ctx)
-		if err != nil || r.Remaining != 2000 {
-			t.Fatalf("renew: %+v, %v, want 2000 remaining", r, err)
+		if err != nil || r.Remaining != 1600-MaxAcquireN {
+			t.Fatalf("renew: %+v, %v, want %d remaining", r, err, 1600-MaxAcquireN)
 		}
 		hook.mu.Lock()
 		calls := append(hook.args["evalsha"], hook.args["eval"]...)
 		hook.mu.Unlock()
 		for _, a := range calls {
 			if a > 10 {
-				t.Errorf("a renewal of 3000 events sent %d arguments", a)
+				t.Errorf("a renewal of %d events sent %d arguments", MaxAcquireN, a)
 			}
 		}
-		// renewed at 30s: its 3000 are held until 90s, not 60s
+		// renewed at 30s: its events are held until 90s, not 60s
 		m.at(75 * time.Second)
-		if s, err := l.AcquireN(ctx, "k", lim, 2001); err != nil || s.Allowed {
-			t.Errorf("2001 more after the renewal's first lease: %+v, %v, want denied", s.Result, err)
+		if s, err := l.AcquireN(ctx, "k", lim, 1600-MaxAcquireN+1); err != nil || s.Allowed {
+			t.Errorf("one more than is left after the renewal's first lease: %+v, %v, want denied", s.Result, err)
 		}
 	})
 }
