@@ -51,18 +51,18 @@ func windowKey(base string, window time.Duration) string {
 	return base + strconv.FormatInt(int64(window/time.Microsecond), 10)
 }
 
-// quotaKey is where a calendar quota of the key counts (a hash: the end of
-// the period it counts, the count, and its last admission's id and time),
-// beside the AllowAll logs: "day:" or "month:" and the anchor day, then the
-// location's name.
+// quotaKey is where a calendar quota of the key counts (a sorted set: the
+// end of the period it counts, the count, and its last admission's id and
+// time), beside the AllowAll logs: "day:" or "month:" and the anchor day,
+// then the location's name (internal/keylayout).
 func quotaKey(base string, lim Limit) string {
 	if lim.period == day {
-		return base + "day:" + lim.loc.String()
+		return keylayout.Daily(base, lim.loc.String())
 	}
-	return base + "month:" + strconv.Itoa(lim.anchor) + ":" + lim.loc.String()
+	return keylayout.Monthly(base, lim.anchor, lim.loc.String())
 }
 
 // periodsKey is the index of a key's calendar quotas (a sorted set: member
 // a quota's key, score the end of its period in µs), so that Reset finds
 // them; it lives until the last of their periods ends.
-func periodsKey(base string) string { return base + "periods" }
+func periodsKey(base string) string { return keylayout.Periods(base) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,24 +15,28 @@ import (
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/compactlog"
+	"github.com/slidelog/slidelog/internal/keylayout"
 )
 
 func runInspect(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: slidelog inspect [--redis URL] [--prefix P] [--events N [--window D]] [--lease D] KEY
+		fmt.Fprintln(fs.Output(), `usage: slidelog inspect [--redis URL] [--prefix P] [--events N [--window D | --period day|month [--tz Z] [--anchor A]]] [--lease D] KEY
 
-Shows every log of a key as Redis holds it, read in one transaction: the
-single-limit log (Allow, AllowN, Peek), each AllowAll log (one per window,
-found through the key's index of windows), and the in-flight log
-(AcquireN: the slots held, each with its lease's end). Every event has its
+Shows every log of a key as Redis holds it: the single-limit log (Allow,
+AllowN, Peek), each AllowAll log (one per window, found through the key's
+index of windows), each calendar quota (Daily, Monthly, found through the
+key's index of quotas: its count in its period, the period's end and the
+time left to it), and the in-flight log (AcquireN: the slots held, each
+with its lease's end). Every event has its
 server timestamp, age and id; every log its TTL, and its live events when
 its window is known. A log made for a limit over 128 events is a compact
 log (a string of 7-byte event times), shown with its slots and bytes: its
 events have no ids (it keeps those of its last admissions and refunds,
-listed after them). Given the single limit (--events and --window), it
-shows what Allow would answer now (remaining, retry-after, reset-after;
-read only, through Peek). A slot's lease ends --lease after it was taken or
+listed after them). Given the single limit (--events and --window, or
+--events and --period for a calendar quota, as serve takes them), it shows
+what Allow would answer now (remaining, retry-after, reset-after; read
+only, through Peek), and a quota's remaining events. A slot's lease ends --lease after it was taken or
 renewed; without --lease, the lease is taken from the in-flight log's
 expiry (its newest slot's end, to about a millisecond). Read from
 $REDIS_URL when --redis is not given.
@@ -44,6 +49,11 @@ flags:`)
 	var limit slidelog.Limit
 	fs.IntVar(&limit.Events, "events", 0, "the key's limit: events per window; without it, no decision is shown")
 	fs.DurationVar(&limit.Window, "window", time.Minute, "the key's limit: window")
+	var period, zone string
+	var anchor int
+	fs.StringVar(&period, "period", "", "the key's limit is a calendar quota of --events instead of --window: day (per calendar day) or month (per billing month from --anchor), in --tz")
+	fs.StringVar(&zone, "tz", "UTC", "the IANA time `zone` of --period's days (Europe/Berlin)")
+	fs.IntVar(&anchor, "anchor", 1, "the day (1-31) a --period month starts on")
 	lease := fs.Duration("lease", 0, "the in-flight limit's lease (InFlight(holders, lease)), for each slot's exact end; default: from the in-flight log's expiry")
 	positional, err := parse(fs, args, "KEY", nil, stdout)
 	if err != nil {
@@ -59,8 +69,20 @@ flags:`)
 		return usagef("KEY is empty: every limiter refuses an empty key, so it has no log")
 	case given["window"] && !given["events"]:
 		return usagef("--window %v needs --events", limit.Window)
+	case given["period"] && !given["events"]:
+		return usagef("--period %s needs --events", period)
+	case (given["tz"] || given["anchor"]) && !given["period"]:
+		return usagef("--tz and --anchor need --period")
+	case given["period"] && given["window"]:
+		return usagef("--window and --period: a limit has one or the other")
 	case given["events"] && limit.Events < 1:
 		return usagef("--events %d: want at least 1", limit.Events)
+	case given["period"]:
+		quota, err := calendarLimit(period, limit.Events, anchor, zone)
+		if err != nil {
+			return err
+		}
+		limit = quota
 	case given["events"]:
 		if err := limit.Validate(); err != nil {
 			return usagef("--window %v: %w", limit.Window, err)
@@ -81,7 +103,16 @@ flags:`)
 	if _, err := newLimiter(rdb, *prefix); err != nil {
 		return err
 	}
-	return inspect(ctx, rdb, *prefix, key, limit, *lease, stdout)
+	var quota string // the name of the quota --period gives, or ""
+	if limit.Calendar() {
+		loc, _ := time.LoadLocation(zone) // (calendarLimit has loaded it)
+		start := logsOf(*prefix, key).start
+		quota = keylayout.Daily(start, loc.String())
+		if period == "month" {
+			quota = keylayout.Monthly(start, anchor, loc.String())
+		}
+	}
+	return inspect(ctx, rdb, *prefix, key, limit, quota, *lease, stdout)
 }
 
 // zlog is one log of a key as read: its events (or windows, for the
@@ -157,9 +188,11 @@ func (p pending) read() error {
 }
 
 // inspect prints every log of key: the single-limit log, each AllowAll
-// window's log and the in-flight log; then, given limit, Peek's answer.
-// lease (0: taken from the in-flight log's expiry) dates each slot's end.
-func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit slidelog.Limit, lease time.Duration, out io.Writer) error {
+// window's log, each calendar quota and the in-flight log; then, given
+// limit, Peek's answer. A calendar limit names its quota (quota), whose
+// remaining events are shown. lease (0: taken from the in-flight log's
+// expiry) dates each slot's end.
+func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit slidelog.Limit, quota string, lease time.Duration, out io.Writer) error {
 	names := logsOf(prefix, key)
 	// One transaction: the server time and the logs at one instant (a
 	// Cluster would take it too: every log of a key is on one slot).
@@ -178,10 +211,11 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 		ps = append(ps, pd)
 		return l
 	}
-	var single, index, inflight *zlog
+	var single, index, periods, inflight *zlog
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		now = p.Time(ctx)
 		single, index, inflight = queue(p, names.single, true), queue(p, names.index, false), queue(p, names.inflight, false)
+		periods = queue(p, names.periods, false)
 		return nil
 	}); err != nil && !isRedisError(err) {
 		return err
@@ -194,13 +228,24 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 			return err
 		}
 	}
-	// The AllowAll logs the index names, in a second transaction.
+	// The AllowAll logs the index names and the quotas the index of quotas
+	// names (and the one --period gives), in a second transaction.
 	ps = ps[:0]
-	var windows []*zlog
-	if len(index.zs) > 0 {
+	var windows, quotas []*zlog
+	named := make([]string, len(periods.zs)) // the quotas to read
+	for i, z := range periods.zs {
+		named[i] = fmt.Sprint(z.Member)
+	}
+	if quota != "" && !slices.Contains(named, quota) {
+		named = append(named, quota)
+	}
+	if len(index.zs) > 0 || len(named) > 0 {
 		if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			for _, z := range index.zs {
 				windows = append(windows, queue(p, names.start+fmt.Sprint(z.Member), true))
+			}
+			for _, q := range named {
+				quotas = append(quotas, queue(p, q, false))
 			}
 			return nil
 		}); err != nil && !isRedisError(err) {
@@ -252,6 +297,8 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 			printTable(out, w, nowUS)
 		}
 	}
+
+	printQuotas(out, names.start, periods, quotas, nowUS, limit, quota)
 
 	if len(inflight.zs) == 0 {
 		fmt.Fprintf(out, "in flight: no slots held (no log %s)\n", inflight.name)
@@ -342,6 +389,97 @@ func printTable(out io.Writer, l *zlog, nowUS int64) {
 		}
 		age := time.Duration(nowUS-e.Time) * time.Microsecond
 		fmt.Fprintf(out, "      %s  %s  age %-14v id %x\n", kind, time.UnixMicro(e.Time).UTC().Format("15:04:05.000000"), age, e.ID)
+	}
+}
+
+// printQuotas prints a key's calendar quotas (Daily, Monthly): the index
+// of quotas, then each quota (quotas: those the index names, in the order
+// of their periods' ends, then the one limit names if the index does not):
+// its count in its period (used), the period's end in the quota's zone and
+// the time left to it, its last admission and its last refund. Given the
+// quota's limit, what remains of it.
+//
+// A quota is a sorted set of at most four members (script.lua): 'e' (score
+// the end of the period it counts, µs), 'c' (score the count), its last
+// admission's first event id (8 bytes; score its time) and, once an
+// admission was refunded, 'r' followed by that admission's first id.
+func printQuotas(out io.Writer, start string, index *zlog, quotas []*zlog, nowUS int64, limit slidelog.Limit, quota string) {
+	if len(index.zs) == 0 {
+		fmt.Fprintf(out, "calendar quotas: none (no index %s)\n", index.name)
+	} else {
+		fmt.Fprintf(out, "calendar quotas: %s (index %s%s)\n", count(len(index.zs), "quota"), index.name, expires(index.ttl))
+	}
+	for _, q := range quotas {
+		what := q.name
+		loc := time.UTC // where its period's end is shown
+		if period, anchor, zone, ok := keylayout.Quota(start, q.name); ok {
+			if period == "day" {
+				what += fmt.Sprintf(" (daily in %s)", zone)
+			} else {
+				what += fmt.Sprintf(" (monthly from day %d in %s)", anchor, zone)
+			}
+			if l, err := time.LoadLocation(zone); err == nil && zone != "Local" {
+				loc = l
+			}
+		}
+		var end, used int64
+		var hasEnd, hasCount bool
+		var last *redis.Z
+		var refunded string
+		for i, z := range q.zs {
+			m := fmt.Sprint(z.Member)
+			switch {
+			case m == "e":
+				end, hasEnd = int64(z.Score), true
+			case m == "c":
+				used, hasCount = int64(z.Score), true
+			case len(m) == 8:
+				last = &q.zs[i]
+			case len(m) == 9 && m[0] == 'r':
+				refunded = m[1:]
+			}
+		}
+		events := 0 // the quota's limit, when known
+		if q.name == quota {
+			events = limit.Events
+		}
+		of := func(used int64) string {
+			if events == 0 {
+				return fmt.Sprintf("%d used", used)
+			}
+			return fmt.Sprintf("%d used of %d, %d remaining", used, events, max(int64(events)-used, 0))
+		}
+		ends := func(end int64) string {
+			at := time.UnixMicro(end).In(loc).Format(time.RFC3339Nano)
+			if left := time.Duration(end-nowUS) * time.Microsecond; left > 0 {
+				return fmt.Sprintf("period ends %s (in %v)", at, left)
+			}
+			return fmt.Sprintf("period ended %s (%v ago)", at, time.Duration(nowUS-end)*time.Microsecond)
+		}
+		switch {
+		case q.ttl == -2 && events > 0:
+			// nothing counted in this period: its end is the limit's
+			_, e, _ := limit.PeriodAt(time.UnixMicro(nowUS))
+			fmt.Fprintf(out, "calendar quota %s: %s; %s; no key: nothing counted\n", what, of(0), ends(e.UnixMicro()))
+			continue
+		case q.ttl == -2:
+			fmt.Fprintf(out, "calendar quota %s: no key: nothing counted\n", what)
+			continue
+		case !hasEnd || !hasCount:
+			fmt.Fprintf(out, "calendar quota %s: no count (%s)%s\n", what, count(len(q.zs), "member"), expires(q.ttl))
+		case end <= nowUS:
+			// (it expires at its period's end, rounded up to a millisecond)
+			fmt.Fprintf(out, "calendar quota %s: %s now; %d counted in the period that %s%s\n", what, of(0), used, ends(end), expires(q.ttl))
+		default:
+			fmt.Fprintf(out, "calendar quota %s: %s; %s%s\n", what, of(used), ends(end), expires(q.ttl))
+		}
+		if last != nil {
+			at := int64(last.Score)
+			fmt.Fprintf(out, "      last admission  %s  age %-14v id %x\n", time.UnixMicro(at).UTC().Format("15:04:05.000000"), time.Duration(nowUS-at)*time.Microsecond, last.Member)
+		}
+		if refunded != "" {
+			fmt.Fprintf(out, "      last refund: the admission of id %x\n", refunded)
+		}
 	}
 }
 

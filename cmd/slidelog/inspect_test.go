@@ -18,7 +18,8 @@ import (
 )
 
 // writeEveryLog gives key a single-limit event, AllowAll events in two
-// windows, and two in-flight slots of a 30s lease.
+// windows, an event counted in a daily quota in UTC, and two in-flight
+// slots of a 30s lease.
 func writeEveryLog(t *testing.T, l *slidelog.Limiter, key string) {
 	t.Helper()
 	ctx := context.Background()
@@ -26,6 +27,9 @@ func writeEveryLog(t *testing.T, l *slidelog.Limiter, key string) {
 		t.Fatal(err)
 	}
 	if _, err := l.AllowAll(ctx, key, 1, slidelog.PerMinute(10), slidelog.PerHour(100)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Allow(ctx, key, slidelog.Daily(100, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -36,7 +40,8 @@ func writeEveryLog(t *testing.T, l *slidelog.Limiter, key string) {
 }
 
 // inspect shows every log of a key: the single-limit log, each AllowAll
-// window's log, and the in-flight slots with their leases' ends.
+// window's log, each calendar quota, and the in-flight slots with their
+// leases' ends.
 func TestInspectEveryLog(t *testing.T) {
 	m := miniredis.RunT(t)
 	m.SetTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
@@ -53,6 +58,8 @@ func TestInspectEveryLog(t *testing.T) {
 		"AllowAll: 2 logs, windows 1m0s, 1h0m0s (index slidelog:{slidelog:acct}:windows",
 		"AllowAll log slidelog:{slidelog:acct}:60000000, window 1m0s: 1 event",
 		"AllowAll log slidelog:{slidelog:acct}:3600000000, window 1h0m0s: 1 event",
+		"calendar quotas: 1 quota (index slidelog:{slidelog:acct}:periods, expires in ",
+		"calendar quota slidelog:{slidelog:acct}:day:UTC (daily in UTC): 1 used; period ends 2026-01-02T00:00:00Z (in 11h59m50s), expires in ",
 		"in flight: 2 slots held, 2 in the log slidelog:{slidelog:acct}:inflight",
 		"(lease 30s)",
 		"age 10s", "lease ends 12:00:30.000000 (in 20s)",
@@ -66,7 +73,7 @@ func TestInspectEveryLog(t *testing.T) {
 	}
 	// A key with none of them says so, for each kind of log.
 	_, out, _ = runLive("inspect", "--redis", m.Addr(), "nobody")
-	for _, want := range []string{"0 events", "AllowAll: no logs", "in flight: no slots held"} {
+	for _, want := range []string{"0 events", "AllowAll: no logs", "calendar quotas: none", "in flight: no slots held"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
@@ -92,7 +99,7 @@ func TestInspectNamesEveryLogRealRedis(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q", code, errs)
 			}
 			var named []string
-			for _, m := range regexp.MustCompile(`(?m)^key (\S+) |index (\S+?)[,)]|^AllowAll log (\S+), |the log (\S+?)[,) ]`).FindAllStringSubmatch(out, -1) {
+			for _, m := range regexp.MustCompile(`(?m)^key (\S+) |index (\S+?)[,)]|^AllowAll log (\S+), |^calendar quota (\S+) |the log (\S+?)[,) ]`).FindAllStringSubmatch(out, -1) {
 				for _, g := range m[1:] {
 					if g != "" {
 						named = append(named, g)
@@ -292,5 +299,158 @@ func TestInspectForeignStringRealRedis(t *testing.T) {
 				t.Errorf("exit %d, stderr %q, stdout %q; want exit 1 and %q", code, errs, out, c.want)
 			}
 		})
+	}
+}
+
+// inspect lists a key's calendar quotas (Daily, Monthly), found through
+// the key's index of quotas: each one's count in its period, the period's
+// end (in the quota's zone, and the time left to it, to the microsecond of
+// the server's time), and its last admission and refund; given the quota
+// (--events with --period, --tz), what remains of it and what Allow would
+// answer. On a real Redis, after 200 events counted in a day in Berlin
+// (150 in one call, 50 one by one, 10 more refunded) and 200 in a month
+// from day 31 in UTC (with an hourly limit beside it, in one AllowAll).
+func TestInspectCalendarQuotasRealRedis(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t)})
+	defer func() { _ = rdb.Close() }()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatalf("tzdata: %v", err)
+	}
+	l := slidelog.New(rdb)
+	daily := slidelog.Daily(1000, berlin)
+	monthly := slidelog.Monthly(5000, 31, time.UTC)
+	serverTime := regexp.MustCompile(`at server time (\S+):`)
+	ends := func(at time.Time) (day, month time.Time) {
+		_, day, _ = daily.PeriodAt(at)
+		_, month, _ = monthly.PeriodAt(at)
+		return day, month
+	}
+	// A period may end between the admissions and inspect (at midnight in
+	// Berlin, or at the month's turn in UTC): the quota is then empty, and
+	// the test takes a fresh key. Two attempts cannot both meet a period's
+	// end.
+	for attempt := 1; ; attempt++ {
+		key := fmt.Sprintf("customer%d", attempt)
+		before, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := l.AllowN(ctx, key, daily, 150); err != nil || !r.Allowed {
+			t.Fatalf("AllowN 150: %+v, %v", r, err)
+		}
+		for range 50 {
+			if r, err := l.Allow(ctx, key, daily); err != nil || !r.Allowed {
+				t.Fatalf("Allow: %+v, %v", r, err)
+			}
+		}
+		r, err := l.AllowN(ctx, key, daily, 10)
+		if err != nil || !r.Allowed {
+			t.Fatalf("AllowN 10: %+v, %v", r, err)
+		}
+		if err := l.Refund(ctx, r.Handle()); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := l.AllowAll(ctx, key, 200, monthly, slidelog.PerHour(1000)); err != nil || !r.Allowed {
+			t.Fatalf("AllowAll 200: %+v, %v", r, err)
+		}
+
+		code, out, errs := runLive("inspect", "--redis", rdb.Options().Addr, key)
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+		}
+		m := serverTime.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no server time in:\n%s", out)
+		}
+		at, err := time.Parse("2006-01-02T15:04:05.000000Z", m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		dayEnd, monthEnd := ends(at)
+		if d, m := ends(before); !d.Equal(dayEnd) || !m.Equal(monthEnd) {
+			if attempt < 3 {
+				t.Logf("a period ended between %v and %v: again, with a fresh key", before, at)
+				continue
+			}
+			t.Fatalf("a period ended between %v and %v, on attempt %d", before, at, attempt)
+		}
+		names := logsOf("slidelog:", key)
+		s := sections(out)
+		section(t, s, "calendar quotas: 2 quotas (index "+names.start+"periods, expires in ", out)
+		for _, c := range []struct {
+			prefix, rest string
+			end          time.Time
+			lines        []string
+		}{
+			{"calendar quota " + names.start + "day:Europe/Berlin (daily in Europe/Berlin): ", "200 used",
+				dayEnd, []string{"last admission ", "last refund: the admission of id "}},
+			{"calendar quota " + names.start + "month:31:UTC (monthly from day 31 in UTC): ", "200 used",
+				monthEnd, []string{"last admission "}},
+		} {
+			head, lines := section(t, s, c.prefix, out)
+			want := fmt.Sprintf("%s%s; period ends %s (in ", c.prefix, c.rest, c.end.Format(time.RFC3339))
+			if !strings.HasPrefix(head, want) {
+				t.Errorf("header %q, want it to start %q", head, want)
+				continue
+			}
+			left, _, _ := strings.Cut(head[len(want):], ")")
+			if d, err := time.ParseDuration(left); err != nil || d != c.end.Sub(at) {
+				t.Errorf("header %q: %q left, want %v (from server time %v)", head, left, c.end.Sub(at), at)
+			}
+			if !strings.Contains(head, ", expires in ") {
+				t.Errorf("header %q: no expiry", head)
+			}
+			if len(lines) != len(c.lines) {
+				t.Errorf("%q: lines %q, want %d", head, lines, len(c.lines))
+				continue
+			}
+			for i, w := range c.lines {
+				if !strings.Contains(lines[i], w) {
+					t.Errorf("%q: line %q, want %q in it", head, lines[i], w)
+				}
+			}
+		}
+
+		// Given the daily quota: what remains of it, and Peek's answer.
+		code, out, errs = runLive("inspect", "--redis", rdb.Options().Addr, "--events", "1000", "--period", "day", "--tz", "Europe/Berlin", key)
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+		}
+		for _, want := range []string{
+			"(daily in Europe/Berlin): 200 used of 1000, 800 remaining; period ends " + dayEnd.Format(time.RFC3339),
+			"(monthly from day 31 in UTC): 200 used; period ends ",
+			"limit 1000 per day in Europe/Berlin: the next request would be allowed; remaining 800, retry after 0s, reset after ",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q in:\n%s", want, out)
+			}
+		}
+		return
+	}
+}
+
+// A calendar quota's flags that cannot work are refused at start-up, exit
+// 2, the flag named.
+func TestInspectQuotaFlagsRefused(t *testing.T) {
+	url := "redis://" + miniredis.RunT(t).Addr()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--period", "day"}, "--period day needs --events"},
+		{[]string{"--tz", "UTC"}, "--tz and --anchor need --period"},
+		{[]string{"--events", "3", "--anchor", "2"}, "--tz and --anchor need --period"},
+		{[]string{"--events", "3", "--window", "1s", "--period", "day"}, "--window and --period"},
+		{[]string{"--events", "3", "--period", "week"}, `--period "week": want day or month`},
+		{[]string{"--events", "3", "--period", "day", "--tz", "Mars/Base"}, `--tz "Mars/Base"`},
+		{[]string{"--events", "3", "--period", "month", "--anchor", "32"}, "anchor day 32"},
+		{[]string{"--events", "0", "--period", "day"}, "--events 0"},
+	} {
+		code, out, errs := runLive(append([]string{"inspect", "--redis", url, "k"}, c.args...)...)
+		if code != 2 || !strings.Contains(errs, c.want) || out != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errs, c.want)
+		}
 	}
 }

@@ -9,8 +9,9 @@ import "github.com/slidelog/slidelog/internal/keylayout"
 //	AllowAll log       start + window in µs
 //	AllowAll index     start + "windows"
 //	in-flight log      start + "inflight"
+//	quotas' index      start + "periods" (the quotas are named there)
 type keyLogs struct {
-	single, start, index, inflight string
+	single, start, index, inflight, periods string
 }
 
 func logsOf(prefix, key string) keyLogs {
@@ -20,5 +21,6 @@ func logsOf(prefix, key string) keyLogs {
 		start:    start,
 		index:    keylayout.Index(start),
 		inflight: keylayout.Inflight(start),
+		periods:  keylayout.Periods(start),
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -74,50 +72,6 @@ func TestFlagsAfterArguments(t *testing.T) {
 	} {
 		if code, _, errs := runDone(args...); code != 2 || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%q: exit %d, stderr %q; want exit 2 and one line", args, code, errs)
-		}
-	}
-}
-
-// slidelog version and --version print the module's version and its VCS
-// revision from the build information.
-func TestVersion(t *testing.T) {
-	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
-		code, out, errs := runDone(args...)
-		if code != 0 || errs != "" || !strings.HasPrefix(out, "slidelog ") || strings.Count(out, "\n") != 1 {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 0 and one line", args, code, out, errs)
-		}
-	}
-	bi := &debug.BuildInfo{
-		GoVersion: "go1.24.4",
-		Main:      debug.Module{Path: "github.com/slidelog/slidelog/cmd/slidelog", Version: "v0.1.0"},
-		Deps:      []*debug.Module{{Path: "github.com/slidelog/slidelog", Version: "v0.1.0"}},
-		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
-			{Key: "vcs.time", Value: "2026-11-30T04:21:55Z"}, {Key: "vcs.modified", Value: "true"}},
-	}
-	for _, c := range []struct {
-		bi   *debug.BuildInfo
-		want string
-	}{
-		{bi, "slidelog v0.1.0 (revision 0123456789ab, 2026-11-30T04:21:55Z, modified), library v0.1.0, go1.24.4"},
-		{&debug.BuildInfo{GoVersion: "go1.25.0", Main: debug.Module{Version: "(devel)"}}, "slidelog (devel) (revision unknown), library unknown, go1.25.0"},
-		{&debug.BuildInfo{GoVersion: "go1.25.0", Main: debug.Module{Version: ""},
-			Deps: []*debug.Module{{Path: "github.com/slidelog/slidelog", Version: "v0.1.0", Replace: &debug.Module{Path: "../", Version: ""}}}},
-			"slidelog (devel) (revision unknown), library v0.1.0 => ../, go1.25.0"},
-		{nil, "slidelog (devel) (revision unknown: no build information)"},
-	} {
-		if got := versionLine(c.bi); got != c.want {
-			t.Errorf("versionLine:\n got %q\nwant %q", got, c.want)
-		}
-	}
-}
-
-// A binary built from the repository carries its revision.
-func TestVersionOfBuiltBinary(t *testing.T) {
-	bin := buildBinary(t)
-	for _, arg := range []string{"version", "--version"} {
-		out, err := exec.Command(bin, arg).CombinedOutput()
-		if err != nil || !regexp.MustCompile(`^slidelog \S+ \(revision [0-9a-f]{12}, `).Match(out) {
-			t.Errorf("%s: %v, %q; want the version and a revision", arg, err, out)
 		}
 	}
 }

@@ -2,12 +2,26 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strings"
 )
 
 // libraryPath is the module of the library the command is built with.
 const libraryPath = "github.com/slidelog/slidelog"
+
+// The commit a build was made from, when its builder says so with
+// -ldflags '-X main.revision=... -X main.revisionTime=... -X
+// main.revisionModified=true' (scripts/build-cli.sh, which builds the
+// image's binary, does): for a build the go command cannot stamp itself (a
+// linked git worktree, whose .git is a file it does not recognise;
+// -buildvcs=false; a tree without its .git). Set, they replace the go
+// command's vcs.* settings: the builder named the commit on purpose.
+var (
+	revision         string // the commit's full hash
+	revisionTime     string // its commit time, RFC 3339 in UTC
+	revisionModified string // "true": the tree differed from the commit
+)
 
 // versionLine describes the build bi (debug.ReadBuildInfo's; nil when the
 // binary has none) in one line: the command's module version ("(devel)"
@@ -68,11 +82,39 @@ func versionLine(bi *debug.BuildInfo) string {
 	return fmt.Sprintf("slidelog %s (%s), library %s, %s", version, strings.Join(vcs, ", "), library, bi.GoVersion)
 }
 
-// buildVersion is versionLine of this binary's build information.
+// stamped is bi with the commit the builder named (rev, at, modified: the
+// -X variables above) in place of the go command's vcs.* settings; bi
+// itself when rev is empty. A binary without build information gets what
+// is known: the commit and the Go it runs on.
+func stamped(bi *debug.BuildInfo, rev, at, modified string) *debug.BuildInfo {
+	if rev == "" {
+		return bi
+	}
+	out := &debug.BuildInfo{GoVersion: runtime.Version()}
+	if bi != nil {
+		c := *bi
+		out = &c
+	}
+	settings := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev}}
+	if at != "" {
+		settings = append(settings, debug.BuildSetting{Key: "vcs.time", Value: at})
+	}
+	settings = append(settings, debug.BuildSetting{Key: "vcs.modified", Value: fmt.Sprint(modified == "true")})
+	for _, s := range out.Settings {
+		if s.Key != "vcs" && !strings.HasPrefix(s.Key, "vcs.") {
+			settings = append(settings, s)
+		}
+	}
+	out.Settings = settings
+	return out
+}
+
+// buildVersion is versionLine of this binary's build information, with
+// the commit its builder named (-X) if any.
 func buildVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		bi = nil
 	}
-	return versionLine(bi)
+	return versionLine(stamped(bi, revision, revisionTime, revisionModified))
 }

@@ -18,6 +18,9 @@
 //	AllowAll log     start + window in µs
 //	AllowAll index   start + "windows"
 //	in-flight log    start + "inflight"
+//	daily quota      start + "day:" + zone
+//	monthly quota    start + "month:" + anchor day + ":" + zone
+//	quotas' index    start + "periods"
 //
 // So every log of a key sits on one Cluster slot (and on one Ring shard,
 // but for keys of the third kind), whatever bytes the key holds ("}x",
@@ -25,6 +28,7 @@
 package keylayout
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -53,6 +57,43 @@ func Index(start string) string { return start + "windows" }
 // Inflight is the name of a key's in-flight log (AcquireN's slots held),
 // given the key's Start.
 func Inflight(start string) string { return start + "inflight" }
+
+// Periods is the name of the index of a key's calendar quotas (member a
+// quota's name, score the end of its period in µs), given the key's Start.
+func Periods(start string) string { return start + "periods" }
+
+// Daily is the name of a key's quota per day in zone (a location's name:
+// "Europe/Berlin"), given the key's Start.
+func Daily(start, zone string) string { return start + "day:" + zone }
+
+// Monthly is the name of a key's quota per billing month from day anchor in
+// zone, given the key's Start.
+func Monthly(start string, anchor int, zone string) string {
+	return start + "month:" + strconv.Itoa(anchor) + ":" + zone
+}
+
+// Quota is what the name of a calendar quota of the key of the given Start
+// says: period "day" or "month", the anchor day of a month (0 for a day)
+// and the zone; ok is false for a name that is no quota's.
+func Quota(start, name string) (period string, anchor int, zone string, ok bool) {
+	rest, found := strings.CutPrefix(name, start)
+	if !found {
+		return "", 0, "", false
+	}
+	if zone, found := strings.CutPrefix(rest, "day:"); found && zone != "" {
+		return "day", 0, zone, true
+	}
+	rest, found = strings.CutPrefix(rest, "month:")
+	if !found {
+		return "", 0, "", false
+	}
+	a, zone, found := strings.Cut(rest, ":")
+	anchor, err := strconv.Atoi(a)
+	if !found || err != nil || zone == "" || strconv.Itoa(anchor) != a {
+		return "", 0, "", false
+	}
+	return "month", anchor, zone, true
+}
 
 // HashTag is the part of key that Redis Cluster hashes when key has one:
 // the text between the first '{' and the next '}', when it is not empty.

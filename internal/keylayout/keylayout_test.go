@@ -40,3 +40,34 @@ func TestLayoutNames(t *testing.T) {
 		}
 	}
 }
+
+// A quota's name says what it counts, and only a quota's name does.
+func TestQuota(t *testing.T) {
+	start := Start("slidelog:", "acct")
+	for _, c := range []struct {
+		name, period string
+		anchor       int
+		zone         string
+	}{
+		{Daily(start, "Europe/Berlin"), "day", 0, "Europe/Berlin"},
+		{Monthly(start, 31, "UTC"), "month", 31, "UTC"},
+		{Monthly(start, 1, "America/Argentina/Buenos_Aires"), "month", 1, "America/Argentina/Buenos_Aires"},
+	} {
+		period, anchor, zone, ok := Quota(start, c.name)
+		if !ok || period != c.period || anchor != c.anchor || zone != c.zone {
+			t.Errorf("Quota(%q) = %q, %d, %q, %v; want %q, %d, %q", c.name, period, anchor, zone, ok, c.period, c.anchor, c.zone)
+		}
+	}
+	for _, name := range []string{
+		Periods(start), Index(start), Inflight(start), start + "60000000", start + "day:",
+		start + "month:x:UTC", start + "month:01:UTC", start + "month:1:", start + "month:1",
+		Daily(Start("slidelog:", "other"), "UTC"),
+	} {
+		if period, anchor, zone, ok := Quota(start, name); ok {
+			t.Errorf("Quota(%q) = %q, %d, %q: want no quota", name, period, anchor, zone)
+		}
+	}
+	if got := Periods(start); got != "slidelog:{slidelog:acct}:periods" {
+		t.Errorf("Periods = %q", got)
+	}
+}
