@@ -158,12 +158,17 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 				s.metrics.serviceError.Add(1)
 				return nil, serviceError(fmt.Sprintf("descriptor %d: limit override with unit %v", i, ov.GetUnit()))
 			}
+			lim := slidelog.Limit{Events: int(ov.GetRequestsPerUnit()), Window: w}
+			if err := checkOverride(lim); err != nil {
+				s.metrics.serviceError.Add(1)
+				return nil, serviceError(fmt.Sprintf("descriptor %d: limit override of %d per %v: %v", i, ov.GetRequestsPerUnit(), unit, err))
+			}
 			o.override = ov
 			o.m = &match{rule: &Rule{FullKey: descriptorKey(req.GetDomain(), d)}, statsKey: descriptorKey(req.GetDomain(), d)}
 			for _, e := range d.GetEntries() {
 				o.m.values = append(o.m.values, e.GetValue())
 			}
-			o.limits = []slidelog.Limit{{Events: int(ov.GetRequestsPerUnit()), Window: w}}
+			o.limits = []slidelog.Limit{lim}
 			o.units = []rlsv3.RateLimitResponse_RateLimit_Unit{unit}
 			o.names = []string{""}
 		} else {
@@ -247,12 +252,26 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 }
 
 // hitsAddend is envoyproxy/ratelimit's: the descriptor's own (0 allowed:
-// look without recording), else the request's, at least 1.
+// look without recording), else the request's, at least 1. Past MaxInt32
+// it is MaxInt32: more than any limit, so OVER_LIMIT all the same.
 func hitsAddend(req *rlsv3.RateLimitRequest, d *rlv3.RateLimitDescriptor) int {
 	if h := d.GetHitsAddend(); h != nil {
 		return int(min(h.GetValue(), math.MaxInt32))
 	}
-	return int(max(1, req.GetHitsAddend()))
+	return int(min(max(1, uint64(req.GetHitsAddend())), math.MaxInt32))
+}
+
+// checkOverride reports why a limit override cannot be decided exactly
+// (its requests_per_unit past slidelog.MaxEvents), or nil. An override of
+// 0 is valid: it denies every hit, as envoyproxy/ratelimit's does.
+func checkOverride(lim slidelog.Limit) error {
+	if lim.Events == 0 {
+		return nil
+	}
+	if lim.Events > slidelog.MaxEvents {
+		return fmt.Errorf("more than %d (slidelog.MaxEvents), the most a window keeps", slidelog.MaxEvents)
+	}
+	return lim.Validate()
 }
 
 // descriptorKey is envoyproxy/ratelimit's name of a descriptor with a
@@ -290,7 +309,7 @@ func escape(s string) string { return escaper.Replace(s) }
 // several (the limiter batches them).
 func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []one) {
 	var wg sync.WaitGroup
-	asked := 0
+	asked, bad := 0, false
 	for i := range ds {
 		o := &ds[i]
 		if !o.limited {
@@ -298,11 +317,17 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 		}
 		o.key = redisKey(s.opts.Prefix, req.GetDomain(), req.GetDescriptors()[i], o.m.values)
 		s.metrics.rule(req.GetDomain(), o.m.statsKey).total.Add(uint64(o.n))
-		if fits(o.limits, max(o.n, 1)) {
+		switch fits, err := fit(o.limits, max(o.n, 1)); {
+		case err != nil:
+			o.err, bad = err, true
+		case fits:
 			asked++
-		} else {
+		default:
 			o.denied, o.local = true, true
 		}
+	}
+	if bad { // nothing is decided for a request the service cannot decide
+		return
 	}
 	for i := range ds {
 		o := &ds[i]
@@ -327,14 +352,26 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 	}
 }
 
-// fits reports whether n events can ever fit every limit.
-func fits(limits []slidelog.Limit, n int) bool {
+// fit reports whether n events can ever fit every limit (checked as the
+// limiter checks them, before anything is asked of Redis): not when a limit
+// is 0 (every hit denied) or smaller than n. An error is a limit the
+// limiter would refuse, which the configuration's checks let through: a
+// bug.
+func fit(limits []slidelog.Limit, n int) (bool, error) {
+	fits := true
 	for _, l := range limits {
-		if l.Events < n {
-			return false
+		if l.Events == 0 {
+			fits = false
+			continue
+		}
+		switch err := l.ValidateN(n); {
+		case errors.Is(err, slidelog.ErrExceedsLimit):
+			fits = false
+		case err != nil:
+			return false, err
 		}
 	}
-	return true
+	return fits, nil
 }
 
 func (s *Server) decideOne(ctx context.Context, o *one) {

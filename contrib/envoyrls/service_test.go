@@ -2,7 +2,9 @@ package envoyrls_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -488,5 +490,75 @@ descriptors:
 	}
 	if r := e.ask(t, "d", 0, desc("both", "x")); r.Statuses[0].CurrentLimit.Name != "billing" {
 		t.Fatalf("the denying limit: %v, want billing", r.Statuses[0].CurrentLimit)
+	}
+}
+
+// Sizes past what a window keeps are checked before anything is decided:
+// the largest hits_addend (2^32-1) on a descriptor whose limit override is
+// 2^32-1 per year, beside a descriptor over its configured limit, fails the
+// call (the override is past slidelog.MaxEvents) with nothing written, and
+// the service answers the next call. hits_addend past a descriptor's limit
+// is OVER_LIMIT without Redis, as envoyproxy/ratelimit answers it; an
+// override of 0 denies every hit.
+func TestHugeHitsAndOverride(t *testing.T) {
+	prefix := fmt.Sprintf("rlshuge:%d:", os.Getpid())
+	e := start(t, `
+domain: d
+descriptors:
+  - key: route
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+`, func(o *envoyrls.Options) { o.Prefix = prefix })
+	route := desc("route", "r")
+	if got := codesOf(e.ask(t, "d", 0, route)); got != "OK OK" {
+		t.Fatalf("the route's one hit: %s", got)
+	}
+	override := func(d *rlv3.RateLimitDescriptor, n uint32, unit typev3.RateLimitUnit) *rlv3.RateLimitDescriptor {
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: unit}
+		return d
+	}
+	ctx := context.Background()
+	huge := override(withHits(desc("tenant", "t"), math.MaxUint32), math.MaxUint32, typev3.RateLimitUnit_YEAR)
+	_, err := e.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d",
+		Descriptors: []*rlv3.RateLimitDescriptor{huge, desc("user", "u"), route}})
+	if status.Code(err) != codes.Unknown || !strings.Contains(status.Convert(err).Message(), "descriptor 0: limit override of 4294967295 per YEAR") {
+		t.Fatalf("an override of 2^32-1 per year: %v, want Unknown naming descriptor 0's override", err)
+	}
+	keys, err := e.rdb.Keys(ctx, "*"+prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || !strings.Contains(keys[0], "route=r") {
+		t.Fatalf("keys after the refused call: %v, want the route's alone", keys)
+	}
+	// The service is up, and the refused call recorded nothing for user.
+	if r := e.ask(t, "d", 0, withHits(desc("user", "u"), 0)); codesOf(r) != "OK OK" || r.Statuses[0].LimitRemaining != 5 {
+		t.Fatalf("user after the refused call: %s remaining %d, want OK 5", codesOf(r), r.Statuses[0].LimitRemaining)
+	}
+	for _, c := range []struct {
+		name string
+		d    *rlv3.RateLimitDescriptor
+		hits uint32
+		want string
+	}{
+		{"hits_addend 2^32-1 under an override of 1000 per year", override(withHits(desc("tenant", "t"), math.MaxUint32), 1000, typev3.RateLimitUnit_YEAR), 0, "OVER_LIMIT OVER_LIMIT"},
+		{"a descriptor's hits_addend 2^64-1", withHits(desc("user", "u"), math.MaxUint64), 0, "OVER_LIMIT OVER_LIMIT"},
+		{"the request's hits_addend 2^32-1", desc("user", "u"), math.MaxUint32, "OVER_LIMIT OVER_LIMIT"},
+		{"an override of 0", override(desc("tenant", "t"), 0, typev3.RateLimitUnit_SECOND), 0, "OVER_LIMIT OVER_LIMIT"},
+		{"an override of MaxEvents per year", override(desc("tenant", "t"), slidelog.MaxEvents, typev3.RateLimitUnit_YEAR), 0, "OK OK"},
+	} {
+		r := e.ask(t, "d", c.hits, c.d)
+		if got := codesOf(r); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+	_, err = e.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d",
+		Descriptors: []*rlv3.RateLimitDescriptor{override(desc("tenant", "t"), slidelog.MaxEvents+1, typev3.RateLimitUnit_SECOND)}})
+	if status.Code(err) != codes.Unknown || !strings.Contains(status.Convert(err).Message(), "more than 67108864") {
+		t.Fatalf("an override of MaxEvents+1: %v", err)
+	}
+	if r := e.ask(t, "d", 0, withHits(desc("user", "u"), 0)); codesOf(r) != "OK OK" || r.Statuses[0].LimitRemaining != 5 {
+		t.Fatalf("user at the end: %s remaining %d, want OK 5", codesOf(r), r.Statuses[0].LimitRemaining)
 	}
 }
