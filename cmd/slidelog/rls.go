@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/contrib/envoyrls"
@@ -161,7 +164,7 @@ flags:`)
 // drains as serveUntilDone does.
 func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Reloader, gln, hln net.Listener,
 	reload, grace time.Duration, log *slog.Logger) error {
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverUnary(log)))
 	rlsv3.RegisterRateLimitServiceServer(gs, srv)
 	h := envoyrls.NewHandler(srv, reloader)
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
@@ -214,4 +217,20 @@ func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Relo
 	_ = hs.Close()
 	log.Warn("stopped: --grace ended with calls in flight; they were cut off", append(why, "grace", grace)...)
 	return exitError{1}
+}
+
+// recoverUnary turns a handler's panic into the call's INTERNAL error,
+// logged with its stack, so that no request ends the process (the
+// service's own handler recovers its panics already: this covers whatever
+// else a gRPC call runs).
+func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("panic in a gRPC call", "method", info.FullMethod, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				resp, err = nil, status.Errorf(codes.Internal, "rate limit service: panic: %v", p)
+			}
+		}()
+		return handler(ctx, req)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,7 +16,9 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/slidelog/slidelog/internal/redistest"
 )
@@ -172,5 +175,23 @@ func TestRLSBadStart(t *testing.T) {
 		if code != c.code || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d, %q; want exit %d and %q", c.args, code, errs, c.code, c.want)
 		}
+	}
+}
+
+// A panic in a gRPC handler is the call's INTERNAL error, logged, not the
+// end of the process.
+func TestRLSRecoversPanics(t *testing.T) {
+	var logged syncBuffer
+	intercept := recoverUnary(slog.New(slog.NewTextHandler(&logged, nil)))
+	info := &grpc.UnaryServerInfo{FullMethod: "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"}
+	resp, err := intercept(context.Background(), nil, info, func(context.Context, any) (any, error) { panic("a handler's panic") })
+	if resp != nil || status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "a handler's panic") {
+		t.Fatalf("a panicking handler: %v, %v; want Internal naming the panic", resp, err)
+	}
+	if !strings.Contains(logged.String(), "panic in a gRPC call") || !strings.Contains(logged.String(), "stack=") {
+		t.Fatalf("log:\n%s", logged.String())
+	}
+	if resp, err := intercept(context.Background(), nil, info, func(context.Context, any) (any, error) { return "ok", nil }); resp != "ok" || err != nil {
+		t.Fatalf("a handler that returns: %v, %v", resp, err)
 	}
 }

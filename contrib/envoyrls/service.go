@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,7 +129,20 @@ func serviceError(msg string) error { return status.Error(codes.Unknown, msg) }
 // (or every quota_mode descriptor is), and then the events admitted for the
 // request's other descriptors are taken back before the answer. Redis
 // unavailable (with the limiter's FailClosed policy) is UNAVAILABLE.
-func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+//
+// A panic while the request is decided (the limiter's Hook's, a Logger's)
+// fails the call with INTERNAL, logged with its stack, and the service goes
+// on: what a decision recorded before it panicked stays counted.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (resp *rlsv3.RateLimitResponse, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = nil, s.grpcError(ctx, s.panicked(p))
+		}
+	}()
+	return s.shouldRateLimit(ctx, req)
+}
+
+func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
 		s.metrics.serviceError.Add(1)
 		return nil, serviceError("rate limit domain must not be empty")
@@ -341,6 +355,11 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					o.res, o.denied, o.admitted, o.err = slidelog.Result{}, false, false, s.panicked(p)
+				}
+			}()
 			s.decideOne(ctx, o)
 		}()
 	}
@@ -424,6 +443,12 @@ func (s *Server) takeBack(ctx context.Context, ds []one, resp *rlsv3.RateLimitRe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					s.metrics.refundError.Add(1)
+					_ = s.panicked(p)
+				}
+			}()
 			s.refund(ctx, o.res)
 		}()
 	}
@@ -569,11 +594,28 @@ func windowOf(o *one, st *rlsv3.RateLimitResponse_DescriptorStatus) time.Duratio
 	return o.limits[0].Window
 }
 
+// errPanic: a panic while a request was decided.
+var errPanic = errors.New("envoyrls: panic")
+
+// panicked logs a recovered panic with its stack and returns it as an
+// error wrapping errPanic. A Logger that panics too is not asked twice.
+func (s *Server) panicked(p any) error {
+	err := fmt.Errorf("%w: %v", errPanic, p)
+	func() {
+		defer func() { _ = recover() }()
+		s.opts.Logger.Error("envoyrls: panic while deciding a request", "err", err, "stack", string(debug.Stack()))
+	}()
+	return err
+}
+
 // grpcError is the status of a decision's error: the caller's own end
-// (its deadline, its cancellation), a bug (Internal: the limiter refused
-// its input, or a key of another type), else Redis unavailable.
+// (its deadline, its cancellation), a bug (Internal: a panic, the limiter
+// refused its input, or a key of another type), else Redis unavailable.
 func (s *Server) grpcError(ctx context.Context, err error) error {
 	switch {
+	case errors.Is(err, errPanic):
+		s.metrics.serviceError.Add(1)
+		return status.Error(codes.Internal, "rate limit service: "+err.Error())
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	case ratefields.IsBug(err):

@@ -3,10 +3,12 @@ package envoyrls_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -560,5 +562,45 @@ descriptors:
 	}
 	if r := e.ask(t, "d", 0, withHits(desc("user", "u"), 0)); codesOf(r) != "OK OK" || r.Statuses[0].LimitRemaining != 5 {
 		t.Fatalf("user at the end: %s remaining %d, want OK 5", codesOf(r), r.Statuses[0].LimitRemaining)
+	}
+}
+
+// A panic while a request is decided (the limiter's hook's: on the
+// goroutine of one of several descriptors, and on the call's own with one)
+// fails the call with INTERNAL, and the service answers the next call.
+func TestPanicIsAnError(t *testing.T) {
+	cfg, err := envoyrls.ParseConfig(envoyrls.File{Name: "t.yaml", Data: []byte(basic)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boom atomic.Bool
+	boom.Store(true)
+	hook := slidelog.HookFunc(func(context.Context, slidelog.Observation) {
+		if boom.Load() {
+			panic("the hook's panic")
+		}
+	})
+	var logged strings.Builder
+	e := startAt(t, real.Addr(t), cfg, []slidelog.Option{slidelog.WithHook(hook)},
+		func(o *envoyrls.Options) { o.Logger = slog.New(slog.NewTextHandler(&logged, nil)) })
+	ctx := context.Background()
+	for _, ds := range [][]*rlv3.RateLimitDescriptor{
+		{desc("remote_address", "p"), desc("plan", "free")},
+		{desc("remote_address", "q")},
+	} {
+		_, err := e.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "web", Descriptors: ds})
+		if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "the hook's panic") {
+			t.Fatalf("%d descriptors, a panicking hook: %v, want Internal naming the panic", len(ds), err)
+		}
+	}
+	if n := strings.Count(logged.String(), "panic while deciding a request"); n != 3 || !strings.Contains(logged.String(), "stack=") {
+		t.Fatalf("%d panics logged, want 3 (one a descriptor) with their stacks:\n%s", n, logged.String())
+	}
+	boom.Store(false)
+	if got := codesOf(e.ask(t, "web", 0, desc("remote_address", "r"))); got != "OK OK" {
+		t.Fatalf("after the panics: %s", got)
+	}
+	if !strings.Contains(metricsText(t, e.srv), "ratelimit_service_call_should_rate_limit_service_error 2") {
+		t.Fatalf("service_error:\n%s", metricsText(t, e.srv))
 	}
 }
