@@ -108,6 +108,7 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 // one is a descriptor of a request on its way.
 type one struct {
 	m        *match
+	c        *counters // its metrics
 	override *rlv3.RateLimitDescriptor_RateLimitOverride
 	limits   []slidelog.Limit
 	units    []rlsv3.RateLimitResponse_RateLimit_Unit
@@ -183,6 +184,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 				o.m.values = append(o.m.values, e.GetValue())
 			}
 			o.limits = []slidelog.Limit{lim}
+			o.c = s.metrics.override(req.GetDomain(), d)
 			o.units = []rlsv3.RateLimitResponse_RateLimit_Unit{unit}
 			o.names = []string{""}
 		} else {
@@ -330,7 +332,10 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 			continue
 		}
 		o.key = redisKey(s.opts.Prefix, req.GetDomain(), req.GetDescriptors()[i], o.m.values)
-		s.metrics.rule(req.GetDomain(), o.m.statsKey).total.Add(uint64(o.n))
+		if o.c == nil {
+			o.c = s.metrics.rule(req.GetDomain(), o.m.statsKey)
+		}
+		o.c.total.Add(uint64(o.n))
 		switch fits, err := fit(o.limits, max(o.n, 1)); {
 		case err != nil:
 			o.err, bad = err, true
@@ -366,7 +371,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 	wg.Wait()
 	for i := range ds {
 		if o := &ds[i]; o.limited && o.err == nil {
-			s.count(req.GetDomain(), o)
+			s.count(o)
 		}
 	}
 }
@@ -459,8 +464,8 @@ func (s *Server) takeBack(ctx context.Context, ds []one, resp *rlsv3.RateLimitRe
 // counts them: over_limit the hits denied, within_limit those admitted,
 // near_limit the admitted ones past NearLimitRatio of the limit, shadow_mode
 // the denied hits a shadow rule let through.
-func (s *Server) count(domain string, o *one) {
-	c := s.metrics.rule(domain, o.m.statsKey)
+func (s *Server) count(o *one) {
+	c := o.c
 	n := uint64(o.n)
 	if o.denied {
 		c.over.Add(n)
