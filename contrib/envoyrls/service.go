@@ -115,6 +115,7 @@ type one struct {
 	names    []string
 	key      string
 	n        int
+	shown    int  // the limit its status names (current_limit)
 	limited  bool // decided (not unmatched, unlimited or replaced)
 	res      slidelog.Result
 	admitted bool // recorded events (to take back if the request is over)
@@ -513,9 +514,15 @@ func (s *Server) status(o *one) *rlsv3.RateLimitResponse_DescriptorStatus {
 			}
 		}
 	}
+	o.shown = i
 	cur := &rlsv3.RateLimitResponse_RateLimit{Name: o.names[i], RequestsPerUnit: uint32(o.limits[i].Events), Unit: o.units[i]}
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: cur}
 	switch {
+	case o.local && o.limits[i].Calendar():
+		// Never fits: until the period's end (on this process's clock: Redis
+		// was not asked), as for a window.
+		st.DurationUntilReset = durationpb.New(untilEnd(o.limits[i], time.Now()))
+		st.LimitRemaining = 0
 	case o.local:
 		// Never fits: the window's length, as a fixed window would say.
 		st.DurationUntilReset = durationpb.New(o.limits[i].Window)
@@ -551,11 +558,20 @@ func (s *Server) headers(ds []one, resp *rlsv3.RateLimitResponse) []*corev3.Head
 				name = "descriptor" + strconv.Itoa(i)
 			}
 			q := ratefields.String(name)
-			lim := slidelog.Limit{Events: int(st.CurrentLimit.RequestsPerUnit), Window: windowOf(o, st)}
+			lim := o.limits[o.shown]
 			policies = append(policies, ratefields.Policy(q, lim))
 			t := int64(0)
-			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT || st.LimitRemaining == 0 {
+			switch {
+			case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT || st.LimitRemaining == 0:
 				t = ratefields.Seconds(st.DurationUntilReset.AsDuration(), 0)
+			case lim.Calendar():
+				// A quota's reset is known exactly: its period's end, as
+				// httplimit says it (ratefields.UntilSlot).
+				at := o.res.Time()
+				if o.res.Degraded() || at.UnixMicro() == 0 {
+					at = time.Now()
+				}
+				t = ratefields.Seconds(untilEnd(lim, at), 0)
 			}
 			states = append(states, fmt.Sprintf("%s;r=%d;t=%d", q, st.LimitRemaining, t))
 		}
@@ -589,14 +605,13 @@ func (s *Server) headers(ds []one, resp *rlsv3.RateLimitResponse) []*corev3.Head
 	return hs
 }
 
-// windowOf is the window of the limit st names.
-func windowOf(o *one, st *rlsv3.RateLimitResponse_DescriptorStatus) time.Duration {
-	for i, l := range o.limits {
-		if uint32(l.Events) == st.CurrentLimit.RequestsPerUnit && o.units[i] == st.CurrentLimit.Unit {
-			return l.Window
-		}
+// untilEnd is the time from at to the end of the calendar quota's period
+// that holds at.
+func untilEnd(quota slidelog.Limit, at time.Time) time.Duration {
+	if _, end, ok := quota.PeriodAt(at); ok {
+		return end.Sub(at)
 	}
-	return o.limits[0].Window
+	return 0
 }
 
 // errPanic: a panic while a request was decided.
