@@ -49,9 +49,10 @@ alone. Redis unavailable is answered UNAVAILABLE (Envoy's
 failure_mode_deny decides) under --policy closed; open admits, local
 decides in process with 1/--instances of each limit.
 
-On SIGTERM or SIGINT, rls fails /healthcheck, stops accepting, lets the
-calls in flight finish within --grace, logs a line that it stopped and
-exits 0; past --grace they are cut off, a warning says how many, exit 1.
+On SIGTERM or SIGINT, rls fails /healthcheck (500, until the calls have
+finished), stops accepting, lets the calls in flight finish within --grace,
+logs a line that it stopped and exits 0; past --grace they are cut off, a
+warning, exit 1.
 
 flags:`)
 		fs.PrintDefaults()
@@ -192,6 +193,9 @@ func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Relo
 	if errors.As(context.Cause(ctx), &sig) {
 		why = []any{"signal", sig.sig.String()}
 	}
+	// /healthcheck answers 500 while the gRPC calls drain, and its listener
+	// stays open until they have: a load balancer sees the service
+	// draining, not gone.
 	h.Drain()
 	stopped := make(chan struct{})
 	go func() {
@@ -200,11 +204,11 @@ func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Relo
 	}()
 	shutdown, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	httpErr := hs.Shutdown(shutdown)
 	select {
 	case <-stopped:
 	case <-shutdown.Done():
 	}
+	httpErr := hs.Shutdown(shutdown)
 	select {
 	case <-stopped:
 		if httpErr == nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,36 @@ descriptors:
 // and HTTP addresses.
 func startRLS(t *testing.T, args ...string) (grpcAddr, httpAddr string, stop func(os.Signal) (int, string)) {
 	t.Helper()
+	p := launchRLS(t, args...)
+	return p.grpcAddr, p.httpAddr, func(sig os.Signal) (int, string) {
+		p.signal(sig)
+		return p.wait(t)
+	}
+}
+
+// rlsRun is an rls running in the test's process.
+type rlsRun struct {
+	grpcAddr, httpAddr string
+	signal             func(os.Signal) // as if the process got it; returns at once
+	done               chan int
+	errs               *syncBuffer
+}
+
+// wait waits for rls to exit and returns its exit code and log.
+func (r *rlsRun) wait(t *testing.T) (int, string) {
+	t.Helper()
+	select {
+	case code := <-r.done:
+		return code, r.errs.String()
+	case <-time.After(time.Minute):
+		t.Fatalf("rls did not stop:\n%s", r.errs.String())
+		return 0, ""
+	}
+}
+
+// launchRLS starts rls as startRLS does.
+func launchRLS(t *testing.T, args ...string) *rlsRun {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(rlsConfig), 0o644); err != nil {
 		t.Fatal(err)
@@ -45,9 +76,9 @@ func startRLS(t *testing.T, args ...string) (grpcAddr, httpAddr string, stop fun
 	go func() { done <- run(ctx, all, &out, &errs) }()
 	line := regexp.MustCompile(`rls: gRPC on (\S+), HTTP on (\S+);`)
 	deadline := time.Now().Add(10 * time.Second)
+	var m []string
 	for {
-		if m := line.FindStringSubmatch(out.String()); m != nil {
-			grpcAddr, httpAddr = m[1], m[2]
+		if m = line.FindStringSubmatch(out.String()); m != nil {
 			break
 		}
 		select {
@@ -60,24 +91,19 @@ func startRLS(t *testing.T, args ...string) (grpcAddr, httpAddr string, stop fun
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	stopped := false
-	stop = func(sig os.Signal) (int, string) {
-		stopped = true
+	var signaled atomic.Bool
+	r := &rlsRun{grpcAddr: m[1], httpAddr: m[2], done: done, errs: &errs}
+	r.signal = func(sig os.Signal) {
+		signaled.Store(true)
 		cancel(signalError{sig})
-		select {
-		case code := <-done:
-			return code, errs.String()
-		case <-time.After(10 * time.Second):
-			t.Fatalf("rls did not stop:\n%s", errs.String())
-			return 0, ""
-		}
 	}
 	t.Cleanup(func() {
-		if !stopped {
-			stop(syscall.SIGTERM)
+		if !signaled.Load() {
+			r.signal(syscall.SIGTERM)
+			r.wait(t)
 		}
 	})
-	return grpcAddr, httpAddr, stop
+	return r
 }
 
 func rlsClient(t *testing.T, addr string) rlsv3.RateLimitServiceClient {
@@ -193,5 +219,66 @@ func TestRLSRecoversPanics(t *testing.T) {
 	}
 	if resp, err := intercept(context.Background(), nil, info, func(context.Context, any) (any, error) { return "ok", nil }); resp != "ok" || err != nil {
 		t.Fatalf("a handler that returns: %v, %v", resp, err)
+	}
+}
+
+// After SIGTERM, /healthcheck answers 500 while a call drains (its decision
+// held on its way to Redis), rather than refusing connections; then the
+// call is answered and rls exits 0.
+func TestRLSHealthWhileDraining(t *testing.T) {
+	p := startHoldProxy(t, redistest.Start(t))
+	r := launchRLS(t, "--redis", p.addr, "--deadline", "1m", "--grace", "1m")
+	c := rlsClient(t, r.grpcAddr)
+	if got := rlsAsk(t, c, "warm"); got != "OK" {
+		t.Fatalf("first request: %s", got)
+	}
+	p.hold.Store(true)
+	inFlight := make(chan string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{
+			{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "held"}}}}})
+		if err != nil {
+			inFlight <- err.Error()
+			return
+		}
+		inFlight <- resp.GetOverallCode().String()
+	}()
+	p.waitForScript(t)
+	r.signal(syscall.SIGTERM)
+	health := func() (int, string, error) {
+		resp, err := http.Get("http://" + r.httpAddr + "/healthcheck")
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b)), nil
+	}
+	for { // until rls has seen the signal
+		code, body, err := health()
+		if err != nil {
+			t.Fatalf("/healthcheck after SIGTERM, a call in flight: %v; want 500 while it drains", err)
+		}
+		if code != http.StatusOK {
+			if code != http.StatusInternalServerError || body != "draining" {
+				t.Fatalf("/healthcheck after SIGTERM: %d %q, want 500 draining", code, body)
+			}
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 0; i < 3; i++ {
+		if code, body, err := health(); err != nil || code != http.StatusInternalServerError {
+			t.Fatalf("/healthcheck while the call drains: %d %q %v; want 500", code, body, err)
+		}
+	}
+	p.Release()
+	if got := <-inFlight; got != "OK" {
+		t.Fatalf("the call in flight: %s, want OK", got)
+	}
+	if code, errs := r.wait(t); code != 0 || !strings.Contains(errs, "msg=stopped signal=terminated") {
+		t.Fatalf("exit %d, log:\n%s", code, errs)
 	}
 }
