@@ -142,7 +142,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 // rls serves Envoy's API on a real Redis, its HTTP endpoints, and stops
 // cleanly on SIGTERM: exit 0, one "stopped" line.
 func TestRLSServesAndStops(t *testing.T) {
-	grpcAddr, httpAddr, stop := startRLS(t, "--redis", redistest.Start(t), "--prefix", "rlstest:")
+	grpcAddr, httpAddr, stop := startRLS(t, "--redis", redistest.Start(t), "--prefix", "rlstest:", "--deadline", "1m")
 	c := rlsClient(t, grpcAddr)
 	var got []string
 	for i := 0; i < 3; i++ {
@@ -169,7 +169,7 @@ func TestRLSServesAndStops(t *testing.T) {
 // Without --redis and REDIS_URL, an embedded Redis, said so; SIGINT stops it too.
 func TestRLSEmbedded(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
-	grpcAddr, _, stop := startRLS(t)
+	grpcAddr, _, stop := startRLS(t, "--deadline", "1m") // the default 100ms is not a test's to wait on
 	c := rlsClient(t, grpcAddr)
 	if got := rlsAsk(t, c, "a") + " " + rlsAsk(t, c, "a") + " " + rlsAsk(t, c, "a"); got != "OK OK OVER_LIMIT" {
 		t.Fatalf("embedded: %s", got)
