@@ -16,6 +16,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -28,6 +29,10 @@ const rlsConfig = `domain: web
 descriptors:
   - key: remote_address
     rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: tenant
+    rate_limits:
+      - {unit: second, requests_per_unit: 5}
+      - {unit: day, requests_per_unit: 100, calendar: {time_zone: UTC}}
 `
 
 // startRLS runs rls with args (and --config of rlsConfig, loopback ports)
@@ -280,5 +285,44 @@ func TestRLSHealthWhileDraining(t *testing.T) {
 	}
 	if code, errs := r.wait(t); code != 0 || !strings.Contains(errs, "msg=stopped signal=terminated") {
 		t.Fatalf("exit %d, log:\n%s", code, errs)
+	}
+}
+
+// The start-up check's ACL finding names the pattern of every key rls
+// writes: the limiter's prefix (slidelog:), inside which --prefix starts
+// each descriptor's key, its windows' logs and its calendar quotas'.
+func TestRLSCheckNamesItsKeys(t *testing.T) {
+	addr := redistest.Start(t)
+	grpcAddr, _, stop := startRLS(t, "--redis", addr, "--deadline", "1m")
+	c := rlsClient(t, grpcAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, d := range []*rlv3.RateLimitDescriptor{
+		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}}},
+		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "t1"}}},
+	} {
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{d}})
+		if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("%v: %v %v", d, resp, err)
+		}
+	}
+	_, errs := stop(syscall.SIGTERM)
+	m := regexp.MustCompile(`may run every command slidelog sends on (\S+)\*`).FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("no ACL finding in the start-up check's log:\n%s", errs)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = rdb.Close() }()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) < 3 {
+		t.Fatalf("keys %q: want a log, windows' logs and a quota", keys)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, m[1]) {
+			t.Errorf("key %q is not under %s*, which the start-up check names", k, m[1])
+		}
 	}
 }
