@@ -2,6 +2,8 @@ package envoyrls
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,6 +107,17 @@ func (s *Server) Config() *Config { return s.cfg.Load() }
 // Metrics are the service's counters.
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
+// MaxDescriptors is the most descriptors one request may carry (Envoy
+// sends one per rate limit action that applies, a handful); a request with
+// more fails, before anything is decided: each descriptor is a decision in
+// Redis.
+const MaxDescriptors = 256
+
+// maxKeyLen bounds a descriptor's key in Redis (its values are a request's,
+// up to Envoy's header limits): a longer one is the prefix, the domain and
+// the SHA-256 of the whole key, each value still its own count.
+const maxKeyLen = 512
+
 // one is a descriptor of a request on its way.
 type one struct {
 	m        *match
@@ -152,6 +165,10 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if len(req.GetDescriptors()) == 0 {
 		s.metrics.serviceError.Add(1)
 		return nil, serviceError("rate limit descriptor list must not be empty")
+	}
+	if n := len(req.GetDescriptors()); n > MaxDescriptors {
+		s.metrics.serviceError.Add(1)
+		return nil, serviceError(fmt.Sprintf("rate limit descriptor list has %d descriptors, more than %d", n, MaxDescriptors))
 	}
 	cfg := s.cfg.Load()
 	if cfg == nil {
@@ -307,7 +324,9 @@ func descriptorKey(domain string, d *rlv3.RateLimitDescriptor) string {
 
 // redisKey is the descriptor's key: the prefix, the domain, each entry's
 // key and value (its pattern under share_threshold), '%', '|' and '='
-// escaped so that no two descriptors share a key.
+// escaped so that no two descriptors share a key. Past maxKeyLen, the
+// entries are "|#" and the SHA-256 of the whole key in hex: no '=', which
+// every entry of a key written out has.
 func redisKey(prefix, domain string, d *rlv3.RateLimitDescriptor, values []string) string {
 	var b strings.Builder
 	b.WriteString(prefix)
@@ -315,7 +334,11 @@ func redisKey(prefix, domain string, d *rlv3.RateLimitDescriptor, values []strin
 	for i, e := range d.GetEntries() {
 		b.WriteString("|" + escape(e.GetKey()) + "=" + escape(values[i]))
 	}
-	return b.String()
+	if b.Len() <= maxKeyLen {
+		return b.String()
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return prefix + escape(domain) + "|#" + hex.EncodeToString(sum[:])
 }
 
 var escaper = strings.NewReplacer("%", "%25", "|", "%7C", "=", "%3D")

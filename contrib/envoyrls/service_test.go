@@ -654,3 +654,50 @@ descriptors:
 		}
 	}
 }
+
+// A request's sizes an attacker chooses: a descriptor's value of 100 KB
+// (Envoy takes values from headers) is its own count under a key of
+// bounded length; more than MaxDescriptors descriptors fail the call
+// before anything is decided.
+func TestRequestSizes(t *testing.T) {
+	prefix := fmt.Sprintf("rlssizes:%d:", os.Getpid())
+	e := start(t, `
+domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`, func(o *envoyrls.Options) { o.Prefix = prefix })
+	long := strings.Repeat("x", 100_000)
+	for _, v := range []string{long + "a", long + "b"} {
+		if got := e.admitted(t, "d", 3, desc("user", v)); got != 2 {
+			t.Fatalf("a value of 100 KB: %d of 3 admitted, want 2", got)
+		}
+	}
+	ctx := context.Background()
+	keys, err := e.rdb.Keys(ctx, "*"+prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 {
+		t.Fatalf("%d keys, want one per value", len(keys))
+	}
+	for _, k := range keys {
+		if len(k) > 600 {
+			t.Fatalf("a key of %d bytes for a value of 100 KB", len(k))
+		}
+	}
+	many := make([]*rlv3.RateLimitDescriptor, envoyrls.MaxDescriptors+1)
+	for i := range many {
+		many[i] = desc("user", fmt.Sprint("m", i))
+	}
+	_, err = e.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: many})
+	if status.Code(err) != codes.Unknown || !strings.Contains(status.Convert(err).Message(), "has 257 descriptors, more than 256") {
+		t.Fatalf("%d descriptors: %v", len(many), err)
+	}
+	if r := e.ask(t, "d", 0, many[:envoyrls.MaxDescriptors]...); r.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("%d descriptors: %s", envoyrls.MaxDescriptors, r.OverallCode)
+	}
+	if r := e.ask(t, "d", 0, withHits(desc("user", "m256"), 0)); r.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("the refused call's last descriptor: remaining %d, want 2", r.Statuses[0].LimitRemaining)
+	}
+}
