@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/contrib/envoyrls"
@@ -46,9 +49,10 @@ alone. Redis unavailable is answered UNAVAILABLE (Envoy's
 failure_mode_deny decides) under --policy closed; open admits, local
 decides in process with 1/--instances of each limit.
 
-On SIGTERM or SIGINT, rls fails /healthcheck, stops accepting, lets the
-calls in flight finish within --grace, logs a line that it stopped and
-exits 0; past --grace they are cut off, a warning says how many, exit 1.
+On SIGTERM or SIGINT, rls fails /healthcheck (500, until the calls have
+finished), stops accepting, lets the calls in flight finish within --grace,
+logs a line that it stopped and exits 0; past --grace they are cut off, a
+warning, exit 1.
 
 flags:`)
 		fs.PrintDefaults()
@@ -60,7 +64,7 @@ flags:`)
 	policyName := fs.String("policy", env.str("SLIDELOG_POLICY", "closed"), "when Redis fails: closed (UNAVAILABLE), open (admit) or local (in process) [SLIDELOG_POLICY]")
 	instances := fs.Int("instances", env.int("instances", "SLIDELOG_INSTANCES", 1), "instances sharing the limits, for --policy local [SLIDELOG_INSTANCES]")
 	deadline := fs.Duration("deadline", env.duration("deadline", "SLIDELOG_DEADLINE", 100*time.Millisecond), "longest a decision may wait for Redis; 0: no bound [SLIDELOG_DEADLINE]")
-	prefix := fs.String("prefix", env.str("SLIDELOG_RLS_PREFIX", "rls:"), "the start of every key in Redis [SLIDELOG_RLS_PREFIX]")
+	prefix := fs.String("prefix", env.str("SLIDELOG_RLS_PREFIX", "rls:"), "the start of each descriptor's key, inside the limiter's slidelog: (slidelog:rls:web|user=alice) [SLIDELOG_RLS_PREFIX]")
 	headers := fs.String("headers", env.str("SLIDELOG_RLS_HEADERS", "none"), "response headers for Envoy to add: none, draft11 (RateLimit-Policy, RateLimit), legacy (RateLimit-Limit, -Remaining, -Reset) or both [SLIDELOG_RLS_HEADERS]")
 	shadow := fs.Bool("shadow", env.bool("shadow", "SLIDELOG_RLS_SHADOW"), "answer OK whatever the limits say (the statuses and metrics still tell) [SLIDELOG_RLS_SHADOW=true]")
 	reload := fs.Duration("reload", env.duration("reload", "SLIDELOG_RLS_RELOAD", time.Second), "how often the configuration's files are looked at [SLIDELOG_RLS_RELOAD]")
@@ -161,7 +165,7 @@ flags:`)
 // drains as serveUntilDone does.
 func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Reloader, gln, hln net.Listener,
 	reload, grace time.Duration, log *slog.Logger) error {
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverUnary(log)))
 	rlsv3.RegisterRateLimitServiceServer(gs, srv)
 	h := envoyrls.NewHandler(srv, reloader)
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
@@ -189,6 +193,9 @@ func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Relo
 	if errors.As(context.Cause(ctx), &sig) {
 		why = []any{"signal", sig.sig.String()}
 	}
+	// /healthcheck answers 500 while the gRPC calls drain, and its listener
+	// stays open until they have: a load balancer sees the service
+	// draining, not gone.
 	h.Drain()
 	stopped := make(chan struct{})
 	go func() {
@@ -197,11 +204,11 @@ func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Relo
 	}()
 	shutdown, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	httpErr := hs.Shutdown(shutdown)
 	select {
 	case <-stopped:
 	case <-shutdown.Done():
 	}
+	httpErr := hs.Shutdown(shutdown)
 	select {
 	case <-stopped:
 		if httpErr == nil {
@@ -214,4 +221,20 @@ func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Relo
 	_ = hs.Close()
 	log.Warn("stopped: --grace ended with calls in flight; they were cut off", append(why, "grace", grace)...)
 	return exitError{1}
+}
+
+// recoverUnary turns a handler's panic into the call's INTERNAL error,
+// logged with its stack, so that no request ends the process (the
+// service's own handler recovers its panics already: this covers whatever
+// else a gRPC call runs).
+func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("panic in a gRPC call", "method", info.FullMethod, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				resp, err = nil, status.Errorf(codes.Internal, "rate limit service: panic: %v", p)
+			}
+		}()
+		return handler(ctx, req)
+	}
 }

@@ -401,6 +401,8 @@ func loadRule(file, fullKey string, dc yamlDescriptor) (*Rule, error) {
 				return nil, err
 			}
 			lim = quota
+		} else if lim.Events > slidelog.MaxEvents {
+			return nil, &ConfigError{file, fmt.Sprintf("descriptor '%s': requests_per_unit %d is more than %d, the most a window keeps", fullKey, lim.Events, slidelog.MaxEvents)}
 		} else if err := (slidelog.Limit{Events: max(lim.Events, 1), Window: window}).Validate(); err != nil {
 			return nil, &ConfigError{file, fmt.Sprintf("descriptor '%s': window %v: %v", fullKey, window, err)}
 		}

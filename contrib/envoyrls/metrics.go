@@ -8,16 +8,21 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 )
 
 // Metrics are the service's counters, per domain and rule: the rule's place
 // in the configuration (key_value.key2), never a request's value unless the
 // rule asks for it (detailed_metric, value_to_metric), so their number is
-// bounded by the configuration's.
+// bounded by the configuration's. A descriptor with a limit override counts
+// under its keys without their values (override:key.key2), at most
+// maxOverrides of them per domain.
 type Metrics struct {
-	mu       sync.RWMutex
-	rules    map[ruleID]*counters
-	notFound map[string]*atomic.Uint64 // per unknown domain (bounded: at most maxDomains)
+	mu        sync.RWMutex
+	rules     map[ruleID]*counters
+	overrides map[string]int            // per domain, the override rules counted one by one
+	notFound  map[string]*atomic.Uint64 // per unknown domain (bounded: at most maxDomains)
 
 	configLoadSuccess, configLoadError atomic.Uint64
 	redisError, serviceError           atomic.Uint64
@@ -27,6 +32,14 @@ type Metrics struct {
 // maxDomains bounds the unknown domains counted one by one; past it they
 // are counted under "other".
 const maxDomains = 100
+
+// maxOverrides bounds a domain's override rules (their keys) counted one
+// by one, and maxOverrideLen the length of one's name; past them they are
+// counted under "override:other".
+const (
+	maxOverrides   = 100
+	maxOverrideLen = 256
+)
 
 type ruleID struct{ domain, rule string }
 
@@ -40,7 +53,46 @@ type RuleCounts struct {
 }
 
 func newMetrics() *Metrics {
-	return &Metrics{rules: map[ruleID]*counters{}, notFound: map[string]*atomic.Uint64{}}
+	return &Metrics{rules: map[ruleID]*counters{}, overrides: map[string]int{}, notFound: map[string]*atomic.Uint64{}}
+}
+
+// override is the counters of a descriptor with a limit override in
+// domain (a domain of the configuration): "override:" and the descriptor's
+// keys without their values, which Envoy's configuration chooses, never the
+// values, which requests do (envoyproxy/ratelimit names them
+// domain.key_value, a series per value).
+func (m *Metrics) override(domain string, d *rlv3.RateLimitDescriptor) *counters {
+	var b strings.Builder
+	b.WriteString("override:")
+	for i, e := range d.GetEntries() {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(e.GetKey())
+		if b.Len() > maxOverrideLen {
+			break
+		}
+	}
+	id := ruleID{domain, b.String()}
+	m.mu.RLock()
+	c := m.rules[id]
+	m.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(id.rule) > maxOverrideLen || m.overrides[domain] >= maxOverrides {
+		id.rule = "override:other"
+	}
+	if c = m.rules[id]; c == nil {
+		c = &counters{}
+		m.rules[id] = c
+		if id.rule != "override:other" {
+			m.overrides[domain]++
+		}
+	}
+	return c
 }
 
 func (m *Metrics) rule(domain, statsKey string) *counters {

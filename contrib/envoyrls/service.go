@@ -2,10 +2,13 @@ package envoyrls
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,15 +107,28 @@ func (s *Server) Config() *Config { return s.cfg.Load() }
 // Metrics are the service's counters.
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
+// MaxDescriptors is the most descriptors one request may carry (Envoy
+// sends one per rate limit action that applies, a handful); a request with
+// more fails, before anything is decided: each descriptor is a decision in
+// Redis.
+const MaxDescriptors = 256
+
+// maxKeyLen bounds a descriptor's key in Redis (its values are a request's,
+// up to Envoy's header limits): a longer one is the prefix, the domain and
+// the SHA-256 of the whole key, each value still its own count.
+const maxKeyLen = 512
+
 // one is a descriptor of a request on its way.
 type one struct {
 	m        *match
+	c        *counters // its metrics
 	override *rlv3.RateLimitDescriptor_RateLimitOverride
 	limits   []slidelog.Limit
 	units    []rlsv3.RateLimitResponse_RateLimit_Unit
 	names    []string
 	key      string
 	n        int
+	shown    int  // the limit its status names (current_limit)
 	limited  bool // decided (not unmatched, unlimited or replaced)
 	res      slidelog.Result
 	admitted bool // recorded events (to take back if the request is over)
@@ -128,7 +144,20 @@ func serviceError(msg string) error { return status.Error(codes.Unknown, msg) }
 // (or every quota_mode descriptor is), and then the events admitted for the
 // request's other descriptors are taken back before the answer. Redis
 // unavailable (with the limiter's FailClosed policy) is UNAVAILABLE.
-func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+//
+// A panic while the request is decided (the limiter's Hook's, a Logger's)
+// fails the call with INTERNAL, logged with its stack, and the service goes
+// on: what a decision recorded before it panicked stays counted.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (resp *rlsv3.RateLimitResponse, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = nil, s.grpcError(ctx, s.panicked(p))
+		}
+	}()
+	return s.shouldRateLimit(ctx, req)
+}
+
+func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
 		s.metrics.serviceError.Add(1)
 		return nil, serviceError("rate limit domain must not be empty")
@@ -136,6 +165,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if len(req.GetDescriptors()) == 0 {
 		s.metrics.serviceError.Add(1)
 		return nil, serviceError("rate limit descriptor list must not be empty")
+	}
+	if n := len(req.GetDescriptors()); n > MaxDescriptors {
+		s.metrics.serviceError.Add(1)
+		return nil, serviceError(fmt.Sprintf("rate limit descriptor list has %d descriptors, more than %d", n, MaxDescriptors))
 	}
 	cfg := s.cfg.Load()
 	if cfg == nil {
@@ -158,12 +191,18 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 				s.metrics.serviceError.Add(1)
 				return nil, serviceError(fmt.Sprintf("descriptor %d: limit override with unit %v", i, ov.GetUnit()))
 			}
+			lim := slidelog.Limit{Events: int(ov.GetRequestsPerUnit()), Window: w}
+			if err := checkOverride(lim); err != nil {
+				s.metrics.serviceError.Add(1)
+				return nil, serviceError(fmt.Sprintf("descriptor %d: limit override of %d per %v: %v", i, ov.GetRequestsPerUnit(), unit, err))
+			}
 			o.override = ov
 			o.m = &match{rule: &Rule{FullKey: descriptorKey(req.GetDomain(), d)}, statsKey: descriptorKey(req.GetDomain(), d)}
 			for _, e := range d.GetEntries() {
 				o.m.values = append(o.m.values, e.GetValue())
 			}
-			o.limits = []slidelog.Limit{{Events: int(ov.GetRequestsPerUnit()), Window: w}}
+			o.limits = []slidelog.Limit{lim}
+			o.c = s.metrics.override(req.GetDomain(), d)
 			o.units = []rlsv3.RateLimitResponse_RateLimit_Unit{unit}
 			o.names = []string{""}
 		} else {
@@ -247,12 +286,26 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 }
 
 // hitsAddend is envoyproxy/ratelimit's: the descriptor's own (0 allowed:
-// look without recording), else the request's, at least 1.
+// look without recording), else the request's, at least 1. Past MaxInt32
+// it is MaxInt32: more than any limit, so OVER_LIMIT all the same.
 func hitsAddend(req *rlsv3.RateLimitRequest, d *rlv3.RateLimitDescriptor) int {
 	if h := d.GetHitsAddend(); h != nil {
 		return int(min(h.GetValue(), math.MaxInt32))
 	}
-	return int(max(1, req.GetHitsAddend()))
+	return int(min(max(1, uint64(req.GetHitsAddend())), math.MaxInt32))
+}
+
+// checkOverride reports why a limit override cannot be decided exactly
+// (its requests_per_unit past slidelog.MaxEvents), or nil. An override of
+// 0 is valid: it denies every hit, as envoyproxy/ratelimit's does.
+func checkOverride(lim slidelog.Limit) error {
+	if lim.Events == 0 {
+		return nil
+	}
+	if lim.Events > slidelog.MaxEvents {
+		return fmt.Errorf("more than %d (slidelog.MaxEvents), the most a window keeps", slidelog.MaxEvents)
+	}
+	return lim.Validate()
 }
 
 // descriptorKey is envoyproxy/ratelimit's name of a descriptor with a
@@ -271,7 +324,9 @@ func descriptorKey(domain string, d *rlv3.RateLimitDescriptor) string {
 
 // redisKey is the descriptor's key: the prefix, the domain, each entry's
 // key and value (its pattern under share_threshold), '%', '|' and '='
-// escaped so that no two descriptors share a key.
+// escaped so that no two descriptors share a key. Past maxKeyLen, the
+// entries are "|#" and the SHA-256 of the whole key in hex: no '=', which
+// every entry of a key written out has.
 func redisKey(prefix, domain string, d *rlv3.RateLimitDescriptor, values []string) string {
 	var b strings.Builder
 	b.WriteString(prefix)
@@ -279,7 +334,11 @@ func redisKey(prefix, domain string, d *rlv3.RateLimitDescriptor, values []strin
 	for i, e := range d.GetEntries() {
 		b.WriteString("|" + escape(e.GetKey()) + "=" + escape(values[i]))
 	}
-	return b.String()
+	if b.Len() <= maxKeyLen {
+		return b.String()
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return prefix + escape(domain) + "|#" + hex.EncodeToString(sum[:])
 }
 
 var escaper = strings.NewReplacer("%", "%25", "|", "%7C", "=", "%3D")
@@ -290,19 +349,28 @@ func escape(s string) string { return escaper.Replace(s) }
 // several (the limiter batches them).
 func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []one) {
 	var wg sync.WaitGroup
-	asked := 0
+	asked, bad := 0, false
 	for i := range ds {
 		o := &ds[i]
 		if !o.limited {
 			continue
 		}
 		o.key = redisKey(s.opts.Prefix, req.GetDomain(), req.GetDescriptors()[i], o.m.values)
-		s.metrics.rule(req.GetDomain(), o.m.statsKey).total.Add(uint64(o.n))
-		if fits(o.limits, max(o.n, 1)) {
+		if o.c == nil {
+			o.c = s.metrics.rule(req.GetDomain(), o.m.statsKey)
+		}
+		o.c.total.Add(uint64(o.n))
+		switch fits, err := fit(o.limits, max(o.n, 1)); {
+		case err != nil:
+			o.err, bad = err, true
+		case fits:
 			asked++
-		} else {
+		default:
 			o.denied, o.local = true, true
 		}
+	}
+	if bad { // nothing is decided for a request the service cannot decide
+		return
 	}
 	for i := range ds {
 		o := &ds[i]
@@ -316,25 +384,42 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					o.res, o.denied, o.admitted, o.err = slidelog.Result{}, false, false, s.panicked(p)
+				}
+			}()
 			s.decideOne(ctx, o)
 		}()
 	}
 	wg.Wait()
 	for i := range ds {
 		if o := &ds[i]; o.limited && o.err == nil {
-			s.count(req.GetDomain(), o)
+			s.count(o)
 		}
 	}
 }
 
-// fits reports whether n events can ever fit every limit.
-func fits(limits []slidelog.Limit, n int) bool {
+// fit reports whether n events can ever fit every limit (checked as the
+// limiter checks them, before anything is asked of Redis): not when a limit
+// is 0 (every hit denied) or smaller than n. An error is a limit the
+// limiter would refuse, which the configuration's checks let through: a
+// bug.
+func fit(limits []slidelog.Limit, n int) (bool, error) {
+	fits := true
 	for _, l := range limits {
-		if l.Events < n {
-			return false
+		if l.Events == 0 {
+			fits = false
+			continue
+		}
+		switch err := l.ValidateN(n); {
+		case errors.Is(err, slidelog.ErrExceedsLimit):
+			fits = false
+		case err != nil:
+			return false, err
 		}
 	}
-	return true
+	return fits, nil
 }
 
 func (s *Server) decideOne(ctx context.Context, o *one) {
@@ -387,6 +472,12 @@ func (s *Server) takeBack(ctx context.Context, ds []one, resp *rlsv3.RateLimitRe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					s.metrics.refundError.Add(1)
+					_ = s.panicked(p)
+				}
+			}()
 			s.refund(ctx, o.res)
 		}()
 	}
@@ -397,8 +488,8 @@ func (s *Server) takeBack(ctx context.Context, ds []one, resp *rlsv3.RateLimitRe
 // counts them: over_limit the hits denied, within_limit those admitted,
 // near_limit the admitted ones past NearLimitRatio of the limit, shadow_mode
 // the denied hits a shadow rule let through.
-func (s *Server) count(domain string, o *one) {
-	c := s.metrics.rule(domain, o.m.statsKey)
+func (s *Server) count(o *one) {
+	c := o.c
 	n := uint64(o.n)
 	if o.denied {
 		c.over.Add(n)
@@ -446,9 +537,15 @@ func (s *Server) status(o *one) *rlsv3.RateLimitResponse_DescriptorStatus {
 			}
 		}
 	}
+	o.shown = i
 	cur := &rlsv3.RateLimitResponse_RateLimit{Name: o.names[i], RequestsPerUnit: uint32(o.limits[i].Events), Unit: o.units[i]}
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: cur}
 	switch {
+	case o.local && o.limits[i].Calendar():
+		// Never fits: until the period's end (on this process's clock: Redis
+		// was not asked), as for a window.
+		st.DurationUntilReset = durationpb.New(untilEnd(o.limits[i], time.Now()))
+		st.LimitRemaining = 0
 	case o.local:
 		// Never fits: the window's length, as a fixed window would say.
 		st.DurationUntilReset = durationpb.New(o.limits[i].Window)
@@ -484,11 +581,20 @@ func (s *Server) headers(ds []one, resp *rlsv3.RateLimitResponse) []*corev3.Head
 				name = "descriptor" + strconv.Itoa(i)
 			}
 			q := ratefields.String(name)
-			lim := slidelog.Limit{Events: int(st.CurrentLimit.RequestsPerUnit), Window: windowOf(o, st)}
+			lim := o.limits[o.shown]
 			policies = append(policies, ratefields.Policy(q, lim))
 			t := int64(0)
-			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT || st.LimitRemaining == 0 {
+			switch {
+			case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT || st.LimitRemaining == 0:
 				t = ratefields.Seconds(st.DurationUntilReset.AsDuration(), 0)
+			case lim.Calendar():
+				// A quota's reset is known exactly: its period's end, as
+				// httplimit says it (ratefields.UntilSlot).
+				at := o.res.Time()
+				if o.res.Degraded() || at.UnixMicro() == 0 {
+					at = time.Now()
+				}
+				t = ratefields.Seconds(untilEnd(lim, at), 0)
 			}
 			states = append(states, fmt.Sprintf("%s;r=%d;t=%d", q, st.LimitRemaining, t))
 		}
@@ -522,21 +628,37 @@ func (s *Server) headers(ds []one, resp *rlsv3.RateLimitResponse) []*corev3.Head
 	return hs
 }
 
-// windowOf is the window of the limit st names.
-func windowOf(o *one, st *rlsv3.RateLimitResponse_DescriptorStatus) time.Duration {
-	for i, l := range o.limits {
-		if uint32(l.Events) == st.CurrentLimit.RequestsPerUnit && o.units[i] == st.CurrentLimit.Unit {
-			return l.Window
-		}
+// untilEnd is the time from at to the end of the calendar quota's period
+// that holds at.
+func untilEnd(quota slidelog.Limit, at time.Time) time.Duration {
+	if _, end, ok := quota.PeriodAt(at); ok {
+		return end.Sub(at)
 	}
-	return o.limits[0].Window
+	return 0
+}
+
+// errPanic: a panic while a request was decided.
+var errPanic = errors.New("envoyrls: panic")
+
+// panicked logs a recovered panic with its stack and returns it as an
+// error wrapping errPanic. A Logger that panics too is not asked twice.
+func (s *Server) panicked(p any) error {
+	err := fmt.Errorf("%w: %v", errPanic, p)
+	func() {
+		defer func() { _ = recover() }()
+		s.opts.Logger.Error("envoyrls: panic while deciding a request", "err", err, "stack", string(debug.Stack()))
+	}()
+	return err
 }
 
 // grpcError is the status of a decision's error: the caller's own end
-// (its deadline, its cancellation), a bug (Internal: the limiter refused
-// its input, or a key of another type), else Redis unavailable.
+// (its deadline, its cancellation), a bug (Internal: a panic, the limiter
+// refused its input, or a key of another type), else Redis unavailable.
 func (s *Server) grpcError(ctx context.Context, err error) error {
 	switch {
+	case errors.Is(err, errPanic):
+		s.metrics.serviceError.Add(1)
+		return status.Error(codes.Internal, "rate limit service: "+err.Error())
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	case ratefields.IsBug(err):

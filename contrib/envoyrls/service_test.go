@@ -2,9 +2,13 @@ package envoyrls_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"math"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -488,5 +492,212 @@ descriptors:
 	}
 	if r := e.ask(t, "d", 0, desc("both", "x")); r.Statuses[0].CurrentLimit.Name != "billing" {
 		t.Fatalf("the denying limit: %v, want billing", r.Statuses[0].CurrentLimit)
+	}
+}
+
+// Sizes past what a window keeps are checked before anything is decided:
+// the largest hits_addend (2^32-1) on a descriptor whose limit override is
+// 2^32-1 per year, beside a descriptor over its configured limit, fails the
+// call (the override is past slidelog.MaxEvents) with nothing written, and
+// the service answers the next call. hits_addend past a descriptor's limit
+// is OVER_LIMIT without Redis, as envoyproxy/ratelimit answers it; an
+// override of 0 denies every hit.
+func TestHugeHitsAndOverride(t *testing.T) {
+	prefix := fmt.Sprintf("rlshuge:%d:", os.Getpid())
+	e := start(t, `
+domain: d
+descriptors:
+  - key: route
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+`, func(o *envoyrls.Options) { o.Prefix = prefix })
+	route := desc("route", "r")
+	if got := codesOf(e.ask(t, "d", 0, route)); got != "OK OK" {
+		t.Fatalf("the route's one hit: %s", got)
+	}
+	override := func(d *rlv3.RateLimitDescriptor, n uint32, unit typev3.RateLimitUnit) *rlv3.RateLimitDescriptor {
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: unit}
+		return d
+	}
+	ctx := context.Background()
+	huge := override(withHits(desc("tenant", "t"), math.MaxUint32), math.MaxUint32, typev3.RateLimitUnit_YEAR)
+	_, err := e.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d",
+		Descriptors: []*rlv3.RateLimitDescriptor{huge, desc("user", "u"), route}})
+	if status.Code(err) != codes.Unknown || !strings.Contains(status.Convert(err).Message(), "descriptor 0: limit override of 4294967295 per YEAR") {
+		t.Fatalf("an override of 2^32-1 per year: %v, want Unknown naming descriptor 0's override", err)
+	}
+	keys, err := e.rdb.Keys(ctx, "*"+prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || !strings.Contains(keys[0], "route=r") {
+		t.Fatalf("keys after the refused call: %v, want the route's alone", keys)
+	}
+	// The service is up, and the refused call recorded nothing for user.
+	if r := e.ask(t, "d", 0, withHits(desc("user", "u"), 0)); codesOf(r) != "OK OK" || r.Statuses[0].LimitRemaining != 5 {
+		t.Fatalf("user after the refused call: %s remaining %d, want OK 5", codesOf(r), r.Statuses[0].LimitRemaining)
+	}
+	for _, c := range []struct {
+		name string
+		d    *rlv3.RateLimitDescriptor
+		hits uint32
+		want string
+	}{
+		{"hits_addend 2^32-1 under an override of 1000 per year", override(withHits(desc("tenant", "t"), math.MaxUint32), 1000, typev3.RateLimitUnit_YEAR), 0, "OVER_LIMIT OVER_LIMIT"},
+		{"a descriptor's hits_addend 2^64-1", withHits(desc("user", "u"), math.MaxUint64), 0, "OVER_LIMIT OVER_LIMIT"},
+		{"the request's hits_addend 2^32-1", desc("user", "u"), math.MaxUint32, "OVER_LIMIT OVER_LIMIT"},
+		{"an override of 0", override(desc("tenant", "t"), 0, typev3.RateLimitUnit_SECOND), 0, "OVER_LIMIT OVER_LIMIT"},
+		{"an override of MaxEvents per year", override(desc("tenant", "t"), slidelog.MaxEvents, typev3.RateLimitUnit_YEAR), 0, "OK OK"},
+	} {
+		r := e.ask(t, "d", c.hits, c.d)
+		if got := codesOf(r); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+	_, err = e.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d",
+		Descriptors: []*rlv3.RateLimitDescriptor{override(desc("tenant", "t"), slidelog.MaxEvents+1, typev3.RateLimitUnit_SECOND)}})
+	if status.Code(err) != codes.Unknown || !strings.Contains(status.Convert(err).Message(), "more than 67108864") {
+		t.Fatalf("an override of MaxEvents+1: %v", err)
+	}
+	if r := e.ask(t, "d", 0, withHits(desc("user", "u"), 0)); codesOf(r) != "OK OK" || r.Statuses[0].LimitRemaining != 5 {
+		t.Fatalf("user at the end: %s remaining %d, want OK 5", codesOf(r), r.Statuses[0].LimitRemaining)
+	}
+}
+
+// A panic while a request is decided (the limiter's hook's: on the
+// goroutine of one of several descriptors, and on the call's own with one)
+// fails the call with INTERNAL, and the service answers the next call.
+func TestPanicIsAnError(t *testing.T) {
+	cfg, err := envoyrls.ParseConfig(envoyrls.File{Name: "t.yaml", Data: []byte(basic)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boom atomic.Bool
+	boom.Store(true)
+	hook := slidelog.HookFunc(func(context.Context, slidelog.Observation) {
+		if boom.Load() {
+			panic("the hook's panic")
+		}
+	})
+	var logged strings.Builder
+	e := startAt(t, real.Addr(t), cfg, []slidelog.Option{slidelog.WithHook(hook)},
+		func(o *envoyrls.Options) { o.Logger = slog.New(slog.NewTextHandler(&logged, nil)) })
+	ctx := context.Background()
+	for _, ds := range [][]*rlv3.RateLimitDescriptor{
+		{desc("remote_address", "p"), desc("plan", "free")},
+		{desc("remote_address", "q")},
+	} {
+		_, err := e.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "web", Descriptors: ds})
+		if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "the hook's panic") {
+			t.Fatalf("%d descriptors, a panicking hook: %v, want Internal naming the panic", len(ds), err)
+		}
+	}
+	if n := strings.Count(logged.String(), "panic while deciding a request"); n != 3 || !strings.Contains(logged.String(), "stack=") {
+		t.Fatalf("%d panics logged, want 3 (one a descriptor) with their stacks:\n%s", n, logged.String())
+	}
+	boom.Store(false)
+	if got := codesOf(e.ask(t, "web", 0, desc("remote_address", "r"))); got != "OK OK" {
+		t.Fatalf("after the panics: %s", got)
+	}
+	if !strings.Contains(metricsText(t, e.srv), "ratelimit_service_call_should_rate_limit_service_error 2") {
+		t.Fatalf("service_error:\n%s", metricsText(t, e.srv))
+	}
+}
+
+// A calendar quota's draft-11 fields: w is its period's length, t the
+// seconds to the period's end, admitted or not (the reset of a quota is
+// known exactly), as httplimit sends them; more hits than the quota are
+// denied until the period's end, not for 0s.
+func TestCalendarHeaders(t *testing.T) {
+	e := start(t, `
+domain: d
+descriptors:
+  - key: day
+    rate_limit: {unit: day, requests_per_unit: 10000, calendar: {time_zone: UTC}}
+`, func(o *envoyrls.Options) { o.Headers = envoyrls.HeadersDraft11 })
+	untilMidnight := func() time.Duration {
+		now := time.Now().UTC()
+		return time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Sub(now)
+	}
+	for _, c := range []struct {
+		hits   uint32
+		policy string
+		state  string // before t=
+		code   string
+	}{
+		{1, `"d.day";q=10000;w=86400`, `"d.day";r=9999;t=`, "OK OK"},
+		{10001, `"d.day";q=10000;w=86400`, `"d.day";r=0;t=`, "OVER_LIMIT OVER_LIMIT"},
+	} {
+		before := untilMidnight()
+		r := e.ask(t, "d", c.hits, desc("day", "a"))
+		after := untilMidnight()
+		if after > before {
+			t.Skip("midnight UTC passed during the request")
+		}
+		got := map[string]string{}
+		for _, h := range r.ResponseHeadersToAdd {
+			got[h.Key] = h.Value
+		}
+		if codesOf(r) != c.code || got["RateLimit-Policy"] != c.policy || !strings.HasPrefix(got["RateLimit"], c.state) {
+			t.Fatalf("%d hits: %s, RateLimit-Policy %q, RateLimit %q; want %s, %q, %q...", c.hits, codesOf(r), got["RateLimit-Policy"], got["RateLimit"], c.code, c.policy, c.state)
+		}
+		var secs int64
+		if _, err := fmt.Sscan(strings.TrimPrefix(got["RateLimit"], c.state), &secs); err != nil {
+			t.Fatal(err)
+		}
+		if lo, hi := int64(after.Seconds()), int64(math.Ceil(before.Seconds())); secs < lo || secs > hi {
+			t.Errorf("%d hits: t=%d, want the seconds to UTC midnight, %d to %d", c.hits, secs, lo, hi)
+		}
+		if d := r.Statuses[0].DurationUntilReset.AsDuration(); d < after || d > before {
+			t.Errorf("%d hits: duration_until_reset %v, want the time to UTC midnight, %v to %v", c.hits, d, after, before)
+		}
+	}
+}
+
+// A request's sizes an attacker chooses: a descriptor's value of 100 KB
+// (Envoy takes values from headers) is its own count under a key of
+// bounded length; more than MaxDescriptors descriptors fail the call
+// before anything is decided.
+func TestRequestSizes(t *testing.T) {
+	prefix := fmt.Sprintf("rlssizes:%d:", os.Getpid())
+	e := start(t, `
+domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`, func(o *envoyrls.Options) { o.Prefix = prefix })
+	long := strings.Repeat("x", 100_000)
+	for _, v := range []string{long + "a", long + "b"} {
+		if got := e.admitted(t, "d", 3, desc("user", v)); got != 2 {
+			t.Fatalf("a value of 100 KB: %d of 3 admitted, want 2", got)
+		}
+	}
+	ctx := context.Background()
+	keys, err := e.rdb.Keys(ctx, "*"+prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 {
+		t.Fatalf("%d keys, want one per value", len(keys))
+	}
+	for _, k := range keys {
+		if len(k) > 600 {
+			t.Fatalf("a key of %d bytes for a value of 100 KB", len(k))
+		}
+	}
+	many := make([]*rlv3.RateLimitDescriptor, envoyrls.MaxDescriptors+1)
+	for i := range many {
+		many[i] = desc("user", fmt.Sprint("m", i))
+	}
+	_, err = e.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: many})
+	if status.Code(err) != codes.Unknown || !strings.Contains(status.Convert(err).Message(), "has 257 descriptors, more than 256") {
+		t.Fatalf("%d descriptors: %v", len(many), err)
+	}
+	if r := e.ask(t, "d", 0, many[:envoyrls.MaxDescriptors]...); r.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("%d descriptors: %s", envoyrls.MaxDescriptors, r.OverallCode)
+	}
+	if r := e.ask(t, "d", 0, withHits(desc("user", "m256"), 0)); r.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("the refused call's last descriptor: remaining %d, want 2", r.Statuses[0].LimitRemaining)
 	}
 }
