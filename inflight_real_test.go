@@ -194,8 +194,9 @@ func TestRenewRealRedis(t *testing.T) {
 	}
 }
 
-// A lease of thousands of slots renews them all (a ZADD XX each),
-// and a log of another type is an error that writes nothing.
+// A lease of MaxAcquireN slots (more than one chunk of 1 000 ids) renews
+// them all (a ZADD XX each), and a log of another type is an error that
+// writes nothing.
 func TestRenewManyRealRedis(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
@@ -203,18 +204,18 @@ func TestRenewManyRealRedis(t *testing.T) {
 	l := New(rdb, WithPrefix(prefix))
 	log := prefix + "{" + prefix + "k}:inflight"
 	lim := InFlight(3000, time.Minute)
-	s, err := l.AcquireN(ctx, "k", lim, 2500)
+	s, err := l.AcquireN(ctx, "k", lim, MaxAcquireN)
 	if err != nil || !s.Allowed {
 		t.Fatal(s.Result, err)
 	}
 	time.Sleep(time.Millisecond)
 	r, err := s.Renew(ctx)
-	if err != nil || r.Remaining != 500 {
+	if err != nil || r.Remaining != 3000-MaxAcquireN {
 		t.Fatalf("renew: %+v %v", r.Result, err)
 	}
 	at := strconv.FormatInt(r.Time().UnixMicro(), 10)
-	if n := rdb.ZCount(ctx, log, at, at).Val(); n != 2500 {
-		t.Errorf("%d of 2500 events renewed", n)
+	if n := rdb.ZCount(ctx, log, at, at).Val(); n != MaxAcquireN {
+		t.Errorf("%d of %d events renewed", n, MaxAcquireN)
 	}
 	if err := rdb.Del(ctx, log).Err(); err != nil {
 		t.Fatal(err)

@@ -73,9 +73,10 @@ func TestAllowNRecordsDistinctEvents(t *testing.T) {
 	l := New(m.rdb)
 	ctx := context.Background()
 	lim := Limit{Events: 3000, Window: time.Minute}
-	// 2500 events in one call cross the script's 1000-per-ZADD chunks (in
-	// a sorted set: a log of in-flight slots is one whatever its limit).
-	for _, n := range []int{1, 7, 2500} {
+	// MaxAcquireN events in one call cross the script's 1000-per-ZADD
+	// chunks (in a sorted set: a log of in-flight slots is one whatever its
+	// limit).
+	for _, n := range []int{1, 7, MaxAcquireN, MaxAcquireN} {
 		if s, err := l.AcquireN(ctx, "k", lim, n); err != nil || !s.Allowed {
 			t.Fatalf("AcquireN(%d): %+v, %v", n, s.Result, err)
 		}
@@ -84,8 +85,8 @@ func TestAllowNRecordsDistinctEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(members) != 2508 {
-		t.Fatalf("%d members, want 2508", len(members))
+	if want := 8 + 2*MaxAcquireN; len(members) != want {
+		t.Fatalf("%d members, want %d", len(members), want)
 	}
 	for _, mem := range members {
 		if len(mem) != idLen || mem[:idPrefixLen] != string(ids.prefix[:]) {
