@@ -13,25 +13,34 @@ import (
 
 // ErrBreakerOpen: Redis was found unreachable, so the decision was not sent
 // and failed at once (the breaker is open). The error also wraps the
-// failure that made Redis unreachable, as go-redis reported it where it
-// could (errors.Is(err, syscall.ECONNREFUSED) for a closed port). It is an
-// unavailability: the Policy answers for it.
+// failure that made Redis unreachable, as the breaker's probe met it: a
+// dial's error (errors.Is(err, syscall.ECONNREFUSED) for a closed port) or
+// go-redis' own (its read timeout for a server that accepts connections
+// and answers nothing). It is an unavailability: the Policy answers for it.
 var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker open)")
 
 // breaker is what a Limiter knows of Redis being reachable. After
-// breakerFailures decisions in a row failed because Redis could not be
-// reached or did not answer in time (a connection refused or reset, a
-// timeout, no connection in the pool, a caller's deadline that ended the
-// call), it asks Redis itself: a probe (a script that reads nothing, on the
-// node of the key that failed last) within breakerConfirm. Answered, the
-// failures were the callers' (deadlines too short for a healthy Redis) and
-// nothing changes. Not answered, the breaker opens: decisions fail at once
-// with ErrBreakerOpen, which the Policy answers, instead of each paying its
-// whole deadline. While open, one probe at a time asks Redis every
-// breakerEvery, within breakerProbe (long enough to learn go-redis' own
-// cause); the first that is answered, or any decision answered meanwhile,
-// closes it. The hook hears it open and close (Observation.Op
-// "breaker_open", with the cause as Err, and "breaker_close").
+// breakerFailures decisions in a row failed without an answer from Redis (a
+// connection refused or reset, a timeout, no connection in the pool, a
+// caller's deadline that ended the call), it asks Redis itself: a probe (a
+// script that reads nothing, on the node of the key that failed last). The
+// failures only make it ask: a caller's deadline says nothing of Redis,
+// only the probe's own answer decides. Answered within breakerConfirm, or
+// later but within go-redis' own timeouts (a slow Redis, a paused one), the
+// failures were the callers' and nothing changes. Not answered quickly, the
+// probe dials the server with the client's own dialer, once, without
+// go-redis' retries: a dial that fails (connection refused) opens the
+// breaker at once, with the dial's error as its cause; a dial that succeeds
+// leaves the verdict to the script's answer, bounded by go-redis' own
+// timeouts and breakerProbe, and no answer opens it.
+//
+// While open, decisions fail at once with ErrBreakerOpen (wrapping the
+// cause), which the Policy answers, instead of each paying its whole
+// deadline. One probe at a time asks Redis every breakerEvery, the same way
+// (a dial, then the script); the first that is answered, even late, or any
+// decision answered meanwhile, closes it. The hook hears it open and close
+// (Observation.Op "breaker_open", with the cause as Err, and
+// "breaker_close").
 //
 // One goroutine at most probes, and the open state changes under mu with
 // who probes, so a breaker is never left open with nobody probing.
@@ -44,7 +53,7 @@ type breaker struct {
 	name    string            // the Limiter's WithName
 	off     bool              // WithoutBreaker, or a client of several nodes
 	open    atomic.Bool       // decisions fail at once
-	failed  atomic.Int32      // decisions in a row that found Redis unreachable
+	failed  atomic.Int32      // decisions in a row that failed without an answer
 	mu      sync.Mutex
 	cause   error  // what made Redis unreachable, the latest known
 	key     string // the Redis key of the decision that failed last (a probe goes to its node)
@@ -52,22 +61,21 @@ type breaker struct {
 }
 
 const (
-	// breakerFailures is how many decisions in a row must find Redis
-	// unreachable before a probe asks it: one slow call is no outage.
+	// breakerFailures is how many decisions in a row must fail without an
+	// answer before a probe asks Redis: one slow call is no outage.
 	breakerFailures = 3
-	// breakerConfirm bounds the probe that decides whether to open: a
-	// healthy Redis answers a script that reads nothing in well under a
+	// breakerConfirm is how long the first probe waits for Redis' answer
+	// before it dials the server to learn why there is none: a healthy
+	// Redis answers a script that reads nothing in well under a
 	// millisecond.
 	breakerConfirm = 100 * time.Millisecond
 	// breakerEvery is how often a probe asks Redis while the breaker is open.
 	breakerEvery = 100 * time.Millisecond
-	// breakerProbe bounds each probe while open (with ContextTimeoutEnabled:
-	// go-redis bounds it by its dial and read timeouts otherwise). Long
-	// enough for go-redis to give its own cause: v9.22 reports a refused
-	// connection after 5 dials 100ms apart, each of its 4 attempts (about
-	// 1.7s), and a shorter probe would only learn "context deadline
-	// exceeded". A probe under way when Redis returns is answered at its
-	// next dial.
+	// breakerProbe bounds a probe whose dial succeeded (with
+	// ContextTimeoutEnabled: go-redis bounds it by its dial and read
+	// timeouts otherwise, 3s by default): a Redis that accepts connections
+	// but answers nothing for that long is down; one that answers sooner,
+	// however late, is not.
 	breakerProbe = 5 * time.Second
 )
 
@@ -120,9 +128,6 @@ func (b *breaker) record(err error, key string) {
 		return
 	}
 	b.probing, b.key = true, key
-	if b.cause == nil || !b.open.Load() {
-		b.cause = err
-	}
 	b.mu.Unlock()
 	go b.probe()
 }
@@ -138,11 +143,11 @@ func (b *breaker) close() {
 	}
 }
 
-// probe asks Redis whether it answers: first to confirm the failures
-// (within breakerConfirm), then, while open, every breakerEvery until it
-// answers or a decision closes the breaker. It is the only goroutine that
-// probes (probing), and it stops probing under mu, in the same step that
-// finds the breaker closed or closes it.
+// probe asks Redis whether it answers: first to confirm the failures,
+// then, while open, every breakerEvery until it answers or a decision
+// closes the breaker. It is the only goroutine that probes (probing), and
+// it stops probing under mu, in the same step that finds the breaker
+// closed or closes it.
 func (b *breaker) probe() {
 	b.mu.Lock()
 	key := b.key
@@ -150,6 +155,9 @@ func (b *breaker) probe() {
 	ctx, cancel := context.WithTimeout(context.Background(), breakerConfirm)
 	err := b.ask(ctx, key)
 	cancel()
+	if !answered(err) {
+		err = b.reach(key)
+	}
 	if answered(err) { // the failures were the callers'
 		b.mu.Lock()
 		b.failed.Store(0)
@@ -159,10 +167,10 @@ func (b *breaker) probe() {
 	}
 	b.mu.Lock()
 	opened := !b.open.Swap(true)
-	cause := b.cause
+	b.cause = err
 	b.mu.Unlock()
 	if opened {
-		b.observe(Observation{Op: opBreakerOpen, Name: b.name, Err: cause})
+		b.observe(Observation{Op: opBreakerOpen, Name: b.name, Err: err})
 	}
 	for {
 		time.Sleep(breakerEvery)
@@ -174,9 +182,7 @@ func (b *breaker) probe() {
 		}
 		key := b.key
 		b.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), breakerProbe)
-		err := b.ask(ctx, key)
-		cancel()
+		err := b.reach(key)
 		b.mu.Lock()
 		if answered(err) {
 			was := b.open.Swap(false)
@@ -188,9 +194,46 @@ func (b *breaker) probe() {
 			}
 			return
 		}
-		b.cause = err // a probe's own error: go-redis' cause, not a caller's deadline
+		b.cause = err // the probe's own error: go-redis' cause or the dial's, not a caller's deadline
 		b.mu.Unlock()
 	}
+}
+
+// reach asks Redis with no caller's deadline: a dial of the server first,
+// which tells a refused connection at once (go-redis retries a failed dial
+// for as long as its caller waits, and its caller then learns only that
+// its deadline passed), then the script, which a server that accepts
+// connections answers within go-redis' own timeouts and breakerProbe, or
+// is down.
+func (b *breaker) reach(key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), breakerProbe)
+	defer cancel()
+	if err := b.dial(ctx); err != nil {
+		return err
+	}
+	return b.ask(ctx, key)
+}
+
+// dial connects to the client's server once, as go-redis would (its
+// dialer, with its address, TLS and dial timeout; a Sentinel client's
+// dials the current master), without its retries, and hangs up. A client
+// that tells no options (not a *redis.Client) is not dialed.
+func (b *breaker) dial(ctx context.Context) (err error) {
+	defer recoverTo(func(e error) { err = e })
+	c, ok := b.rdb.(interface{ Options() *redis.Options })
+	if !ok {
+		return nil
+	}
+	opt := c.Options()
+	if opt == nil || opt.Dialer == nil {
+		return nil
+	}
+	conn, err := opt.Dialer(ctx, opt.Network, opt.Addr)
+	if err != nil {
+		return err
+	}
+	_ = conn.Close()
+	return nil
 }
 
 // answered reports whether a probe's err means Redis answered (or this
