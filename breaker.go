@@ -14,20 +14,23 @@ import (
 // ErrBreakerOpen: Redis was found unreachable, so the decision was not sent
 // and failed at once (the breaker is open). The error also wraps the
 // failure that made Redis unreachable, as the breaker's probe met it: a
-// dial's error (errors.Is(err, syscall.ECONNREFUSED) for a closed port) or
+// dial's error (errors.Is(err, syscall.ECONNREFUSED) for a closed port),
 // go-redis' own (its read timeout for a server that accepts connections
-// and answers nothing). It is an unavailability: the Policy answers for it.
+// and answers nothing), or the reply of a Redis that cannot serve now
+// (LOADING). It is an unavailability: the Policy answers for it.
 var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker open)")
 
 // breaker is what a Limiter knows of Redis being reachable. After
-// breakerFailures decisions in a row failed without an answer from Redis (a
+// breakerFailures decisions in a row failed without being served (a
 // connection refused or reset, a timeout, no connection in the pool, a
-// caller's deadline that ended the call), it asks Redis itself: a probe (a
-// script that reads nothing, on the node of the key that failed last). The
-// failures only make it ask: a caller's deadline says nothing of Redis,
-// only the probe's own answer decides. Answered within breakerConfirm, or
-// later but within go-redis' own timeouts (a slow Redis, a paused one), the
-// failures were the callers' and nothing changes. Not answered quickly, the
+// caller's deadline that ended the call, a reply such as LOADING: see
+// unreachable), it asks Redis itself: a probe (a script that reads nothing,
+// on the node of the key that failed last). The failures only make it ask:
+// a caller's deadline says nothing of Redis, only the probe's own answer
+// decides. Served within breakerConfirm, or later but within go-redis' own
+// timeouts (a slow Redis, a paused one), the failures were the callers' and
+// nothing changes; answered LOADING, BUSY or another reply of a Redis that
+// cannot serve now, the breaker opens with it. Not answered quickly, the
 // probe dials the server with the client's own dialer, once, without
 // go-redis' retries: a dial that fails (connection refused) opens the
 // breaker at once, with the dial's error as its cause; a dial that succeeds
@@ -37,8 +40,8 @@ var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker
 // While open, decisions fail at once with ErrBreakerOpen (wrapping the
 // cause), which the Policy answers, instead of each paying its whole
 // deadline. One probe at a time asks Redis every breakerEvery, the same way
-// (a dial, then the script); the first that is answered, even late, or any
-// decision answered meanwhile, closes it. The hook hears it open and close
+// (a dial, then the script); the first that is served, even late, or any
+// decision served meanwhile, closes it. The hook hears it open and close
 // (Observation.Op "breaker_open", with the cause as Err, and
 // "breaker_close").
 //
@@ -53,7 +56,7 @@ type breaker struct {
 	name    string            // the Limiter's WithName
 	off     bool              // WithoutBreaker, or a client of several nodes
 	open    atomic.Bool       // decisions fail at once
-	failed  atomic.Int32      // decisions in a row that failed without an answer
+	failed  atomic.Int32      // decisions in a row that failed without being served
 	mu      sync.Mutex
 	cause   error  // what made Redis unreachable, the latest known
 	key     string // the Redis key of the decision that failed last (a probe goes to its node)
@@ -108,15 +111,16 @@ func (b *breaker) record(err error, key string) {
 	if b.off {
 		return
 	}
-	if err == nil || !unreachable(err) {
-		if err == nil || redisAnswered(err) {
-			if b.failed.Load() != 0 {
-				b.failed.Store(0)
-			}
-			if b.open.Load() {
-				b.close()
-			}
+	if served(err) {
+		if b.failed.Load() != 0 {
+			b.failed.Store(0)
 		}
+		if b.open.Load() {
+			b.close()
+		}
+		return
+	}
+	if !unreachable(err) {
 		return
 	}
 	if b.failed.Add(1) < breakerFailures {
@@ -236,10 +240,19 @@ func (b *breaker) dial(ctx context.Context) (err error) {
 	return nil
 }
 
-// answered reports whether a probe's err means Redis answered (or this
+// answered reports whether a probe's err means Redis served it (or this
 // process closed the client: decisions then say so themselves).
 func answered(err error) bool {
-	return err == nil || redisAnswered(err) || errors.Is(err, redis.ErrClosed)
+	return served(err) || errors.Is(err, redis.ErrClosed)
+}
+
+// served reports whether err, a decision's or a probe's, means that Redis
+// served the call: no error, or an error reply of a Redis that serves (such
+// as WRONGTYPE or NOPERM), not one of a Redis that cannot serve now (such as
+// LOADING or BUSY: an unavailability, which the breaker counts as a
+// failure).
+func served(err error) bool {
+	return err == nil || redisAnswered(err) && !unavailable(err)
 }
 
 // ask runs the probe, whose panic (the client's) is its error.
@@ -261,12 +274,13 @@ func (e breakerError) Error() string {
 
 func (e breakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.cause} }
 
-// unreachable reports whether err means that Redis could not be reached or
-// did not answer in time, rather than answered (an error reply, even one a
-// Policy answers for, like LOADING), or was never asked because of the
-// caller (its context canceled).
+// unreachable reports whether err means that Redis could not be reached,
+// did not answer in time, or answered that it cannot serve now (LOADING,
+// BUSY, ...: go-redis retries LOADING until a short deadline ends, so its
+// caller may only see the deadline), rather than served the call, or was
+// never asked because of the caller (its context canceled).
 func unreachable(err error) bool {
-	if redisAnswered(err) || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrPanic) || errors.Is(err, context.Canceled) {
+	if served(err) || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrPanic) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	return unavailable(err)
