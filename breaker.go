@@ -170,8 +170,8 @@ func (b *breaker) probe() {
 		return
 	}
 	b.mu.Lock()
-	opened := !b.open.Swap(true)
 	b.cause = err
+	opened := !b.open.Swap(true)
 	b.mu.Unlock()
 	if opened {
 		b.observe(Observation{Op: opBreakerOpen, Name: b.name, Err: err})
