@@ -13,25 +13,37 @@ import (
 
 // ErrBreakerOpen: Redis was found unreachable, so the decision was not sent
 // and failed at once (the breaker is open). The error also wraps the
-// failure that made Redis unreachable, as go-redis reported it where it
-// could (errors.Is(err, syscall.ECONNREFUSED) for a closed port). It is an
-// unavailability: the Policy answers for it.
+// failure that made Redis unreachable, as the breaker's probe met it: a
+// dial's error (errors.Is(err, syscall.ECONNREFUSED) for a closed port),
+// go-redis' own (its read timeout for a server that accepts connections
+// and answers nothing), or the reply of a Redis that cannot serve now
+// (LOADING). It is an unavailability: the Policy answers for it.
 var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker open)")
 
 // breaker is what a Limiter knows of Redis being reachable. After
-// breakerFailures decisions in a row failed because Redis could not be
-// reached or did not answer in time (a connection refused or reset, a
-// timeout, no connection in the pool, a caller's deadline that ended the
-// call), it asks Redis itself: a probe (a script that reads nothing, on the
-// node of the key that failed last) within breakerConfirm. Answered, the
-// failures were the callers' (deadlines too short for a healthy Redis) and
-// nothing changes. Not answered, the breaker opens: decisions fail at once
-// with ErrBreakerOpen, which the Policy answers, instead of each paying its
-// whole deadline. While open, one probe at a time asks Redis every
-// breakerEvery, within breakerProbe (long enough to learn go-redis' own
-// cause); the first that is answered, or any decision answered meanwhile,
-// closes it. The hook hears it open and close (Observation.Op
-// "breaker_open", with the cause as Err, and "breaker_close").
+// breakerFailures decisions in a row failed without being served (a
+// connection refused or reset, a timeout, no connection in the pool, a
+// caller's deadline that ended the call, a reply such as LOADING: see
+// unreachable), it asks Redis itself: a probe (a script that reads nothing,
+// on the node of the key that failed last). The failures only make it ask:
+// a caller's deadline says nothing of Redis, only the probe's own answer
+// decides. Served within breakerConfirm, or later but within go-redis' own
+// timeouts (a slow Redis, a paused one), the failures were the callers' and
+// nothing changes; answered LOADING, BUSY or another reply of a Redis that
+// cannot serve now, the breaker opens with it. Not answered quickly, the
+// probe dials the server with the client's own dialer, once, without
+// go-redis' retries: a dial that fails (connection refused) opens the
+// breaker at once, with the dial's error as its cause; a dial that succeeds
+// leaves the verdict to the script's answer, bounded by go-redis' own
+// timeouts and breakerProbe, and no answer opens it.
+//
+// While open, decisions fail at once with ErrBreakerOpen (wrapping the
+// cause), which the Policy answers, instead of each paying its whole
+// deadline. One probe at a time asks Redis every breakerEvery, the same way
+// (a dial, then the script); the first that is served, even late, or any
+// decision served meanwhile, closes it. The hook hears it open and close
+// (Observation.Op "breaker_open", with the cause as Err, and
+// "breaker_close").
 //
 // One goroutine at most probes, and the open state changes under mu with
 // who probes, so a breaker is never left open with nobody probing.
@@ -44,7 +56,7 @@ type breaker struct {
 	name    string            // the Limiter's WithName
 	off     bool              // WithoutBreaker, or a client of several nodes
 	open    atomic.Bool       // decisions fail at once
-	failed  atomic.Int32      // decisions in a row that found Redis unreachable
+	failed  atomic.Int32      // decisions in a row that failed without being served
 	mu      sync.Mutex
 	cause   error  // what made Redis unreachable, the latest known
 	key     string // the Redis key of the decision that failed last (a probe goes to its node)
@@ -52,22 +64,21 @@ type breaker struct {
 }
 
 const (
-	// breakerFailures is how many decisions in a row must find Redis
-	// unreachable before a probe asks it: one slow call is no outage.
+	// breakerFailures is how many decisions in a row must fail without an
+	// answer before a probe asks Redis: one slow call is no outage.
 	breakerFailures = 3
-	// breakerConfirm bounds the probe that decides whether to open: a
-	// healthy Redis answers a script that reads nothing in well under a
+	// breakerConfirm is how long the first probe waits for Redis' answer
+	// before it dials the server to learn why there is none: a healthy
+	// Redis answers a script that reads nothing in well under a
 	// millisecond.
 	breakerConfirm = 100 * time.Millisecond
 	// breakerEvery is how often a probe asks Redis while the breaker is open.
 	breakerEvery = 100 * time.Millisecond
-	// breakerProbe bounds each probe while open (with ContextTimeoutEnabled:
-	// go-redis bounds it by its dial and read timeouts otherwise). Long
-	// enough for go-redis to give its own cause: v9.22 reports a refused
-	// connection after 5 dials 100ms apart, each of its 4 attempts (about
-	// 1.7s), and a shorter probe would only learn "context deadline
-	// exceeded". A probe under way when Redis returns is answered at its
-	// next dial.
+	// breakerProbe bounds a probe whose dial succeeded (with
+	// ContextTimeoutEnabled: go-redis bounds it by its dial and read
+	// timeouts otherwise, 3s by default): a Redis that accepts connections
+	// but answers nothing for that long is down; one that answers sooner,
+	// however late, is not.
 	breakerProbe = 5 * time.Second
 )
 
@@ -100,15 +111,16 @@ func (b *breaker) record(err error, key string) {
 	if b.off {
 		return
 	}
-	if err == nil || !unreachable(err) {
-		if err == nil || redisAnswered(err) {
-			if b.failed.Load() != 0 {
-				b.failed.Store(0)
-			}
-			if b.open.Load() {
-				b.close()
-			}
+	if served(err) {
+		if b.failed.Load() != 0 {
+			b.failed.Store(0)
 		}
+		if b.open.Load() {
+			b.close()
+		}
+		return
+	}
+	if !unreachable(err) {
 		return
 	}
 	if b.failed.Add(1) < breakerFailures {
@@ -120,9 +132,6 @@ func (b *breaker) record(err error, key string) {
 		return
 	}
 	b.probing, b.key = true, key
-	if b.cause == nil || !b.open.Load() {
-		b.cause = err
-	}
 	b.mu.Unlock()
 	go b.probe()
 }
@@ -138,11 +147,11 @@ func (b *breaker) close() {
 	}
 }
 
-// probe asks Redis whether it answers: first to confirm the failures
-// (within breakerConfirm), then, while open, every breakerEvery until it
-// answers or a decision closes the breaker. It is the only goroutine that
-// probes (probing), and it stops probing under mu, in the same step that
-// finds the breaker closed or closes it.
+// probe asks Redis whether it answers: first to confirm the failures,
+// then, while open, every breakerEvery until it answers or a decision
+// closes the breaker. It is the only goroutine that probes (probing), and
+// it stops probing under mu, in the same step that finds the breaker
+// closed or closes it.
 func (b *breaker) probe() {
 	b.mu.Lock()
 	key := b.key
@@ -150,6 +159,9 @@ func (b *breaker) probe() {
 	ctx, cancel := context.WithTimeout(context.Background(), breakerConfirm)
 	err := b.ask(ctx, key)
 	cancel()
+	if !answered(err) {
+		err = b.reach(key)
+	}
 	if answered(err) { // the failures were the callers'
 		b.mu.Lock()
 		b.failed.Store(0)
@@ -158,11 +170,11 @@ func (b *breaker) probe() {
 		return
 	}
 	b.mu.Lock()
+	b.cause = err
 	opened := !b.open.Swap(true)
-	cause := b.cause
 	b.mu.Unlock()
 	if opened {
-		b.observe(Observation{Op: opBreakerOpen, Name: b.name, Err: cause})
+		b.observe(Observation{Op: opBreakerOpen, Name: b.name, Err: err})
 	}
 	for {
 		time.Sleep(breakerEvery)
@@ -174,9 +186,7 @@ func (b *breaker) probe() {
 		}
 		key := b.key
 		b.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), breakerProbe)
-		err := b.ask(ctx, key)
-		cancel()
+		err := b.reach(key)
 		b.mu.Lock()
 		if answered(err) {
 			was := b.open.Swap(false)
@@ -188,15 +198,61 @@ func (b *breaker) probe() {
 			}
 			return
 		}
-		b.cause = err // a probe's own error: go-redis' cause, not a caller's deadline
+		b.cause = err // the probe's own error: go-redis' cause or the dial's, not a caller's deadline
 		b.mu.Unlock()
 	}
 }
 
-// answered reports whether a probe's err means Redis answered (or this
+// reach asks Redis with no caller's deadline: a dial of the server first,
+// which tells a refused connection at once (go-redis retries a failed dial
+// for as long as its caller waits, and its caller then learns only that
+// its deadline passed), then the script, which a server that accepts
+// connections answers within go-redis' own timeouts and breakerProbe, or
+// is down.
+func (b *breaker) reach(key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), breakerProbe)
+	defer cancel()
+	if err := b.dial(ctx); err != nil {
+		return err
+	}
+	return b.ask(ctx, key)
+}
+
+// dial connects to the client's server once, as go-redis would (its
+// dialer, with its address, TLS and dial timeout; a Sentinel client's
+// dials the current master), without its retries, and hangs up. A client
+// that tells no options (not a *redis.Client) is not dialed.
+func (b *breaker) dial(ctx context.Context) (err error) {
+	defer recoverTo(func(e error) { err = e })
+	c, ok := b.rdb.(interface{ Options() *redis.Options })
+	if !ok {
+		return nil
+	}
+	opt := c.Options()
+	if opt == nil || opt.Dialer == nil {
+		return nil
+	}
+	conn, err := opt.Dialer(ctx, opt.Network, opt.Addr)
+	if err != nil {
+		return err
+	}
+	_ = conn.Close()
+	return nil
+}
+
+// answered reports whether a probe's err means Redis served it (or this
 // process closed the client: decisions then say so themselves).
 func answered(err error) bool {
-	return err == nil || redisAnswered(err) || errors.Is(err, redis.ErrClosed)
+	return served(err) || errors.Is(err, redis.ErrClosed)
+}
+
+// served reports whether err, a decision's or a probe's, means that Redis
+// served the call: no error, or an error reply of a Redis that serves (such
+// as WRONGTYPE or NOPERM), not one of a Redis that cannot serve now (such as
+// LOADING or BUSY: an unavailability, which the breaker counts as a
+// failure).
+func served(err error) bool {
+	return err == nil || redisAnswered(err) && !unavailable(err)
 }
 
 // ask runs the probe, whose panic (the client's) is its error.
@@ -218,12 +274,13 @@ func (e breakerError) Error() string {
 
 func (e breakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.cause} }
 
-// unreachable reports whether err means that Redis could not be reached or
-// did not answer in time, rather than answered (an error reply, even one a
-// Policy answers for, like LOADING), or was never asked because of the
-// caller (its context canceled).
+// unreachable reports whether err means that Redis could not be reached,
+// did not answer in time, or answered that it cannot serve now (LOADING,
+// BUSY, ...: go-redis retries LOADING until a short deadline ends, so its
+// caller may only see the deadline), rather than served the call, or was
+// never asked because of the caller (its context canceled).
 func unreachable(err error) bool {
-	if redisAnswered(err) || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrPanic) || errors.Is(err, context.Canceled) {
+	if served(err) || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrPanic) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	return unavailable(err)

@@ -16,8 +16,11 @@ import (
 // instance, before then, and nothing but a removal (Reset, or a refund)
 // frees it early. The request was sent at local time sent, no later than t,
 // so until sent+RetryAfter Redis would deny the same request too, with the
-// same Remaining (0) and the RetryAfter and ResetAfter shortened by the time
-// passed. A denial of n > 1 events proves less: a window with room for fewer
+// same Remaining (0). Its reply arrived at local time received, no earlier
+// than t, so a cached answer's server time is at least t plus the time
+// passed since received: that is its Time (never ahead of Redis' clock), and
+// its RetryAfter and ResetAfter are shortened by the same time, so that they
+// still end at the instants Redis named. A denial of n > 1 events proves less: a window with room for fewer
 // than n may admit smaller requests meanwhile, which moves the answer for n
 // later, and a larger request waits for a later event than the one Redis
 // named; those are always asked of Redis. The local clock only measures the
@@ -50,11 +53,13 @@ type flight struct {
 	waiters int // callers waiting for it (under the shard's lock)
 }
 
-// denial is Redis' answer to a request for one event sent at sent.
+// denial is Redis' answer to a request for one event sent at sent, whose
+// reply arrived at received.
 type denial struct {
-	limit Limit
-	sent  time.Time
-	res   Result
+	limit    Limit
+	sent     time.Time
+	received time.Time
+	res      Result
 }
 
 // sweepAt is the least size at which a shard drops its expired denials;
@@ -93,20 +98,25 @@ func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (r Res
 	if elapsed >= e.res.RetryAfter {
 		return Result{}, false, true
 	}
+	// Whole microseconds since the reply arrived, rounded down: the
+	// server's clock has moved at least this far since its denial.
+	since := max(now.Sub(e.received), 0).Truncate(time.Microsecond)
 	r = e.res
-	r.RetryAfter -= elapsed
-	r.ResetAfter = max(r.ResetAfter-elapsed, r.RetryAfter)
-	r.at += elapsed.Microseconds() // the latest server time this instant can be
+	r.RetryAfter -= since
+	r.ResetAfter = max(r.ResetAfter-since, r.RetryAfter)
+	r.at += since.Microseconds() // the earliest server time this instant can be
 	return r, true, false
 }
 
-// record remembers a denial of one event, and forgets the key's denial
-// after any other answer.
+// record remembers a denial of one event, sent at sent and whose reply
+// arrived now (the cache's clock), and forgets the key's denial after any
+// other answer.
 //
 // epoch is the shard's epoch when the request was sent (at): a Reset or a
 // Refund since (forget) may have freed the window after Redis answered, so
 // such a denial is not remembered.
 func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, epoch uint64, r Result) {
+	received := d.now()
 	s := d.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -115,7 +125,7 @@ func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, epoch
 		return
 	}
 	if len(s.m) >= s.sweep {
-		now := d.now()
+		now := received
 		for k, e := range s.m {
 			if !now.Before(e.sent.Add(e.res.RetryAfter)) {
 				delete(s.m, k)
@@ -123,7 +133,7 @@ func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, epoch
 		}
 		s.sweep = max(sweepAt, 2*len(s.m))
 	}
-	s.m[key] = denial{limit: limit, sent: sent, res: r}
+	s.m[key] = denial{limit: limit, sent: sent, received: received, res: r}
 }
 
 // forget drops the key's denial (Reset, Refund).

@@ -275,3 +275,64 @@ func (d *denyCache) waiting(key string) int {
 	}
 	return 0
 }
+
+// roundTrip moves a test's local clock by trip on the way to Redis and
+// again on the way back, around each script call.
+type roundTrip struct {
+	*redis.Client
+	clock *time.Time
+	trip  time.Duration
+}
+
+func (r *roundTrip) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	*r.clock = r.clock.Add(r.trip)
+	defer func() { *r.clock = r.clock.Add(r.trip) }()
+	return r.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+// A cached denial's Time is an instant the server's clock has reached when
+// the cache answers, never a later one: a request sent at local 0 is
+// decided by Redis at t at local 10ms and its reply arrives at local 20ms;
+// at local 25ms Redis' TIME says t+15ms, and the cache's answer then must
+// not be later (it was t+25ms: the time since the request was sent, which
+// includes the trip to Redis). Its RetryAfter and ResetAfter still count
+// from its Time to the instants Redis named.
+func TestDenyCacheTimeNotAhead(t *testing.T) {
+	m := newMini(t)
+	ctx := context.Background()
+	lim := Limit{Events: 1, Window: time.Second}
+	if r, err := New(m.rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	if err := decideScript.Load(ctx, m.rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Now()
+	l := New(&roundTrip{Client: m.rdb, clock: &clock, trip: 10 * time.Millisecond}, WithDenyCache(), WithoutBatching())
+	l.deny.now = func() time.Time { return clock }
+	m.at(100 * time.Millisecond)
+	first, err := l.Allow(ctx, "k", lim)
+	if err != nil || first.Allowed || first.RetryAfter != 900*time.Millisecond {
+		t.Fatalf("Redis' denial: %+v %v; want denied, RetryAfter 900ms", first, err)
+	}
+	clock = clock.Add(5 * time.Millisecond)
+	m.at(115 * time.Millisecond) // Redis' clock at this instant
+	r, err := l.Allow(ctx, "k", lim)
+	if err != nil || r.Allowed {
+		t.Fatalf("cached: %+v %v; want denied", r, err)
+	}
+	now, err := m.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Time().After(now) || r.Time().Before(first.Time()) {
+		t.Errorf("cached denial at %v: Redis' TIME is %v, its denial was at %v; want a Time between them",
+			r.Time().Sub(epoch), now.Sub(epoch), first.Time().Sub(epoch))
+	}
+	if end := first.Time().Add(first.RetryAfter); !r.Time().Add(r.RetryAfter).Equal(end) {
+		t.Errorf("cached denial: Time %v + RetryAfter %v, want Redis' %v", r.Time().Sub(epoch), r.RetryAfter, end.Sub(epoch))
+	}
+	if end := first.Time().Add(first.ResetAfter); !r.Time().Add(r.ResetAfter).Equal(end) {
+		t.Errorf("cached denial: Time %v + ResetAfter %v, want Redis' %v", r.Time().Sub(epoch), r.ResetAfter, end.Sub(epoch))
+	}
+}
