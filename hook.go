@@ -24,8 +24,9 @@ type Observation struct {
 // Three Ops are no call's. "take_back" reports a take-back given up (the
 // Refund of N events that no caller was told were admitted, such as an
 // acquisition whose caller left, failed with Err, and could not be done
-// before the events left their window), so that what stays recorded
-// meanwhile is never silent. "breaker_open" reports Redis found unreachable
+// before the events left their window, or may have run, its reply lost, on
+// a compact log or a calendar quota, where it is never run twice), so that
+// what stays recorded meanwhile is never silent. "breaker_open" reports Redis found unreachable
 // (Err: why; decisions then fail at once with ErrBreakerOpen, through the
 // Policy), "breaker_close" Redis answering again. Their Limit is zero.
 

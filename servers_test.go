@@ -61,6 +61,7 @@ func newClient(t testing.TB, addr string) *redis.Client {
 }
 
 func TestMain(m *testing.M) {
+	redistest.Quiet()
 	code := m.Run()
 	real.Stop()
 	os.Exit(code)

@@ -44,6 +44,17 @@ import (
 // ends first, is given up and reported to the Hook (Observation.Op
 // "take_back", Err the last failure, N the events). None is dropped
 // silently.
+//
+// A refund that may have run (its reply was lost) is tried again only where
+// a second run takes back nothing more: a sorted set's events, by id. A
+// compact log keeps no ids (a refund takes back events of the admission's
+// time, which another admission of the same script call shares) and a
+// calendar quota keeps a count; each remembers only its last refunds, so a
+// second run, once they are forgotten, would take back another admission's
+// events: one its caller was told was admitted, and the window would hold
+// more answers than the limit. Such a take-back is given up instead:
+// its events may stay recorded until their window ends, stricter, never
+// looser.
 type takeBacks struct {
 	rdb     redis.Scripter
 	within  time.Duration     // bounds each refund: takeBackTimeout, or WithReplicas' timeout
@@ -128,10 +139,10 @@ func (t *takeBacks) run(tb takeBack) {
 	switch {
 	case err == nil:
 		t.busy.Done()
-	case !unavailable(err) && !errors.Is(err, ErrPanic):
+	case !unavailable(err) && !errors.Is(err, ErrPanic), once(tb.h) && mayHaveRun(err):
 		tb.err = err
 		t.give(tb)
-	default: // Redis unavailable: again after a pause
+	default: // Redis unavailable (and a second run takes back nothing more): again after a pause
 		tb.err = err
 		pause := tb.pause
 		tb.pause = min(2*tb.pause, takeBackMaxPause)
@@ -153,9 +164,20 @@ func (t *takeBacks) refund(ctx context.Context, h Handle) (err error) {
 func (t *takeBacks) give(tb takeBack) {
 	defer t.busy.Done()
 	if tb.err != nil {
-		t.observe(Observation{Op: opTakeBack, Name: t.name, N: tb.h.n, Err: tb.err})
+		t.report(tb.h, tb.err)
 	}
 }
+
+// report tells the hook of the take-back of h given up after err.
+func (t *takeBacks) report(h Handle, err error) {
+	t.observe(Observation{Op: opTakeBack, Name: t.name, N: h.n, Err: err})
+}
+
+// once reports whether h's refund must not run twice: its logs are
+// compact logs or calendar quotas, which tell a second run from the first
+// only while they remember it (refundEvents), so a refund of h that may
+// have run is never sent again.
+func once(h Handle) bool { return h.given != nil }
 
 // detached runs call, whose admission h is to be taken back if its caller
 // leaves before its answer, on a context the caller's ending does not cut,
@@ -225,15 +247,25 @@ func mayHaveRun(err error) bool {
 // acknowledge, and returns the error that tells the caller so. The refund
 // runs within the caller's context; when that context ends first (it may be
 // what ended the WAIT), the refund goes on in the background, bounded by
-// the WAIT's timeout.
+// the WAIT's timeout, unless it may have run and must not run twice (once:
+// then it is given up, and reported to the hook).
 func (t *takeBacks) unacked(ctx context.Context, h Handle, unacked error) error {
 	if deadline.Ended(ctx) == nil {
 		err := t.refund(ctx, h)
 		if err == nil {
 			return fmt.Errorf("%w; its events were taken back", unacked)
 		}
-		if deadline.Ended(ctx) == nil {
+		done := deadline.Ended(ctx)
+		if done == nil {
 			return fmt.Errorf("%w; taking its events back failed: %w", unacked, err)
+		}
+		if once(h) && mayHaveRun(err) {
+			t.report(h, err)
+			err = fmt.Errorf("%w; taking its events back was cut short (they may stay recorded until their window ends): %w", unacked, err)
+			if !errors.Is(err, done) {
+				err = fmt.Errorf("%w: %w", done, err)
+			}
+			return err
 		}
 	}
 	t.add(h)

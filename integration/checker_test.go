@@ -67,6 +67,7 @@ type traffic struct {
 	watchErrs  atomic.Int64
 	wrongStore []string                   // what the watcher found in a key that is not the log it should be
 	types      map[string]map[string]bool // the TYPEs the watcher found each key to be ("none" aside)
+	givenUp    map[string]int             // take-backs the limiters gave up (the hook's "take_back"), by kind
 }
 
 // compactAbove mirrors decide.go's: the largest limit whose log is a sorted
@@ -563,15 +564,26 @@ func (tr *traffic) errorsWithin(t *testing.T, margin time.Duration) map[string]i
 		if margin >= 0 && e.took > tr.deadline+margin {
 			t.Errorf("a failed call took %v, past its %v deadline: %v", e.took, tr.deadline, e.err)
 		}
-		switch {
-		case errors.Is(e.err, context.DeadlineExceeded):
-			kinds["deadline exceeded"]++
-		default:
-			// one kind whatever the connection's addresses
-			kinds[addrs.ReplaceAllString(e.err.Error(), "ADDR")]++
-		}
+		kinds[errorKind(e.err)]++
 	}
 	return kinds
+}
+
+// given is what the limiters' hook counted of take-backs given up so far
+// (some may still run in the background).
+func (tr *traffic) given() map[string]int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return maps.Clone(tr.givenUp)
+}
+
+// errorKind names err's kind in a report: "deadline exceeded", or its
+// text, one kind whatever the connection's addresses.
+func errorKind(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "deadline exceeded"
+	}
+	return addrs.ReplaceAllString(err.Error(), "ADDR")
 }
 
 // failovers is how many failovers a fault test runs per flavor:
@@ -640,7 +652,8 @@ func verifyEach(t *testing.T, what string, trs []*traffic, rounds []int64, settl
 			// to 1.5 s past their 200 ms deadline (Valkey 8.1): reported,
 			// as the slowest, not held to the deadline.
 			kinds := tr.errorsWithin(t, -1)
-			report(t, "%s %s: %v; most admitted answers in a window once settled %d; errors: %v", what, tr.options, s, s.maxSettled, kinds)
+			report(t, "%s %s: %v; most admitted answers in a window once settled %d; errors: %v; take-backs given up: %v",
+				what, tr.options, s, s.maxSettled, kinds, tr.given())
 		})
 	}
 }

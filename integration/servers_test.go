@@ -17,7 +17,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/slidelog/slidelog/internal/redistest"
 )
+
+// TestMain keeps go-redis' log of failed dials out of the suite's output:
+// its tests pause, kill and restart servers on purpose, and every client
+// of them logs each dial that failed meanwhile.
+func TestMain(m *testing.M) {
+	redistest.Quiet()
+	os.Exit(m.Run())
+}
 
 // flavor is one server the whole suite runs against.
 type flavor struct {

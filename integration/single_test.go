@@ -145,8 +145,19 @@ func newTrafficWith(t *testing.T, opts []slidelog.Option, rdbs []redis.Universal
 	// how soon calls fail set 200ms.
 	tr := &traffic{limit: limit, keys: keys, watch: watch, prefix: p, goroutines: 16,
 		pace: time.Millisecond, deadline: time.Second, opts: opts, rdbs: rdbs, compact: limit.Events > compactAbove}
+	// Take-backs given up (the hook's "take_back"), counted by kind.
+	given := slidelog.WithHook(slidelog.HookFunc(func(_ context.Context, o slidelog.Observation) {
+		if o.Op == "take_back" {
+			tr.mu.Lock()
+			if tr.givenUp == nil {
+				tr.givenUp = map[string]int{}
+			}
+			tr.givenUp[errorKind(o.Err)]++
+			tr.mu.Unlock()
+		}
+	}))
 	for _, rdb := range rdbs {
-		tr.limiters = append(tr.limiters, slidelog.New(rdb, append([]slidelog.Option{slidelog.WithPrefix(p)}, opts...)...))
+		tr.limiters = append(tr.limiters, slidelog.New(rdb, append([]slidelog.Option{slidelog.WithPrefix(p), given}, opts...)...))
 	}
 	return tr
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // TestMain runs the command itself when asked to, so that a test can see
@@ -26,6 +27,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SLIDELOG_TEST_RUN_MAIN") == "1" {
 		main()
 	}
+	redistest.Quiet()
 	os.Exit(m.Run())
 }
 

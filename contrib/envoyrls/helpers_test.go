@@ -25,6 +25,7 @@ import (
 var real redistest.Shared
 
 func TestMain(m *testing.M) {
+	redistest.Quiet()
 	code := m.Run()
 	real.Stop()
 	os.Exit(code)

@@ -66,6 +66,7 @@ func newClient(t *testing.T, addr string) *redis.Client {
 }
 
 func TestMain(m *testing.M) {
+	redistest.Quiet()
 	code := m.Run()
 	real.Stop()
 	os.Exit(code)

@@ -3,6 +3,7 @@ package slidelogotel_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +18,15 @@ import (
 
 	"github.com/slidelog/slidelog"
 	slidelogotel "github.com/slidelog/slidelog/contrib/otel"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
+
+// TestMain keeps go-redis' log of failed dials (Redis stopped on purpose)
+// out of the tests' output.
+func TestMain(m *testing.M) {
+	redistest.Quiet()
+	os.Exit(m.Run())
+}
 
 // point is one series of slidelog.decisions, as the Prometheus adapter
 // would label it: name, op, outcome, degraded, cached.

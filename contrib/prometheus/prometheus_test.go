@@ -2,6 +2,7 @@ package slidelogprom_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,15 @@ import (
 
 	"github.com/slidelog/slidelog"
 	slidelogprom "github.com/slidelog/slidelog/contrib/prometheus"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
+
+// TestMain keeps go-redis' log of failed dials (Redis stopped on purpose)
+// out of the tests' output.
+func TestMain(m *testing.M) {
+	redistest.Quiet()
+	os.Exit(m.Run())
+}
 
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()

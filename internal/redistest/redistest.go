@@ -11,13 +11,28 @@
 package redistest
 
 import (
+	"context"
 	"os"
 	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slidelog/slidelog/internal/redisserver"
 )
+
+// Quiet silences go-redis' package logger for the rest of the process. Its
+// connection pool logs every dial that failed ("failed to dial after 5
+// attempts: ... connection refused"), dozens of lines a second while a
+// server a test stopped, paused or killed is down, and they bury the one
+// line of a test's failure; what a test needs of a failed call is the
+// error go-redis returns. Call it first in the package's TestMain.
+func Quiet() { redis.SetLogger(discard{}) }
+
+type discard struct{}
+
+func (discard) Printf(context.Context, string, ...any) {}
 
 // Skip skips t if SLIDELOG_SKIP_REAL_REDIS=1: for a test that starts its
 // servers itself (the bench command's).
