@@ -12,6 +12,12 @@ import (
 // caller's contract says it should not count. It is idempotent, and a
 // no-op for events that have left their window (or for the zero Handle).
 //
+// A Refund that failed may be called again, except where a second run
+// could take back another admission's events: a Handle of a compact log
+// (a limit over 128 events) or of a calendar quota whose refund may have
+// run in Redis (its reply was lost: a timeout, a cut connection) stays
+// refunded, and a second call does nothing; its events may stay counted.
+//
 // With WithDenyCache, this instance forgets its remembered denial for the
 // key; other instances go on denying until theirs expire, as after Reset.
 func (l *Limiter) Refund(ctx context.Context, h Handle) error {
@@ -41,7 +47,7 @@ func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
 		}
 		err := refundScript.Run(ctx, rdb, h.logs(), h.refundArgs()...).Err()
 		if err != nil && h.given != nil {
-			h.given.Store(false) // not given: the caller may try again
+			ungive(h, err)
 		}
 		return wrap(ctx, "refund", err)
 	}
@@ -68,9 +74,22 @@ func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
 	}
 	err := refundScript.Run(ctx, rdb, keys, append(args, string(h.id[:]), h.n)...).Err()
 	if err != nil {
-		h.given.Store(false) // not given: the caller may try again
+		ungive(h, err)
 	}
 	return wrap(ctx, "refund", err)
+}
+
+// ungive lets the caller refund h again after err, a refund that failed,
+// only when it cannot have run: a compact log takes back events of the
+// admission's time and a quota a count, so a second run after a reply that
+// was lost (a timeout, a cut connection) could give back another
+// admission's events once its table forgot the first (16 admissions or
+// refunds later). One that may have run stays given: its events may stay
+// counted, which is stricter, never looser.
+func ungive(h Handle, err error) {
+	if !mayHaveRun(err) {
+		h.given.Store(false)
+	}
 }
 
 // refundArgs are refund.lua's arguments for h's events in its logs: the

@@ -166,3 +166,93 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 		t.Errorf("the hook was told of %d take-backs given up (%+v); want the one whose refund may have run", len(given), given)
 	}
 }
+
+// refundLoss runs refund.lua and loses the reply of its first run (the
+// client gets a read timeout): a Refund whose outcome the caller cannot
+// know.
+type refundLoss struct{ runs atomic.Int64 }
+
+func (h *refundLoss) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *refundLoss) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		a := cmd.Args()
+		if len(a) < 2 || (a[1] != refundScript.Hash() && a[1] != refundSrc) {
+			return next(ctx, cmd)
+		}
+		if err := next(ctx, cmd); err != nil {
+			return err
+		}
+		if h.runs.Add(1) == 1 {
+			err := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+			cmd.SetErr(err)
+			return err
+		}
+		return nil
+	}
+}
+func (h *refundLoss) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A caller's Refund of a compact log's admission whose reply was lost, called
+// again after 16 more admissions (the log's table forgot the first run),
+// gives back nothing more: a second run would take back another admission
+// of the same time. A refund that never reached Redis may be called again.
+func TestRefundRetriedAfterALostReply(t *testing.T) {
+	m := newMini(t)
+	hook := &refundLoss{}
+	m.rdb.AddHook(hook)
+	l := New(m.rdb, WithoutBatching())
+	ctx := context.Background()
+	lim := PerMinute(300)
+	if r, err := l.AllowN(ctx, "k", lim, 130); err != nil || !r.Allowed { // past 128: a compact log
+		t.Fatal(r, err)
+	}
+	a, err := l.Allow(ctx, "k", lim)
+	if err != nil || !a.Allowed {
+		t.Fatal(a, err)
+	}
+	// b and the 16 after it share a's time (miniredis' clock stands still)
+	for i := range 17 {
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+			t.Fatal(i, r, err)
+		}
+	}
+	if err := l.Refund(ctx, a.Handle()); err == nil {
+		t.Fatal("the refund's lost reply was not reported")
+	}
+	for i := range 16 {
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+			t.Fatal(i, r, err)
+		}
+	}
+	if err := l.Refund(ctx, a.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if typ := m.Type("slidelog:k"); typ != "string" {
+		t.Fatalf("the log is a %s, not a compact log", typ)
+	}
+	// 130 + 1 + 17 + 16 admitted, a's taken back once: 163 counted
+	if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != 300-163 {
+		t.Fatalf("after a refund retried: %+v, %v; want %d remaining (refund.lua ran %d times)", p, err, 300-163, hook.runs.Load())
+	}
+
+	// one that never reached Redis (a closed client) may be called again
+	m2 := newMini(t)
+	l2 := New(m2.rdb, WithoutBatching())
+	c, err := l2.Allow(ctx, "k", lim)
+	if err != nil || !c.Allowed {
+		t.Fatal(c, err)
+	}
+	closed := redis.NewClient(&redis.Options{Addr: m2.Addr()})
+	_ = closed.Close()
+	if err := refundEvents(ctx, closed, c.Handle()); !errors.Is(err, redis.ErrClosed) {
+		t.Fatalf("a refund on a closed client: %v", err)
+	}
+	if err := l2.Refund(ctx, c.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := l2.Peek(ctx, "k", lim); err != nil || p.Remaining != 300 {
+		t.Fatalf("a refund retried after it never ran: %+v, %v; want 300 remaining", p, err)
+	}
+}
