@@ -431,7 +431,12 @@ func TestCluster(t *testing.T) {
 						time.Sleep(time.Second) // admissions the replica never receives
 						master.docker(t, "kill")
 						replica.docker(t, "unpause")
-						if err := replica.client(t).Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
+						// On a busy machine the cluster's own failover (the
+						// master failing past the node timeout) may have
+						// promoted the replica first: TAKEOVER then says it
+						// is no replica, which is the same outcome.
+						if err := replica.client(t).Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil &&
+							!strings.Contains(err.Error(), "You should send CLUSTER FAILOVER to a replica") {
 							t.Errorf("round %d: CLUSTER FAILOVER TAKEOVER: %v", i+1, err)
 							return
 						}

@@ -99,7 +99,11 @@ func checkContract(t *testing.T, n *node) {
 			allowed++
 		}
 	}
-	if allowed < len(trace)/10 || allowed > len(trace)*9/10 {
+	// Both branches, each at least 1% of the trace: the trace runs on the
+	// server's real clock, so a busy machine (slower steps, more events
+	// expired between them) admits more; 1 385 of 1 500 were admitted
+	// beside other work.
+	if least := len(trace) / 100; allowed < least || len(trace)-allowed < least {
 		t.Errorf("%d of %d admitted: the trace did not exercise both branches", allowed, len(trace))
 	}
 	// The key outlives its newest event by less than a millisecond: expired
