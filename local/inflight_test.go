@@ -300,11 +300,17 @@ func TestAcquireAgreesWithRedis(t *testing.T) {
 	type pair struct{ redis, local slidelog.Lease }
 	leases := map[string][]pair{}
 	keys := []string{"a", "b", "c"}
-	limits := map[string]slidelog.Limit{"a": slidelog.InFlight(1, 2*time.Millisecond),
-		"b": slidelog.InFlight(3, 5*time.Millisecond), "c": slidelog.InFlight(5, 3*time.Millisecond)}
+	// Leases long enough that a renewal a few steps later finds its lease
+	// held on a busy machine too, and a pause now and then longer than
+	// any of them, so that renewals also find their leases run out.
+	limits := map[string]slidelog.Limit{"a": slidelog.InFlight(1, 10*time.Millisecond),
+		"b": slidelog.InFlight(3, 25*time.Millisecond), "c": slidelog.InFlight(5, 15*time.Millisecond)}
 	counts := map[string]int{}
 	for step := range 3000 {
-		if r.IntN(10) == 0 {
+		switch {
+		case r.IntN(40) == 0:
+			time.Sleep(30 * time.Millisecond)
+		case r.IntN(10) == 0:
 			time.Sleep(time.Duration(r.IntN(3000)) * time.Microsecond)
 		}
 		key := keys[r.IntN(len(keys))]
