@@ -155,7 +155,9 @@ func TestCompactModelRealRedis(t *testing.T) {
 					allowed++
 				}
 			}
-			if allowed < len(trace)/10 || allowed > len(trace)*9/10 {
+			// each branch at least 1% of the trace: on the real clock a busy
+			// machine admits more
+			if least := len(trace) / 100; allowed < least || len(trace)-allowed < least {
 				t.Errorf("%d of %d calls admitted: the trace did not exercise both branches", allowed, len(trace))
 			}
 			if typ := storeOf(t, rdb, prefix+"c"); typ != "string" {

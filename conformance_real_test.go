@@ -56,8 +56,10 @@ func TestModelRealRedis(t *testing.T) {
 			allowed++
 		}
 	}
-	// The trace must have exercised both branches, not just one.
-	if allowed < len(trace)/10 || allowed > len(trace)*9/10 {
+	// The trace must have exercised both branches, each at least 1% of
+	// it: on the real clock a busy machine (slower calls, more events
+	// expired between them) admits more.
+	if least := len(trace) / 100; allowed < least || len(trace)-allowed < least {
 		t.Errorf("%d of %d calls admitted: the trace did not exercise both branches", allowed, len(trace))
 	}
 }
