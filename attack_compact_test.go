@@ -178,8 +178,12 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if lg, err := compactlog.Parse(raw); err != nil || lg.Total != 6 {
-				t.Fatalf("the log after B and A: %+v, %v; want a compact log of 6 events", lg, err)
+			lg, err := compactlog.Parse(raw)
+			if err != nil {
+				t.Fatalf("the log after B and A: %v", err)
+			}
+			if lg.Total != 6 {
+				continue // missed the slack: B's key had gone before A, which made a new one
 			}
 			t.Logf("try %d: admitted %dµs after B left the window, its key still there", try, a.at-end)
 			check(t, l, lim, a)
