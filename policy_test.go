@@ -3,8 +3,8 @@ package slidelog_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
