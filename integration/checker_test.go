@@ -381,16 +381,23 @@ func (tr *traffic) verify(t *testing.T) summary {
 	// Every key is the store its limit makes: a sorted set up to
 	// compactAbove; above it, a sorted set up to 128 events and a compact
 	// log (a string) past them. The watcher found it so, and nothing else
-	// in it, throughout; a compact traffic's key was a compact log at
-	// some read (its traffic fills its 160 events).
+	// in it, throughout. A compact traffic's key is a compact log once it
+	// held more than 128 events, which a key on a busy machine, whose
+	// calls fail through a fault, may never reach: at least one of its
+	// keys was a compact log at some read.
+	compactSeen := false
 	for _, k := range tr.keys {
 		got := slices.Sorted(maps.Keys(tr.types[k]))
+		compactSeen = compactSeen || tr.types[k]["string"]
 		switch {
 		case !tr.compact && !slices.Equal(got, []string{"zset"}):
 			t.Errorf("the watcher found key %s to be %q, want only \"zset\" (limit %d)", k, got, tr.limit.Events)
-		case tr.compact && !slices.Equal(got, []string{"string"}) && !slices.Equal(got, []string{"string", "zset"}):
+		case tr.compact && !slices.Equal(got, []string{"string"}) && !slices.Equal(got, []string{"string", "zset"}) && !slices.Equal(got, []string{"zset"}):
 			t.Errorf("the watcher found key %s to be %q, want a \"string\" (and a \"zset\" up to 128 events) (limit %d)", k, got, tr.limit.Events)
 		}
+	}
+	if tr.compact && !compactSeen {
+		t.Errorf("the watcher never found a compact log among keys %q (limit %d): the run never reached the store it checks", tr.keys, tr.limit.Events)
 	}
 	if n := len(tr.wrongStore); n > 0 {
 		t.Errorf("%d reads found a key that is not its log (limit %d), the first: %s", n, tr.limit.Events, tr.wrongStore[0])
