@@ -382,13 +382,16 @@ func (tr *traffic) verify(t *testing.T) summary {
 	// compactAbove; above it, a sorted set up to 128 events and a compact
 	// log (a string) past them. The watcher found it so, and nothing else
 	// in it, throughout. A compact traffic's key is a compact log once it
-	// held more than 128 events, which a key on a busy machine, whose
-	// calls fail through a fault, may never reach: at least one of its
-	// keys was a compact log at some read.
-	compactSeen := false
+	// held more than 128 events: a traffic without faults reaches that
+	// (at least one of its keys was a compact log at some read); a lossy
+	// one (a lagging replica, a killed master), whose calls fail through
+	// the fault, may not on a busy machine, and reports how many did.
+	compactKeys := 0
 	for _, k := range tr.keys {
 		got := slices.Sorted(maps.Keys(tr.types[k]))
-		compactSeen = compactSeen || tr.types[k]["string"]
+		if tr.types[k]["string"] {
+			compactKeys++
+		}
 		switch {
 		case !tr.compact && !slices.Equal(got, []string{"zset"}):
 			t.Errorf("the watcher found key %s to be %q, want only \"zset\" (limit %d)", k, got, tr.limit.Events)
@@ -396,7 +399,10 @@ func (tr *traffic) verify(t *testing.T) summary {
 			t.Errorf("the watcher found key %s to be %q, want a \"string\" (and a \"zset\" up to 128 events) (limit %d)", k, got, tr.limit.Events)
 		}
 	}
-	if tr.compact && !compactSeen {
+	if tr.compact && tr.lossy {
+		report(t, "%s: a compact log on %d of %d keys (limit %d)", tr.name, compactKeys, len(tr.keys), tr.limit.Events)
+	}
+	if tr.compact && compactKeys == 0 && !tr.lossy {
 		t.Errorf("the watcher never found a compact log among keys %q (limit %d): the run never reached the store it checks", tr.keys, tr.limit.Events)
 	}
 	if n := len(tr.wrongStore); n > 0 {
