@@ -73,7 +73,17 @@ func (m *Metrics) override(domain string, d *rlv3.RateLimitDescriptor) *counters
 			break
 		}
 	}
-	id := ruleID{domain, b.String()}
+	return m.countersOf(ruleID{domain, b.String()}, true)
+}
+
+func (m *Metrics) rule(domain, statsKey string) *counters {
+	return m.countersOf(ruleID{domain, strings.TrimPrefix(statsKey, domain+".")}, false)
+}
+
+// countersOf is id's counters, made on first use. An override's id past the
+// bounds (its length, the overrides a domain has) counts as
+// "override:other".
+func (m *Metrics) countersOf(id ruleID, override bool) *counters {
 	m.mu.RLock()
 	c := m.rules[id]
 	m.mu.RUnlock()
@@ -82,32 +92,15 @@ func (m *Metrics) override(domain string, d *rlv3.RateLimitDescriptor) *counters
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(id.rule) > maxOverrideLen || m.overrides[domain] >= maxOverrides {
+	if override && (len(id.rule) > maxOverrideLen || m.overrides[id.domain] >= maxOverrides) {
 		id.rule = "override:other"
 	}
 	if c = m.rules[id]; c == nil {
 		c = &counters{}
 		m.rules[id] = c
-		if id.rule != "override:other" {
-			m.overrides[domain]++
+		if override && id.rule != "override:other" {
+			m.overrides[id.domain]++
 		}
-	}
-	return c
-}
-
-func (m *Metrics) rule(domain, statsKey string) *counters {
-	id := ruleID{domain, strings.TrimPrefix(statsKey, domain+".")}
-	m.mu.RLock()
-	c := m.rules[id]
-	m.mu.RUnlock()
-	if c != nil {
-		return c
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c = m.rules[id]; c == nil {
-		c = &counters{}
-		m.rules[id] = c
 	}
 	return c
 }
