@@ -139,7 +139,7 @@ func TestRenewRealRedis(t *testing.T) {
 	if err != nil || !r.Allowed || r.Remaining != 0 || r.ResetAfter != lease || !r.Time().After(a.Time()) {
 		t.Fatalf("renew: %+v at %v (acquired at %v), %v", r.Result, r.Time(), a.Time(), err)
 	}
-	member := a.handle.members()[0].(string)
+	member := string(a.handle.id[:])
 	if score := rdb.ZScore(ctx, log, member).Val(); int64(score) != r.Time().UnixMicro() {
 		t.Errorf("the event is at %v, the renewal at %v", int64(score), r.Time().UnixMicro())
 	}
@@ -185,7 +185,7 @@ func TestRenewRealRedis(t *testing.T) {
 	if _, err := c.Renew(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("renew after the lease ran out: %v, want ErrNotHeld", err)
 	}
-	cm := c.handle.members()[0].(string)
+	cm := string(c.handle.id[:])
 	if score, err := rdb.ZScore(ctx, log, cm).Result(); err == nil && int64(score) != c.Time().UnixMicro() {
 		t.Errorf("a run-out event moved to %v", int64(score))
 	}

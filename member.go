@@ -54,12 +54,6 @@ func idAt(prefix [idPrefixLen]byte, c uint64) (id [idLen]byte) {
 	return id
 }
 
-// split is idAt's inverse: an id's prefix and counter.
-func split(id [idLen]byte) (prefix [idPrefixLen]byte, c uint64) {
-	copy(prefix[:], id[:idPrefixLen])
-	return prefix, uint64(id[3])<<32 | uint64(binary.BigEndian.Uint32(id[4:]))
-}
-
 // idArg is a call's first event id as sent to Redis. go-redis writes a
 // command's arguments anew for every attempt (a retry after a timeout, a
 // Cluster redirect, the EVAL after NOSCRIPT), so the second write on marks
@@ -85,15 +79,4 @@ func (a *idArg) MarshalBinary() ([]byte, error) {
 		return a.b[:idLen], nil
 	}
 	return a.b[:], nil
-}
-
-// members are the ids of h's events, as Redis holds them.
-func (h Handle) members() []any {
-	members := make([]any, h.n)
-	prefix, counter := split(h.id)
-	for j := range members {
-		id := idAt(prefix, counter+uint64(j))
-		members[j] = string(id[:])
-	}
-	return members
 }
