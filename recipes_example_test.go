@@ -10,6 +10,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/slidelog/slidelog"
@@ -223,4 +227,54 @@ func Example_hashedAPIKey() {
 	// Output:
 	// allowed: true
 	// Redis keys: [slidelog:apikey:ef_N730DfkUKqxasuA30nYvPiIEYcSlFyJ8UH9YzeFU]
+}
+
+// TestExampleRecipesQuoted keeps docs/recipes.md the code above: every
+// marked region of the two recipe files, its common indentation removed,
+// appears in it as it is.
+func TestExampleRecipesQuoted(t *testing.T) {
+	doc, err := os.ReadFile("docs/recipes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := regexp.MustCompile(`(?s)\n[ \t]*// recipe ([a-z-]+) begin\n(.*?)\n[ \t]*// recipe ([a-z-]+) end`)
+	found := 0
+	for _, file := range []string{"recipes_example_test.go", "httplimit/recipes_example_test.go"} {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range marker.FindAllStringSubmatch(string(src), -1) {
+			found++
+			if m[1] != m[3] {
+				t.Fatalf("%s: recipe %s begins and recipe %s ends", file, m[1], m[3])
+			}
+			if quoted := dedent(strings.Trim(m[2], "\n")); !strings.Contains(string(doc), quoted) {
+				t.Errorf("docs/recipes.md does not quote %s's recipe %s as it is", file, m[1])
+			}
+		}
+	}
+	if found < 7 {
+		t.Fatalf("found %d recipes, want 7", found)
+	}
+}
+
+// dedent removes the tabs that every non-blank line of s begins with.
+func dedent(s string) string {
+	lines := strings.Split(s, "\n")
+	common := -1
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if n := len(l) - len(strings.TrimLeft(l, "\t")); common < 0 || n < common {
+			common = n
+		}
+	}
+	for i, l := range lines {
+		if len(l) >= common && common > 0 {
+			lines[i] = l[common:]
+		}
+	}
+	return strings.Join(lines, "\n")
 }
