@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
+	"time"
 )
 
 // parseLogLevel reads a level as envoyproxy/ratelimit's LOG_LEVEL does
@@ -49,4 +52,14 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		}})), nil
 	}
 	return nil, usagef("--log-format %q: want text or json", format)
+}
+
+// logAlways logs a line at level whatever the logger's least level: what
+// rls was asked for and does not do is said even under LOG_LEVEL=error.
+func logAlways(l *slog.Logger, level slog.Level, msg string, args ...any) {
+	var pcs [1]uintptr
+	runtime.Callers(2, pcs[:])
+	r := slog.NewRecord(time.Now(), level, msg, pcs[0])
+	r.Add(args...)
+	_ = l.Handler().Handle(context.Background(), r)
 }

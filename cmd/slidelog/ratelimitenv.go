@@ -45,6 +45,8 @@ type ratelimitEnv struct {
 	// ignored are the variables set to a value that asks for something
 	// rls does not do, with why: logged once at start-up.
 	ignored []string
+	// hints are likely mistakes, logged once at start-up.
+	hints []string
 }
 
 // ratelimitRedis is the Redis that REDIS_* name.
@@ -249,6 +251,9 @@ func readRatelimitEnv(getenv func(string) string) (*ratelimitEnv, error) {
 	r.typ = oneOf("REDIS_TYPE", "single", "single", "sentinel", "cluster")
 	r.url = str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")
 	r.auth, r.sentinelAuth = getenv("REDIS_AUTH"), getenv("REDIS_SENTINEL_AUTH")
+	if _, _, err := net.SplitHostPort(r.url); err == nil && r.typ == "single" && r.socketType == "unix" && getenv("REDIS_SOCKET_TYPE") == "" {
+		e.hints = append(e.hints, fmt.Sprintf("REDIS_URL=%s is taken as a Unix socket's path: REDIS_SOCKET_TYPE is unset, and envoyproxy/ratelimit's default is unix; set REDIS_SOCKET_TYPE=tcp for a host:port", r.url))
+	}
 	switch parts := strings.Split(r.url, ","); r.typ {
 	case "sentinel":
 		if len(parts) < 2 || slices.Contains(parts, "") {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // getenvOf is a getenv over vars alone.
@@ -213,6 +215,89 @@ func TestDefaultHealthURL(t *testing.T) {
 		if got := defaultHealthURL(getenvOf(c.vars)); got != c.want {
 			t.Errorf("%v: %s, want %s", c.vars, got, c.want)
 		}
+	}
+}
+
+// REDIS_URL a host:port without REDIS_SOCKET_TYPE is a socket's path, as
+// envoyproxy/ratelimit takes it: said once, as a likely mistake.
+func TestRatelimitEnvSocketHint(t *testing.T) {
+	for _, c := range []struct {
+		vars  map[string]string
+		hints int
+	}{
+		{map[string]string{"REDIS_URL": "redis:6379"}, 1},
+		{map[string]string{"REDIS_URL": "redis:6379", "REDIS_SOCKET_TYPE": "unix"}, 0},
+		{map[string]string{"REDIS_URL": "redis:6379", "REDIS_SOCKET_TYPE": "tcp"}, 0},
+		{map[string]string{"REDIS_URL": "/run/redis.sock"}, 0},
+	} {
+		e, err := readRatelimitEnv(getenvOf(c.vars))
+		if err != nil || len(e.hints) != c.hints {
+			t.Errorf("%v: hints %q (%v), want %d", c.vars, e.hints, err, c.hints)
+		}
+	}
+}
+
+// The client REDIS_* make: its type and options.
+func TestRatelimitRedisClient(t *testing.T) {
+	base := ratelimitRedis{socketType: "tcp", typ: "single", url: "redis:6379", auth: "u:p", poolSize: 7, timeout: 2 * time.Second, timeoutSet: true}
+	rdb, shown, err := ratelimitRedisClient(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := rdb.(*redis.Client).Options()
+	if shown != "tcp redis:6379" || o.Network != "tcp" || o.Addr != "redis:6379" || o.Username != "u" || o.Password != "p" ||
+		o.PoolSize != 7 || o.DialTimeout != 2*time.Second || o.ReadTimeout != 2*time.Second || o.WriteTimeout != 2*time.Second ||
+		o.TLSConfig != nil || !o.ContextTimeoutEnabled || o.MaxRetries != 1 {
+		t.Errorf("single: %s, %+v", shown, o)
+	}
+	_ = rdb.Close()
+
+	unix := base
+	unix.socketType, unix.url, unix.auth = "unix", "/run/redis.sock", "pw"
+	rdb, _, _ = ratelimitRedisClient(unix)
+	if o := rdb.(*redis.Client).Options(); o.Network != "unix" || o.Addr != "/run/redis.sock" || o.Username != "" || o.Password != "pw" {
+		t.Errorf("unix: %+v", o)
+	}
+	_ = rdb.Close()
+
+	url := base
+	url.url, url.auth, url.timeoutSet = "rediss://alice:secret@redis.example:6380/2", "", false
+	rdb, shown, _ = ratelimitRedisClient(url)
+	if o := rdb.(*redis.Client).Options(); shown != "tcp redis.example:6380" || o.Username != "alice" || o.Password != "secret" || o.DB != 2 ||
+		o.TLSConfig == nil || o.TLSConfig.ServerName != "redis.example" || o.DialTimeout != 5*time.Second {
+		t.Errorf("rediss URL: %s, %+v", shown, o)
+	}
+	_ = rdb.Close()
+
+	sentinel := base
+	sentinel.typ, sentinel.url, sentinel.sentinelAuth = "sentinel", "mymaster,s1:26379,s2:26379", "su:sp"
+	rdb, shown, _ = ratelimitRedisClient(sentinel)
+	if _, ok := rdb.(*redis.Client); !ok || shown != "sentinel mymaster,s1:26379,s2:26379" {
+		t.Errorf("sentinel: %T %s", rdb, shown)
+	}
+	_ = rdb.Close()
+
+	cluster := base
+	cluster.typ, cluster.url, cluster.tls = "cluster", "a:7000,b:7001", true
+	rdb, shown, err = ratelimitRedisClient(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := rdb.(*redis.ClusterClient).Options(); shown != "cluster a:7000,b:7001" || !reflect.DeepEqual(o.Addrs, []string{"a:7000", "b:7001"}) ||
+		o.Username != "u" || o.Password != "p" || o.PoolSize != 7 || o.TLSConfig == nil || o.ReadTimeout != 2*time.Second {
+		t.Errorf("cluster: %s, %+v", shown, o)
+	}
+	_ = rdb.Close()
+
+	// files that do not load are refused
+	bad := base
+	bad.tls, bad.ca = true, "/nonexistent/ca.crt"
+	if _, _, err := ratelimitRedisClient(bad); err == nil || !strings.Contains(err.Error(), "REDIS_TLS_CACERT") {
+		t.Errorf("a missing CA: %v", err)
+	}
+	bad.ca, bad.cert, bad.key = "", "/nonexistent/c", "/nonexistent/k"
+	if _, _, err := ratelimitRedisClient(bad); err == nil || !strings.Contains(err.Error(), "REDIS_TLS_CLIENT_CERT") {
+		t.Errorf("a missing client certificate: %v", err)
 	}
 }
 

@@ -218,11 +218,15 @@ flags:`)
 		return fmt.Errorf("--config: %w", err)
 	}
 	if rl != nil {
+		// whatever LOG_LEVEL says: what is not done is never silent
 		for _, line := range rl.ignored {
-			logger.Warn("envoyproxy/ratelimit variable ignored", "setting", line)
+			logAlways(logger, slog.LevelWarn, "envoyproxy/ratelimit variable ignored", "setting", line)
+		}
+		for _, line := range rl.hints {
+			logAlways(logger, slog.LevelWarn, "envoyproxy/ratelimit variables", "hint", line)
 		}
 		if unread := unreadConfigFiles(*config); len(unread) > 0 {
-			logger.Warn("files in the configuration directory that are not read (only *.yaml and *.yml directly in it are)", "dir", *config, "files", strings.Join(unread, ", "))
+			logAlways(logger, slog.LevelWarn, "files in the configuration directory that are not read (only *.yaml and *.yml directly in it are)", "dir", *config, "files", strings.Join(unread, ", "))
 		}
 	}
 	if embedded {

@@ -167,7 +167,7 @@ func (r *rlsRun) stop(t *testing.T) (int, string) {
 }
 
 // A value rls cannot honour stops it at start-up (exit 2, the variable
-// named); one it ignores is logged once.
+// named); one it ignores is logged once, whatever LOG_LEVEL says.
 func TestRatelimitEnvAtStartUp(t *testing.T) {
 	vars := istioVars(t, redistest.Start(t), ratelimitConfig)
 	vars["CONFIG_TYPE"], vars["REDIS_TIMEOUT"] = "GRPC_XDS_SOTW", "soon"
@@ -180,6 +180,7 @@ func TestRatelimitEnvAtStartUp(t *testing.T) {
 
 	vars = istioVars(t, redistest.Start(t), ratelimitConfig)
 	vars["USE_STATSD"] = "true"
+	vars["LOG_LEVEL"] = "error"                       // said all the same
 	vars["GRPC_SERVER_TLS_CA_CERT"] = "/certs/ca.crt" // Envoy Gateway's; envoyproxy/ratelimit never reads it
 	r := launchRatelimit(t, vars)
 	_, log := r.stop(t)
