@@ -16,7 +16,9 @@
 #   - a calendar day in Europe/Berlin answers in an image with no zoneinfo
 #     (the zones are in the binary), its reset at Berlin's next midnight;
 #   - /json, /rlconfig (HTTP and debug ports) and /metrics answer;
-#   - docker stop (SIGTERM) drains and exits 0.
+#   - docker stop (SIGTERM) drains and exits 0;
+#   - deploy/compose (Redis and two replicas, set the same way) admits
+#     exactly the limit across both replicas.
 # Builds the images (scripts/build-image.sh) and the gRPC client
 # (contrib/envoyrls/internal/rlsask); Redis is slidelog/redis:7.0 unless
 # SLIDELOG_REDIS_IMAGE names another (scripts/build-images.sh builds it).
@@ -41,7 +43,15 @@ done
 
 run=slidelog-rls-check-$$
 work=$(mktemp -d)
-trap 'docker rm -f "$run-rls" "$run-redis" >/dev/null 2>&1 || true; docker network rm "$run" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+compose() { if docker compose version >/dev/null 2>&1; then docker compose "$@"; else docker-compose "$@"; fi; }
+composed=
+cleanup() {
+  docker rm -f "$run-rls" "$run-redis" >/dev/null 2>&1 || true
+  docker network rm "$run" >/dev/null 2>&1 || true
+  [ -z "$composed" ] || compose -f deploy/compose/docker-compose.yml -p "$run" down -v >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 # The configuration as a ConfigMap volume lays it out: the key a link to
 # ..data/config.yaml, ..data a link to a timestamped directory.
@@ -135,4 +145,35 @@ if grep -q 'variable ignored' <<<"$logs"; then
   echo "$logs" >&2
   fail "a variable of Istio's sample was logged as ignored"
 fi
-echo "rls image check ok: Istio's sample's environment, /bin/ratelimit, exact answers"
+echo "docker stop: drained, exit 0"
+
+echo "--- deploy/compose: Redis and two replicas"
+export SLIDELOG_RLS_IMAGE=$image SLIDELOG_REDIS_IMAGE=$redis_image
+export SLIDELOG_RLS_GRPC1= SLIDELOG_RLS_GRPC2= SLIDELOG_RLS_HTTP1= SLIDELOG_RLS_HTTP2= # free ports
+composed=1
+compose -f deploy/compose/docker-compose.yml -p "$run" up -d >"$work/compose.log" 2>&1 || { cat "$work/compose.log"; fail "docker-compose up"; }
+cport() { compose -f deploy/compose/docker-compose.yml -p "$run" port "$1" "$2" | sed 's/^0\.0\.0\.0:/127.0.0.1:/'; }
+declare -A grpcs
+for replica in rls1 rls2; do
+  h=$(cport "$replica" 8080)
+  grpcs[$replica]=$(cport "$replica" 8081)
+  ok=
+  for _ in $(seq 1 240); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$h/healthcheck")" = 200 ] && { ok=1; break; }
+    sleep 0.5
+  done
+  [ -n "$ok" ] || { compose -f deploy/compose/docker-compose.yml -p "$run" logs >&2; fail "$replica never answered /healthcheck"; }
+done
+admitted=0 denied=0
+for i in $(seq 1 15); do
+  replica=rls1
+  [ $((i % 2)) = 0 ] && replica=rls2
+  case $(build/rlsask --addr "${grpcs[$replica]}" --domain echo-ratelimit PATH=/ | awk '{print $1}') in
+    OK) admitted=$((admitted + 1)) ;;
+    OVER_LIMIT) denied=$((denied + 1)) ;;
+    *) fail "ask $i to $replica failed" ;;
+  esac
+done
+echo "15 asks alternately to both replicas: $admitted admitted, $denied denied (10 a minute)"
+[ "$admitted" = 10 ] && [ "$denied" = 5 ] || fail "want exactly 10 admitted across both replicas"
+echo "rls image check ok: Istio's sample's environment, /bin/ratelimit, exact answers; two replicas, one limit"
