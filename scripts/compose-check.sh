@@ -9,12 +9,10 @@ cd "$(dirname "$0")/.."
 compose() { if docker compose version >/dev/null 2>&1; then docker compose "$@"; else docker-compose "$@"; fi; }
 
 echo "--- building slidelog/slidelog:dev (static binary, FROM scratch)"
-mkdir -p build
-bash scripts/build-cli.sh build/slidelog # named after its commit: slidelog version
-# Docker's chatter (the legacy builder's notice, compose's progress) goes
-# to $chatter, shown only when a step fails
+bash scripts/build-image.sh "${SLIDELOG_IMAGE:-slidelog/slidelog:dev}"
+# Docker's chatter (compose's progress) goes to $chatter, shown only when a
+# step fails
 chatter=$(mktemp)
-docker build -q -t "${SLIDELOG_IMAGE:-slidelog/slidelog:dev}" -f Dockerfile build >"$chatter" 2>&1 || { cat "$chatter"; exit 1; }
 docker run --rm "${SLIDELOG_IMAGE:-slidelog/slidelog:dev}" version
 export SLIDELOG_REDIS_IMAGE=${SLIDELOG_REDIS_IMAGE:-slidelog/redis:7.0}
 export SLIDELOG_PORT1=${SLIDELOG_PORT1:-18081} SLIDELOG_PORT2=${SLIDELOG_PORT2:-18082}

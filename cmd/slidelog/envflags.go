@@ -51,6 +51,20 @@ func (e envDefaults) duration(flagName, env string, def time.Duration) time.Dura
 	return d
 }
 
+// float is $env as a number, or def when it is unset or empty.
+func (e envDefaults) float(flagName, env string, def float64) float64 {
+	v := os.Getenv(env)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		e[flagName] = fmt.Errorf("%s=%q is not a number (it sets --%s)", env, v, flagName)
+		return def
+	}
+	return f
+}
+
 // bool is $env as true or false (also 1, 0, t, f), or false when it is
 // unset or empty.
 func (e envDefaults) bool(flagName, env string) bool {

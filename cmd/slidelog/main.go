@@ -6,9 +6,14 @@
 //	slidelog check   whether a Redis keeps slidelog's events safely
 //	slidelog bench   decisions/s, latency and cost, side by side with the alternatives
 //	slidelog rls     a rate limit service for Envoy (envoyproxy/ratelimit's configuration)
+//	slidelog healthcheck whether a service's health URL answers 200 (a container's HEALTHCHECK)
 //	slidelog version the module version and VCS revision it was built from
 //
-// Run "slidelog COMMAND --help" for a command's flags.
+// Run "slidelog COMMAND --help" for a command's flags. Run as "ratelimit"
+// (the image's /bin/ratelimit, the command Istio's and Envoy Gateway's
+// deployments of envoyproxy/ratelimit give), it is "slidelog rls
+// --ratelimit-env": the rate limit service, set by envoyproxy/ratelimit's
+// environment variables.
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,12 +47,35 @@ var commands = []command{
 	{"check", "check that a Redis keeps slidelog's events safely", runCheck},
 	{"bench", "measure decisions/s, latency and cost against the alternatives", runBench},
 	{"rls", "a rate limit service for Envoy, on envoyproxy/ratelimit's configuration", runRLS},
+	{"healthcheck", "exit 0 if a service's health URL answers 200 (a container's HEALTHCHECK)", runHealthcheck},
 }
 
 func main() {
 	ctx, stop := signalContext()
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(ctx, argsFor(os.Args[0], os.Args[1:]), os.Stdout, os.Stderr))
+}
+
+// argsFor is the command line to run for a binary invoked as argv0 with
+// args: as "ratelimit" (envoyproxy/ratelimit's /bin/ratelimit), rls with
+// envoyproxy/ratelimit's environment variables, unless args name a
+// command ("/bin/ratelimit healthcheck").
+func argsFor(argv0 string, args []string) []string {
+	if filepath.Base(argv0) != "ratelimit" {
+		return args
+	}
+	if len(args) > 0 {
+		switch args[0] {
+		case "help", "version":
+			return args
+		}
+		for _, c := range commands {
+			if c.name == args[0] {
+				return args
+			}
+		}
+	}
+	return append([]string{"rls", "--ratelimit-env"}, args...)
 }
 
 // signalError is the cause of the context signalContext ends: the signal.

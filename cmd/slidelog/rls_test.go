@@ -74,13 +74,20 @@ func launchRLS(t *testing.T, args ...string) *rlsRun {
 	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(rlsConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	all := append([]string{"rls", "--config", dir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...)
+	return launchArgs(t, all)
+}
+
+// launchArgs runs the command line all in the test's process until rls
+// says where it listens, as launchRLS.
+func launchArgs(t *testing.T, all []string) *rlsRun {
+	t.Helper()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var out, errs syncBuffer
 	done := make(chan int, 1)
-	all := append([]string{"rls", "--config", dir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...)
 	go func() { done <- run(ctx, all, &out, &errs) }()
 	line := regexp.MustCompile(`rls: gRPC on (\S+), HTTP on (\S+);`)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	var m []string
 	for {
 		if m = line.FindStringSubmatch(out.String()); m != nil {
@@ -88,10 +95,12 @@ func launchRLS(t *testing.T, args ...string) *rlsRun {
 		}
 		select {
 		case code := <-done:
+			cancel(nil)
 			t.Fatalf("rls exited %d before listening:\n%s\n%s", code, out.String(), errs.String())
 		default:
 		}
 		if time.Now().After(deadline) {
+			cancel(nil)
 			t.Fatalf("rls did not start:\n%s\n%s", out.String(), errs.String())
 		}
 		time.Sleep(10 * time.Millisecond)

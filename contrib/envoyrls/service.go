@@ -54,6 +54,15 @@ type Options struct {
 	// ShadowMode answers OK whatever the limits say, as envoyproxy/
 	// ratelimit's SHADOW_MODE (the statuses still say OVER_LIMIT).
 	ShadowMode bool
+	// QuotaMode makes every rule a quota_mode one, as envoyproxy/
+	// ratelimit's QUOTA_MODE: a request is OVER_LIMIT only when every
+	// limited descriptor of it is.
+	QuotaMode bool
+	// LegacyHeaderNames names HeadersLegacy's three headers, as
+	// envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+	// LIMIT_RESET_HEADER; an empty name keeps its default
+	// (RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset).
+	LegacyHeaderNames LegacyHeaderNames
 	// RefundTimeout bounds the take-back of a request's admitted
 	// descriptors when another of them is over its limit. Default 1s.
 	RefundTimeout time.Duration
@@ -87,6 +96,18 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	if opts.RefundTimeout <= 0 {
 		opts.RefundTimeout = time.Second
+	}
+	names := &opts.LegacyHeaderNames
+	for _, n := range []struct {
+		name *string
+		def  string
+	}{{&names.Limit, "RateLimit-Limit"}, {&names.Remaining, "RateLimit-Remaining"}, {&names.Reset, "RateLimit-Reset"}} {
+		if *n.name == "" {
+			*n.name = n.def
+		}
+		if !validHeaderName(*n.name) {
+			return nil, fmt.Errorf("envoyrls: LegacyHeaderNames: %q is not a header name", *n.name)
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -253,7 +274,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 		st := s.status(o)
 		resp.Statuses[i] = st
-		quota := o.m.rule.Quota
+		quota := o.m.rule.Quota || s.opts.QuotaMode
 		if quota {
 			quotaTotal++
 		}
@@ -620,12 +641,33 @@ func (s *Server) headers(ds []one, resp *rlsv3.RateLimitResponse) []*corev3.Head
 		}
 		if closest != nil {
 			hs = append(hs,
-				&corev3.HeaderValue{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(closest.CurrentLimit.RequestsPerUnit), 10)},
-				&corev3.HeaderValue{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(closest.LimitRemaining), 10)},
-				&corev3.HeaderValue{Key: "RateLimit-Reset", Value: strconv.FormatInt(ratefields.Seconds(closest.DurationUntilReset.AsDuration(), 0), 10)})
+				&corev3.HeaderValue{Key: s.opts.LegacyHeaderNames.Limit, Value: strconv.FormatUint(uint64(closest.CurrentLimit.RequestsPerUnit), 10)},
+				&corev3.HeaderValue{Key: s.opts.LegacyHeaderNames.Remaining, Value: strconv.FormatUint(uint64(closest.LimitRemaining), 10)},
+				&corev3.HeaderValue{Key: s.opts.LegacyHeaderNames.Reset, Value: strconv.FormatInt(ratefields.Seconds(closest.DurationUntilReset.AsDuration(), 0), 10)})
 		}
 	}
 	return hs
+}
+
+// LegacyHeaderNames are the names of HeadersLegacy's headers.
+type LegacyHeaderNames struct {
+	Limit, Remaining, Reset string
+}
+
+// validHeaderName: s is an HTTP header name (a token, RFC 9110).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // untilEnd is the time from at to the end of the calendar quota's period
