@@ -22,7 +22,10 @@
 #  - the integration suite: Redis 6.0/7.0/8.0 and Valkey 8.1 in containers,
 #    single, Cluster and Sentinel (scripts/integration.sh),
 #  - docker-compose.yml: two slidelog instances share one limit
-#    (scripts/compose-check.sh).
+#    (scripts/compose-check.sh),
+#  - the rls image run as Istio's sample runs envoyproxy/ratelimit's, and
+#    deploy/compose: two rls replicas share one limit
+#    (scripts/rls-image-check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,4 +56,5 @@ if [ "${SLIDELOG_SKIP_INTEGRATION:-0}" = 1 ]; then
 else
   bash scripts/integration.sh
   bash scripts/compose-check.sh
+  bash scripts/rls-image-check.sh
 fi
