@@ -380,7 +380,7 @@ func TestCluster(t *testing.T) {
 				waitInfo(t, master, "replication", "master_link_status:up")
 				for _, tr := range []*traffic{tr, big} {
 					s := tr.verify(t)
-					kinds := tr.errorsWithin(t, 150*time.Millisecond)
+					kinds := tr.errorsWithin(t, hangMargin)
 					report(t, "%s cluster CLUSTER FAILOVER, promoted in %v, limit %d per %v (%s): %v; errors: %v",
 						f.name, took.Round(time.Millisecond), tr.limit.Events, tr.limit.Window, storeName(tr), s, kinds)
 				}
@@ -496,7 +496,7 @@ func TestCluster(t *testing.T) {
 				})
 				for _, tr := range []*traffic{tr, big} {
 					s := tr.verify(t)
-					kinds := tr.errorsWithin(t, 150*time.Millisecond)
+					kinds := tr.errorsWithin(t, hangMargin)
 					if s.errors == 0 {
 						t.Errorf("limit %d: no call failed while a master was down", tr.limit.Events)
 					}
