@@ -82,6 +82,11 @@ local function blocklogLib()
   local lib = {S = S, H = H, HF = HF}
 
   local function enc(v, n)
+    if n == 7 then
+      return char(floor(v / 281474976710656) % 256, floor(v / 1099511627776) % 256,
+        floor(v / 4294967296) % 256, floor(v / 16777216) % 256, floor(v / 65536) % 256,
+        floor(v / 256) % 256, v % 256)
+    end
     local t = {}
     for i = n, 1, -1 do
       t[i] = char(v % 256)
@@ -90,6 +95,10 @@ local function blocklogLib()
     return concat(t)
   end
   local function dec(s, i, n)
+    if n == 7 then
+      local a, b, c, d, e, f, g = byte(s, i, i + 6)
+      return ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g)
+    end
     local v = 0
     for j = i, i + n - 1 do
       v = v * 256 + byte(s, j)
@@ -230,12 +239,21 @@ local function blocklogLib()
     while i + 1 < count do
       i = i + 1
       if i > 0 then
-        local q = 0
-        while q < Q and get(1) == 1 do
-          q = q + 1
-        end
-        if q == Q then
-          q = Q + big(get(6))
+        local q = 0 -- the unary part, a bit at a time
+        while true do
+          if nb == 0 then
+            acc, pos, nb = byte(bs, pos) or 0, pos + 1, 8
+          end
+          nb = nb - 1
+          local top = P2[nb]
+          if acc < top then
+            break
+          end
+          acc, q = acc - top, q + 1
+          if q == Q then
+            q = Q + big(get(6))
+            break
+          end
         end
         t = t + q * P2k + big(k)
       end
