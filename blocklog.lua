@@ -760,6 +760,9 @@ local function blocklogLib()
             if b + p - 1 == lg.last then
               lg.ocum = dec(sb, 8, 6)
               openState(lg, pc[3], pc[4], pc[2] - pc[5], dec(sb, 1, 7), nws, pc[5], bk.k, mode)
+              if pc[2] > pc[5] then
+                lg.newest = nts[pc[2] - 1]
+              end
             end
           end
           -- the blocks after it hold got less before them
@@ -792,8 +795,9 @@ local function blocklogLib()
         end
         b = b + 1
       end
-      if taken > 0 then
-        -- newest: the last entry's time (kept when no entry is left)
+      if taken > 0 and lg.oc == 0 then
+        -- newest: the last entry's time (kept when no entry is left); an
+        -- open block re-coded above with entries left has set it
         for x = lg.last, lg.fb, -1 do
           local bk = block(lg, x)
           if bk.count > 0 then

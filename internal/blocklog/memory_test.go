@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -121,5 +123,76 @@ func TestMemory(t *testing.T) {
 		if per > c.target {
 			t.Errorf("%s: %.2f B per live entry, target %.1f", c.name, per, c.target)
 		}
+	}
+}
+
+// evalUsec is the µs Redis has spent in EVALSHA so far (INFO
+// commandstats).
+func evalUsec(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info := rdb.Info(context.Background(), "commandstats").Val()
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
+			for _, f := range strings.Split(strings.TrimSpace(rest), ",") {
+				if v, ok := strings.CutPrefix(f, "usec="); ok {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					return n
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestDecisionCost reports Redis' own time per call of the library (the
+// wrapper script, which makes the library anew each call) on a log of
+// 1 000 and of 1 000 000 unit-weight Poisson entries of a day, the window
+// holding every one: a denial of n = 1 (answered from the header), a
+// denial of n = half the live weight (a search over the blocks and one
+// block decoded), an admission as the oldest entry expires, and the
+// refund of that admission. Timings on a shared machine: figures to
+// compare, not to hold.
+func TestDecisionCost(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: real.Addr(t)})
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := script.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(3))
+	const day, rounds = 86_400_000_000, 200
+	for _, n := range []int{1000, 1_000_000} {
+		es := poisson(r, n, day, 1)
+		key := fmt.Sprintf("cost:%d", n)
+		if err := rdb.Set(ctx, key, Build(es, day/int64(n)), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		W := es[n-1].Time - es[0].Time + 2
+		cost := func(args ...any) float64 {
+			before := evalUsec(t, rdb)
+			for range rounds {
+				if err := script.EvalSha(ctx, rdb, []string{key}, args...).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return float64(evalUsec(t, rdb)-before) / rounds
+		}
+		cutoff := d(es[0].Time - 1)
+		deny1 := cost("peek", cutoff, "1")
+		denyHalf := cost("peek", cutoff, d(int64(n/2)))
+		var admit, refund float64
+		for i := range rounds {
+			now := es[i].Time + W
+			b := evalUsec(t, rdb)
+			l := lua{t, rdb, key}
+			l.run("rec", d(now-W), d(now), "1", fmt.Sprintf("a%07d", i), d(day/int64(n)))
+			m := evalUsec(t, rdb)
+			l.run("unrec", d(now-W), d(now), "1", fmt.Sprintf("r%07d", i))
+			admit += float64(m - b)
+			refund += float64(evalUsec(t, rdb) - m)
+		}
+		t.Logf("%d live entries: µs in Redis per call: denial n=1 %.1f, denial n=half %.1f, admission %.1f, refund of it %.1f",
+			n, deny1, denyHalf, admit/rounds, refund/rounds)
+		rdb.Del(ctx, key)
 	}
 }
