@@ -1,0 +1,874 @@
+-- slidelog: the block log, the compact log's next format (not yet joined to
+-- any script). A log is one Redis string; one entry per admission, of any
+-- weight, its time coded in bits. Every integer is big-endian; byte offsets
+-- from 0.
+--
+-- The header (96 bytes), then the table (256), then the ring:
+--   0-3    "slb1"
+--   4-5    S, the bytes of a block: 512
+--   6-9    NB, the ring's capacity in blocks
+--   10-16  fb, the sequence number of the first block held (block b is
+--          in slot b mod NB); the first live entry is in it
+--   17-23  last, the sequence number of the open (newest) block: the ring
+--          holds blocks fb..last (last - fb < NB)
+--   24-30  C, the weight of every entry in the log, plus that of the
+--          blocks freed before fb, mod 2^48
+--   31-37  newest, the last entry's time (µs)
+--   38     fi, the first-live entry F: its index in block fb
+--   39-40  fo, the bit offset just past F's code in block fb's bits
+--   41-47  ft, F's time
+--   48-54  cumF, the weight of the entries before F, mod 2^48 (C - cumF
+--          is the weight from F on; C = cumF when no entry is from F on,
+--          and then F is the open block's end: fb = last, fi = oc, fo = ob)
+--   55-61  wf, F's weight
+--   62-68  obase, the open block's first entry's time
+--   69-75  ocum, the weight of the entries before the open block, mod 2^48
+--   76     oc, the open block's entries (its header's count is written
+--          when it is closed)
+--   77-78  ob, the bits the open block's entries take
+--   79     opart, the open block's last byte of bits when ob mod 8 > 0
+--   80-86  oeq, the weight of every entry of the open block when they are
+--          all alike, else 0
+--   87     ok, the open block's k
+--   88     omode, the open block's mode
+--   89     cur, the next entry of the table to write (0 to 15)
+--   90-95  zero
+--   96-351 the table: 16 entries of 16 bytes, the last admissions and
+--          refunds: the id of the admission (8 bytes), its time (7), 'a'
+--          (admitted) or 'r' (refunded)
+--   352-   the ring: NB slots of S bytes
+--
+-- A block (S bytes): a 16-byte header, then 496 bytes of bits, most
+-- significant first:
+--   0-6    base, its first entry's time (when it has none, a time between
+--          the blocks around it)
+--   7-12   cum, the weight of the entries before it, mod 2^48
+--   13     k, the Rice parameter of its time deltas (0 to 52)
+--   14     mode: 0 uniform (every entry has one weight W), else coded,
+--          each entry's weight coded with the Exp-Golomb order mode - 1
+--   15     its entries (1 to 255; 0 for an empty block); the open block's
+--          count is oc
+-- The bits: a uniform block starts with EG0(W - 1). Then for each entry:
+-- its time less the time of the entry before it (none for entry 0, whose
+-- time is base) as Rice(k), then, in a coded block, EG(mode - 1) of its
+-- weight less 1. Rice(k) of d: q = floor(d / 2^k); q < 16: q ones, a zero;
+-- else 16 ones, q - 16's bit length L in 6 bits, then q - 16 in L bits;
+-- then d mod 2^k in k bits. EG(j) of v: v + 2^j has L bits: L - 1 - j
+-- zeros, then v + 2^j in L bits. The bits past the last entry are zero.
+--
+-- Times never decrease (an entry is recorded at the later of now and
+-- newest); two entries may share a time. Blocks before fb have expired
+-- and their slots are free. A decision reads the header: while F is live
+-- (ft > cutoff) the live weight is C - cumF; else the first live entry is
+-- found by a search over the blocks' bases and one block decoded. A
+-- denial's wait is the time of the entry at which the weight from F
+-- reaches count + n - limit: wf answers most, else a search over the
+-- blocks' cum and one block decoded. An admission codes one entry into
+-- the open block with one SETRANGE (the header's opart holds the byte it
+-- continues), or starts a block. The string is rewritten with SET, sized
+-- so that it fills its allocation (a jemalloc size class), when a block
+-- needs a slot and the ring is full (growing by one size class, at most
+-- 25 %) or when fewer than half its slots are held.
+local function blocklogLib()
+  local call, byte, char, sub, rep, floor, concat = redis.call, string.byte, string.char, string.sub, string.rep,
+    math.floor, table.concat
+  local S, BH, HF, H, K, Q, CAP = 512, 16, 96, 352, 16, 16, 255
+  local BITS = 8 * (S - BH) -- bits of a block
+  local M48 = 281474976710656
+  local P2 = {[0] = 1}
+  for i = 1, 60 do
+    P2[i] = P2[i - 1] * 2
+  end
+  local lib = {S = S, H = H, HF = HF}
+
+  local function enc(v, n)
+    if n == 7 then
+      return char(floor(v / 281474976710656) % 256, floor(v / 1099511627776) % 256,
+        floor(v / 4294967296) % 256, floor(v / 16777216) % 256, floor(v / 65536) % 256,
+        floor(v / 256) % 256, v % 256)
+    end
+    local t = {}
+    for i = n, 1, -1 do
+      t[i] = char(v % 256)
+      v = floor(v / 256)
+    end
+    return concat(t)
+  end
+  local function dec(s, i, n)
+    if n == 7 then
+      local a, b, c, d, e, f, g = byte(s, i, i + 6)
+      return ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g)
+    end
+    local v = 0
+    for j = i, i + n - 1 do
+      v = v * 256 + byte(s, j)
+    end
+    return v
+  end
+  lib.enc, lib.dec = enc, dec
+
+  -- bitlen: the bits of v >= 0 (0 for 0), counting from at least `from`
+  local function bitlen(v, from)
+    local n = from or 0
+    while v >= P2[n] do
+      n = n + 1
+    end
+    return n
+  end
+  local function kOf(mean) -- the Rice parameter for deltas of that mean
+    return math.max(0, math.min(52, bitlen(floor(mean)) - 1))
+  end
+  local function kwOf(mean) -- the Exp-Golomb order for weights of that mean
+    return math.max(0, bitlen(floor(mean)) - 2)
+  end
+  local function riceBits(d, k)
+    local q = floor(d / P2[k])
+    if q < Q then
+      return q + 1 + k
+    end
+    return Q + 6 + bitlen(q - Q) + k
+  end
+  local function egBits(v, j)
+    return 2 * bitlen(v + P2[j], j) - 1 - j
+  end
+
+  -- writer: a bit writer continuing part, a byte whose first nb bits are
+  -- taken; w.put(v, n) appends v in n bits; w.done() returns the bytes
+  -- (the last padded with zeros), the bits written after part's, and the
+  -- last byte
+  local function writer(part, nb)
+    local acc, out, bits = 0, {}, 0
+    if nb > 0 then
+      acc = floor(part / P2[8 - nb])
+    end
+    local w = {}
+    local function put(v, n) -- n <= 45 unless v is 0
+      acc, nb, bits = acc * P2[n] + v, nb + n, bits + n
+      while nb >= 8 do
+        nb = nb - 8
+        local b = floor(acc / P2[nb])
+        out[#out + 1] = char(b)
+        acc = acc - b * P2[nb]
+      end
+    end
+    local function big(v, n)
+      if n > 45 then
+        local hi = floor(v / P2[32])
+        put(hi, n - 32)
+        v, n = v - hi * P2[32], 32
+      end
+      put(v, n)
+    end
+    function w.rice(d, k)
+      local q = floor(d / P2[k])
+      if q < Q then
+        put(P2[q + 1] - 2, q + 1)
+      else
+        local L = bitlen(q - Q)
+        put(P2[Q] - 1, Q)
+        put(L, 6)
+        big(q - Q, L)
+      end
+      big(d - q * P2[k], k)
+    end
+    function w.eg(v, j)
+      local L = bitlen(v + P2[j], j)
+      put(0, L - 1 - j)
+      big(v + P2[j], L)
+    end
+    function w.done()
+      local last
+      if nb > 0 then
+        last = acc * P2[8 - nb]
+        out[#out + 1] = char(last)
+      else
+        last = 0
+      end
+      return concat(out), bits, last
+    end
+    return w
+  end
+
+  -- walk: decodes the entries of a block's bits bs (count entries, Rice
+  -- parameter k, mode), from its first (st nil) or after entry st.i (time
+  -- st.t, weight st.w, its code ending at bit st.bit); calls
+  -- visit(i, t, w, bitAfter) for each until it returns true. Returns true
+  -- when visit did.
+  local function walk(bs, k, mode, base, count, st, visit)
+    local pos, acc, nb = 1, 0, 0
+    local function get(n)
+      while nb < n do
+        acc, pos, nb = acc * 256 + (byte(bs, pos) or 0), pos + 1, nb + 8
+      end
+      nb = nb - n
+      local v = floor(acc / P2[nb])
+      acc = acc - v * P2[nb]
+      return v
+    end
+    local function big(n)
+      if n > 45 then
+        local hi = get(n - 32)
+        return hi * P2[32] + get(32)
+      end
+      return get(n)
+    end
+    local function eg(j)
+      local z = 0
+      while get(1) == 0 do
+        z = z + 1
+        if z > 60 then
+          error('blocklog: a block with no end')
+        end
+      end
+      return P2[z + j] + big(z + j) - P2[j]
+    end
+    local i, t, W = -1, base, 0
+    if st then
+      i, t, W = st.i, st.t, st.w
+      pos = floor(st.bit / 8) + 1
+      local r = st.bit % 8
+      if r > 0 then
+        nb = 8 - r
+        acc = (byte(bs, pos) or 0) % P2[nb]
+        pos = pos + 1
+      end
+    elseif mode == 0 and count > 0 then
+      W = eg(0) + 1
+    end
+    local P2k, kw = P2[k], mode - 1
+    while i + 1 < count do
+      i = i + 1
+      if i > 0 then
+        local q = 0 -- the unary part, a bit at a time
+        while true do
+          if nb == 0 then
+            acc, pos, nb = byte(bs, pos) or 0, pos + 1, 8
+          end
+          nb = nb - 1
+          local top = P2[nb]
+          if acc < top then
+            break
+          end
+          acc, q = acc - top, q + 1
+          if q == Q then
+            q = Q + big(get(6))
+            break
+          end
+        end
+        t = t + q * P2k + big(k)
+      end
+      local w = W
+      if mode > 0 then
+        w = eg(kw) + 1
+      end
+      if visit(i, t, w, (pos - 1) * 8 - nb) then
+        return true
+      end
+    end
+    return false
+  end
+  lib.walk = walk
+
+  -- encodeRun: the block (S bytes) of entries ts[from..], ws[from..] that
+  -- fit, coded with k and mode (a uniform block stops at a weight unlike
+  -- the first), its first entry's time base (when it has none) and cum its
+  -- cum; returns the block, the index past its last entry, its bits and
+  -- its last byte
+  local function encodeRun(ts, ws, from, to, k, mode, base, cum)
+    local w = writer(0, 0)
+    local bits = 0
+    local W = ws[from]
+    if mode == 0 and from <= to then
+      bits = egBits(W - 1, 0)
+      w.eg(W - 1, 0)
+    end
+    local i = from
+    while i <= to and i - from < CAP do
+      local need = 0
+      if i > from then
+        need = riceBits(ts[i] - ts[i - 1], k)
+      end
+      if mode == 0 then
+        if ws[i] ~= W then
+          break
+        end
+      else
+        need = need + egBits(ws[i] - 1, mode - 1)
+      end
+      if bits + need > BITS then
+        break
+      end
+      if i > from then
+        w.rice(ts[i] - ts[i - 1], k)
+      end
+      if mode > 0 then
+        w.eg(ws[i] - 1, mode - 1)
+      end
+      bits = bits + need
+      i = i + 1
+    end
+    if i > from then
+      base = ts[from]
+    end
+    local s, _, lastb = w.done()
+    return enc(base, 7) .. enc(cum % M48, 6) .. char(k, mode, i - from) .. s .. rep('\0', S - BH - #s), i, bits, lastb
+  end
+
+  -- choose: k and mode for a block starting at entry i of ts, ws (to the
+  -- last), from the entries it will likely hold
+  local function choose(ts, ws, i, to, gap)
+    local j = math.min(to, i + 63)
+    local k = kOf(gap or 1)
+    if j > i then
+      k = kOf((ts[j] - ts[i]) / (j - i))
+    end
+    local run, sum = 1, ws[i]
+    while i + run <= j and ws[i + run] == ws[i] do
+      run = run + 1
+    end
+    for x = i + 1, j do
+      sum = sum + ws[x]
+    end
+    if i + run > j then
+      return k, 0
+    end
+    return k, kwOf(sum / (j - i + 1)) + 1
+  end
+
+  -- class: the allocation jemalloc makes for x bytes (x > 128): four size
+  -- classes per doubling
+  local function class(x)
+    local step = P2[bitlen(x - 1) - 3]
+    return math.ceil(x / step) * step
+  end
+  -- fit: the most blocks a log has in the allocation of a log of n
+  -- blocks (the string, its 9-byte sds header above 64 KiB, 5 below, and
+  -- its terminating zero)
+  local function fit(n)
+    local function hdr(len)
+      return len >= 65536 and 9 or 5
+    end
+    local len = H + n * S
+    local cls = class(len + hdr(len) + 1)
+    local nb = floor((cls - 1 - hdr(cls) - H) / S)
+    if H + nb * S < 65536 then
+      nb = floor((cls - 1 - 5 - H) / S)
+    end
+    return math.max(n, nb)
+  end
+  lib.fit = fit
+
+  local function slot(lg, b)
+    return H + (b % lg.NB) * S
+  end
+  local function fields(lg)
+    return enc(lg.NB, 4) .. enc(lg.fb, 7) .. enc(math.max(lg.last, 0), 7) .. enc(lg.C, 7) .. enc(lg.newest, 7)
+      .. char(lg.fi) .. enc(lg.fo, 2) .. enc(lg.ft, 7) .. enc(lg.cumF, 7) .. enc(lg.wf, 7)
+      .. enc(lg.obase, 7) .. enc(lg.ocum, 7) .. char(lg.oc) .. enc(lg.ob, 2) .. char(lg.opart)
+      .. enc(lg.oeq, 7) .. char(lg.ok, lg.omode, lg.cur) .. rep('\0', 6)
+  end
+  lib.fields = fields
+  -- save: writes the header's fields
+  function lib.save(lg)
+    call('SETRANGE', lg.key, 6, fields(lg))
+  end
+
+  -- open: the log at key; a new one when there is no key, nil when it is
+  -- no block log's
+  function lib.open(key)
+    local h = call('GETRANGE', key, 0, HF - 1)
+    if h == '' then
+      return {key = key, NB = 0, fb = 0, last = 0, C = 0, newest = 0, fi = 0, fo = 0, ft = 0, cumF = 0, wf = 0,
+        obase = 0, ocum = 0, oc = 0, ob = 0, opart = 0, oeq = 0, ok = 0, omode = 0, cur = 0}
+    end
+    if #h ~= HF or sub(h, 1, 4) ~= 'slb1' or dec(h, 5, 2) ~= S then
+      return nil
+    end
+    local lg = {key = key, NB = dec(h, 7, 4), fb = dec(h, 11, 7), last = dec(h, 18, 7), C = dec(h, 25, 7),
+      newest = dec(h, 32, 7), fi = byte(h, 39), fo = dec(h, 40, 2), ft = dec(h, 42, 7), cumF = dec(h, 49, 7),
+      wf = dec(h, 56, 7), obase = dec(h, 63, 7), ocum = dec(h, 70, 7), oc = byte(h, 77), ob = dec(h, 78, 2),
+      opart = byte(h, 80), oeq = dec(h, 81, 7), ok = byte(h, 88), omode = byte(h, 89), cur = byte(h, 90)}
+    if lg.NB < 1 or lg.last < lg.fb or lg.last - lg.fb >= lg.NB or lg.cur >= K or lg.ob > BITS
+      or lg.ok > 52 or call('STRLEN', key) ~= H + S * lg.NB then
+      return nil
+    end
+    return lg
+  end
+
+  -- block: block b's header fields and bits (its count is oc when open)
+  local function block(lg, b)
+    local s = call('GETRANGE', lg.key, slot(lg, b), slot(lg, b) + S - 1)
+    local count = byte(s, 16)
+    if b == lg.last then
+      count = lg.oc
+    end
+    return {base = dec(s, 1, 7), cum = dec(s, 8, 6), k = byte(s, 14), mode = byte(s, 15), count = count,
+      bits = sub(s, BH + 1)}
+  end
+  local function head(lg, b) -- base and cum of block b
+    local o = slot(lg, b)
+    local s = call('GETRANGE', lg.key, o, o + 12)
+    return dec(s, 1, 7), dec(s, 8, 6)
+  end
+
+  -- atEnd: F at the end of the log (no weight from it on); frees every
+  -- block but the open one
+  local function atEnd(lg)
+    lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = lg.last, lg.oc, lg.ob, lg.newest, lg.C, 0
+  end
+
+  -- seek: F at the first entry from block b on (from F when b is fb and
+  -- from F is set) whose time is above cutoff; there is one
+  local function seek(lg, b, fromF, cutoff)
+    while true do
+      local bk = block(lg, b)
+      local st, cum = nil, bk.cum
+      if fromF then
+        st, cum = {i = lg.fi, t = lg.ft, w = lg.wf, bit = lg.fo}, lg.cumF + lg.wf
+      end
+      local found = walk(bk.bits, bk.k, bk.mode, bk.base, bk.count, st, function(i, t, w, bit)
+        if t > cutoff then
+          lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = b, i, bit, t, cum % M48, w
+          return true
+        end
+        cum = cum + w
+      end)
+      if found then
+        return
+      end
+      b, fromF = b + 1, false
+    end
+  end
+
+  -- live: the weight of the entries whose time is above cutoff; F moves
+  -- to the first of them (the blocks before it are freed once saved)
+  function lib.live(lg, cutoff)
+    if lg.NB == 0 or lg.cumF == lg.C then
+      return 0
+    end
+    if lg.ft > cutoff then
+      return (lg.C - lg.cumF) % M48
+    end
+    if lg.newest <= cutoff then
+      atEnd(lg)
+      return 0
+    end
+    -- the last block from fb whose base is at or below cutoff (fb's is)
+    local lo, hi, step = lg.fb, lg.last, 1
+    while lo < hi do
+      local j = math.min(lo + step, hi)
+      if head(lg, j) <= cutoff then
+        lo, step = j, step * 2
+      else
+        hi = j - 1
+        break
+      end
+    end
+    while lo < hi do
+      local m = math.ceil((lo + hi) / 2)
+      if head(lg, m) <= cutoff then
+        lo = m
+      else
+        hi = m - 1
+      end
+    end
+    seek(lg, lo, lo == lg.fb, cutoff)
+    return (lg.C - lg.cumF) % M48
+  end
+
+  -- retryAt: after live, the time of the entry at which the weight from
+  -- the first live entry reaches need (1 <= need <= the live weight)
+  function lib.retryAt(lg, need)
+    if need <= lg.wf then
+      return lg.ft
+    end
+    local lo, hi = lg.fb, lg.last
+    while lo < hi do
+      local m = math.ceil((lo + hi) / 2)
+      local c
+      if m == lg.last then
+        c = lg.ocum
+      else
+        local _
+        _, c = head(lg, m)
+      end
+      if (c - lg.cumF) % M48 < need then
+        lo = m
+      else
+        hi = m - 1
+      end
+    end
+    local bk = block(lg, lo)
+    local st, cum = nil, (bk.cum - lg.cumF) % M48
+    if lo == lg.fb then
+      st, cum = {i = lg.fi, t = lg.ft, w = lg.wf, bit = lg.fo}, lg.wf
+    end
+    local at
+    walk(bk.bits, bk.k, bk.mode, bk.base, bk.count, st, function(_, t, w)
+      cum = cum + w
+      if cum >= need then
+        at = t
+        return true
+      end
+    end)
+    return at
+  end
+
+  local function entry(id, t, kind)
+    return sub(id .. rep('\0', 8), 1, 8) .. enc(t, 7) .. char(kind)
+  end
+  local function note(lg, id, t, kind)
+    call('SETRANGE', lg.key, 96 + 16 * lg.cur, entry(id, t, kind))
+    lg.cur = (lg.cur + 1) % K
+  end
+
+  -- rewrite: the log rewritten whole with SET (its expiry kept) with nb
+  -- slots, its held blocks renumbered from 0
+  local function rewrite(lg, nb)
+    local held = lg.last - lg.fb + 1
+    local p = lg.fb % lg.NB
+    local ring = ''
+    if held == 0 then
+      p = 0
+    elseif p + held <= lg.NB then
+      ring = call('GETRANGE', lg.key, H + p * S, H + (p + held) * S - 1)
+    else
+      ring = call('GETRANGE', lg.key, H + p * S, H + lg.NB * S - 1)
+        .. call('GETRANGE', lg.key, H, H + (p + held - lg.NB) * S - 1)
+    end
+    local tbl = call('GETRANGE', lg.key, 96, H - 1)
+    lg.last, lg.fb, lg.NB = held - 1, 0, nb
+    call('SET', lg.key, 'slb1' .. enc(S, 2) .. fields(lg) .. tbl .. ring .. rep('\0', (nb - held) * S), 'KEEPTTL')
+  end
+
+  -- the open block's state after its entries were coded anew: bits, last
+  -- byte, count, first time, weights
+  local function openState(lg, bits, lastb, count, base, ws, from, k, mode)
+    lg.ob, lg.opart, lg.oc, lg.obase, lg.ok, lg.omode = bits, lastb, count, base, k, mode
+    local eq = ws[from] or 0
+    for i = from + 1, from + count - 1 do
+      if ws[i] ~= eq then
+        eq = 0
+      end
+    end
+    lg.oeq = eq
+  end
+
+  -- startBlock: a new block at sequence number b (a free slot) holding
+  -- the entry (t, w)
+  local function startBlock(lg, b, t, w, k, mode)
+    local ts, ws = {t}, {w}
+    local s, _, bits, lastb = encodeRun(ts, ws, 1, 1, k, mode, t, lg.C)
+    call('SETRANGE', lg.key, slot(lg, b), s)
+    lg.last, lg.ocum = b, lg.C
+    openState(lg, bits, lastb, 1, t, ws, 1, k, mode)
+  end
+
+  -- record: an entry of weight w at the later of t and newest, for the
+  -- admission id (its table entry); gap: the µs expected between
+  -- admissions (the window times w over the limit), the first block's k.
+  -- Call after live. Returns the entry's time.
+  function lib.record(lg, t, w, id, gap)
+    if t < lg.newest then
+      t = lg.newest
+    end
+    local wasEnd = lg.cumF == lg.C
+    if lg.NB == 0 then
+      lg.NB, lg.last, lg.fb = fit(1), 0, 0
+      call('SET', lg.key, 'slb1' .. enc(S, 2) .. fields(lg) .. rep('\0', H - HF + lg.NB * S))
+      startBlock(lg, 0, t, w, kOf(gap), 0)
+    else
+      local need, fits = 0, lg.oc > 0 and lg.oc < CAP
+      if fits then
+        need = riceBits(t - lg.newest, lg.ok)
+        if lg.omode == 0 then
+          fits = w == lg.oeq
+        else
+          need = need + egBits(w - 1, lg.omode - 1)
+        end
+        fits = fits and lg.ob + need <= BITS
+      end
+      if fits then
+        local o = lg.ob % 8
+        local wr = writer(lg.opart, o)
+        wr.rice(t - lg.newest, lg.ok)
+        if lg.omode > 0 then
+          wr.eg(w - 1, lg.omode - 1)
+        end
+        local s, _, lastb = wr.done()
+        call('SETRANGE', lg.key, slot(lg, lg.last) + BH + floor(lg.ob / 8), s)
+        lg.ob, lg.opart, lg.oc = lg.ob + need, lastb, lg.oc + 1
+        if w ~= lg.oeq then
+          lg.oeq = 0
+        end
+      else
+        -- a new block: k from the open block's deltas, uniform if its
+        -- weights were all w
+        local k, mode = lg.ok, 0
+        if lg.oc >= 2 then
+          k = kOf((lg.newest - lg.obase) / (lg.oc - 1))
+        end
+        if lg.oc > 0 and lg.oeq ~= w then
+          mode = kwOf((((lg.C - lg.ocum) % M48) + w) / (lg.oc + 1)) + 1
+        end
+        local b = lg.last
+        if lg.oc > 0 then
+          call('SETRANGE', lg.key, slot(lg, b) + 15, char(lg.oc))
+          b = b + 1
+        end
+        if wasEnd then -- nothing is held: every block is freed
+          lg.fb, lg.last = b, b - 1
+        end
+        local held = b - lg.fb + 1
+        if held > lg.NB then
+          rewrite(lg, fit(held))
+          b = lg.last + 1
+        elseif lg.NB > 1 and 2 * held < lg.NB and fit(held + math.ceil(held / 4)) < lg.NB then
+          rewrite(lg, fit(held + math.ceil(held / 4)))
+          b = lg.last + 1
+        end
+        startBlock(lg, b, t, w, k, mode)
+      end
+    end
+    if wasEnd then
+      lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = lg.last, lg.oc - 1, lg.ob, t, lg.C, w
+    end
+    lg.C, lg.newest = (lg.C + w) % M48, t
+    note(lg, id, t, 97)
+    lib.save(lg)
+    return t
+  end
+
+  -- decodeAll: the times and weights of block b (from F's on when b is
+  -- fb), with their first index
+  local function decodeAll(lg, bk, b)
+    local ts, ws = {}, {}
+    local first = 0
+    if b == lg.fb then
+      first = lg.fi
+    end
+    walk(bk.bits, bk.k, bk.mode, bk.base, bk.count, nil, function(i, t, w)
+      ts[i + 1], ws[i + 1] = t, w
+    end)
+    return ts, ws, first
+  end
+
+  -- shift: blocks from..last move by `by` slots (the ring has them free)
+  local function shift(lg, from, by)
+    for b = lg.last, from, -1 do
+      local o = slot(lg, b)
+      call('SETRANGE', lg.key, slot(lg, b + by), call('GETRANGE', lg.key, o, o + S - 1))
+    end
+    lg.last = lg.last + by
+  end
+
+  -- place: F at entry fi of block b, else at the first entry after it;
+  -- at the end when there is none
+  local function place(lg, b, fi)
+    while b <= lg.last do
+      local bk = block(lg, b)
+      local cum = bk.cum
+      if walk(bk.bits, bk.k, bk.mode, bk.base, bk.count, nil, function(i, t, w, bit)
+        if i >= fi then
+          lg.fb, lg.fi, lg.fo, lg.ft, lg.wf, lg.cumF = b, i, bit, t, w, cum % M48
+          return true
+        end
+        cum = cum + w
+      end) then
+        return
+      end
+      b, fi = b + 1, 0
+    end
+    atEnd(lg)
+  end
+
+  -- unrecord: takes up to n of the weight of the entries at time t from
+  -- F on (the earliest first); an entry whose weight reaches 0 goes.
+  -- Marks the refund of id in the table. Returns the weight taken.
+  function lib.unrecord(lg, t, n, id)
+    local taken = 0
+    if lg.NB == 0 then
+      return 0
+    end
+    if lg.cumF ~= lg.C and t >= lg.ft and t <= lg.newest then
+      -- the last block from fb whose base is below t (or fb)
+      local lo, hi = lg.fb, lg.last
+      while lo < hi do
+        local m = math.ceil((lo + hi) / 2)
+        if head(lg, m) < t then
+          lo = m
+        else
+          hi = m - 1
+        end
+      end
+      local b = lo
+      while taken < n and b <= lg.last do
+        local bk = block(lg, b)
+        if b > lo and bk.base > t then
+          break
+        end
+        local ts, ws, first = decodeAll(lg, bk, b)
+        local nts, nws, got, past = {}, {}, 0, false
+        for i = 1, #ts do
+          local w = ws[i]
+          if i > first and ts[i] == t and taken + got < n then
+            local x = math.min(w, n - taken - got)
+            got, w = got + x, w - x
+          end
+          if ts[i] > t then
+            past = true
+          end
+          if w > 0 then
+            nts[#nts + 1], nws[#nws + 1] = ts[i], w
+          end
+        end
+        if got > 0 then
+          taken = taken + got
+          -- the block coded anew, in place when it fits, else split in
+          -- two and the blocks after it moved one slot on
+          local mode = bk.mode
+          for i = 2, #nws do
+            if mode == 0 and nws[i] ~= nws[1] then
+              local sum = 0
+              for x = 1, #nws do
+                sum = sum + nws[x]
+              end
+              mode = kwOf(sum / #nws) + 1
+            end
+          end
+          local pieces, at, c = {}, 1, bk.cum
+          repeat
+            local sb, nx, bits, lastb = encodeRun(nts, nws, at, #nts, bk.k, mode, bk.base, c)
+            pieces[#pieces + 1] = {sb, nx, bits, lastb, at}
+            for x = at, nx - 1 do
+              c = c + nws[x]
+            end
+            at = nx
+          until at > #nts
+          local extra = #pieces - 1
+          if extra > 0 then
+            if lg.last - lg.fb + 1 + extra > lg.NB then
+              local fbOld = lg.fb
+              rewrite(lg, fit(lg.last - lg.fb + 1 + extra))
+              b, lo = b - fbOld, lo - fbOld
+            end
+            shift(lg, b + 1, extra)
+          end
+          for p, pc in ipairs(pieces) do
+            local sb = pc[1]
+            call('SETRANGE', lg.key, slot(lg, b + p - 1), sb)
+            if b + p - 1 == lg.last then
+              lg.ocum = dec(sb, 8, 6)
+              openState(lg, pc[3], pc[4], pc[2] - pc[5], dec(sb, 1, 7), nws, pc[5], bk.k, mode)
+              if pc[2] > pc[5] then
+                lg.newest = nts[pc[2] - 1]
+              end
+            end
+          end
+          -- the blocks after it hold got less before them
+          for x = b + #pieces, lg.last do
+            local o = slot(lg, x) + 7
+            local c = dec(call('GETRANGE', lg.key, o, o + 5), 1, 6)
+            call('SETRANGE', lg.key, o, enc((c - got) % M48, 6))
+          end
+          if lg.last >= b + #pieces then
+            lg.ocum = (lg.ocum - got) % M48
+          end
+          lg.C = (lg.C - got) % M48
+          if b == lg.fb then
+            -- F: the same entry, or the one after it when it went
+            local fi, fb = lg.fi, b
+            for p = 2, #pieces do
+              if fi >= pieces[p][5] - 1 then
+                fb = b + p - 1
+              end
+            end
+            place(lg, fb, fi - (pieces[fb - b + 1][5] - 1))
+          end
+          if lg.cumF == lg.C then
+            atEnd(lg)
+          end
+          b = b + #pieces - 1
+        end
+        if past then
+          break
+        end
+        b = b + 1
+      end
+      if taken > 0 and lg.oc == 0 then
+        -- newest: the last entry's time (kept when no entry is left); an
+        -- open block re-coded above with entries left has set it
+        for x = lg.last, lg.fb, -1 do
+          local bk = block(lg, x)
+          if bk.count > 0 then
+            walk(bk.bits, bk.k, bk.mode, bk.base, bk.count, nil, function(i, tt)
+              if i == bk.count - 1 then
+                lg.newest = tt
+              end
+            end)
+            break
+          end
+        end
+        if lg.cumF == lg.C then
+          atEnd(lg)
+        end
+      end
+    end
+    note(lg, id, t, 114)
+    lib.save(lg)
+    return taken
+  end
+
+  -- found: the time of the admission (kind 97, 'a') or refund (114, 'r')
+  -- of id in the table of the log at key; nil if not there
+  function lib.found(key, id, kind)
+    local tbl = redis.pcall('GETRANGE', key, 96, H - 1)
+    if type(tbl) ~= 'string' or #tbl ~= 16 * K then
+      return nil
+    end
+    id = sub(id .. rep('\0', 8), 1, 8)
+    for e = 0, K - 1 do
+      local o = 1 + 16 * e
+      if sub(tbl, o, o + 7) == id and byte(tbl, o + 15) == kind then
+        return dec(tbl, o + 8, 7)
+      end
+    end
+    return nil
+  end
+
+  -- build: the log at key made anew (SET, its expiry kept when it has
+  -- one) from entries ts, ws (times not decreasing, weights >= 1), every
+  -- one of them F on; gap as record's, for a log of one entry. Returns it.
+  function lib.build(key, ts, ws, gap)
+    local n = #ts
+    if n == 0 then
+      call('DEL', key)
+      return lib.open(key)
+    end
+    local blocks, i, cum = {}, 1, 0
+    local lg = {key = key, cur = 0}
+    while i <= n do
+      local k, mode = choose(ts, ws, i, n, gap)
+      local s, nx, bits, lastb = encodeRun(ts, ws, i, n, k, mode, ts[i], cum)
+      blocks[#blocks + 1] = s
+      if nx > n then
+        lg.ocum = cum % M48
+        openState(lg, bits, lastb, nx - i, ts[i], ws, i, k, mode)
+      end
+      for x = i, nx - 1 do
+        cum = cum + ws[x]
+      end
+      i = nx
+    end
+    lg.NB, lg.fb, lg.last, lg.C, lg.newest = fit(#blocks + 1), 0, #blocks - 1, cum % M48, ts[n]
+    lg.fi, lg.ft, lg.cumF, lg.wf = 0, ts[1], 0, ws[1]
+    walk(sub(blocks[1], BH + 1), byte(blocks[1], 14), byte(blocks[1], 15), ts[1], 1, nil, function(_, _, _, bit)
+      lg.fo = bit
+    end)
+    call('SET', key, 'slb1' .. enc(S, 2) .. fields(lg) .. rep('\0', H - HF) .. concat(blocks)
+      .. rep('\0', (lg.NB - #blocks) * S), 'KEEPTTL')
+    return lg
+  end
+
+  return lib
+end
