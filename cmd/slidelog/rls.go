@@ -46,7 +46,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 A rate limit service for Envoy (envoy.service.ratelimit.v3.RateLimitService
 over gRPC on --listen), reading envoyproxy/ratelimit's YAML configuration:
 --config (required) is a file, or a directory whose *.yaml files are each
-a domain.
+a domain; under --ratelimit-env, CONFIG_TYPE=GRPC_XDS_SOTW takes the
+configuration from an xDS server instead (CONFIG_GRPC_XDS_SERVER_URL).
 Each unit is a rolling window of its length, exact on Redis' clock
 (docs/envoy.md). The files are looked at every --reload and read again when
 they change; a configuration that does not load is refused, logged, and
