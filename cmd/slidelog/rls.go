@@ -464,10 +464,7 @@ func serveRLS(ctx context.Context, srv *envoyrls.Server, src envoyrls.ConfigSour
 	serveHTTP(ls.debug, debugHandler(h))
 	if ls.metrics != nil {
 		mux := http.NewServeMux()
-		mux.HandleFunc(ls.metricsPath, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-			_, _ = srv.Metrics().WriteTo(w)
-		})
+		mux.Handle(ls.metricsPath, srv.Metrics().Handler())
 		serveHTTP(ls.metrics, mux)
 	}
 	closeAll := func() {

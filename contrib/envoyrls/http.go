@@ -59,10 +59,7 @@ func NewHandler(s *Server, source ConfigSource) *Handler {
 	h.mux.HandleFunc("/healthcheck", h.health)
 	h.mux.HandleFunc("/json", h.json)
 	h.mux.HandleFunc("/rlconfig", h.rlconfig)
-	h.mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = s.metrics.WriteTo(w)
-	})
+	h.mux.Handle("/metrics", s.metrics.Handler())
 	return h
 }
 
