@@ -104,7 +104,7 @@ var ignoredVars = []struct{ name, def, why string }{
 	{"STATS_FLUSH_INTERVAL", "10s", "/metrics is read when scraped"},
 	{"DISABLE_STATS", "false", "/metrics is always served"},
 	{"PROMETHEUS_MAPPER_YAML", "", "the metrics' names are fixed (docs/envoy.md), no mapper is read"},
-	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "no response time histogram is kept"},
+	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "the response time histogram (ratelimit_service_response_time_seconds) is in seconds"},
 	{"TRACING_ENABLED", "false", "no traces are sent"},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "no local cache of denials: a take-back frees room that such a cache would not see"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "each key expires exactly when its last event leaves its window"},

@@ -22,7 +22,7 @@ import (
 //	              Redis unavailable, 500 a bug
 //	/rlconfig     the configuration in force, a line per rule, and the last
 //	              reload's error if it was refused
-//	/metrics      the counters, in Prometheus' text format
+//	/metrics      the metrics (Metrics.Handler)
 type Handler struct {
 	mux      *http.ServeMux
 	server   *Server

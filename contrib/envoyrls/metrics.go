@@ -183,7 +183,7 @@ func (m *Metrics) ConfigLoaded(ok bool) {
 
 // The families' descriptions: today's counters, per rule and not.
 var (
-	ruleLabels  = []string{"domain", "rule"}
+	ruleLabels   = []string{"domain", "rule"}
 	ruleFamilies = []struct {
 		desc *prometheus.Desc
 		get  func(*counters) uint64
