@@ -181,11 +181,16 @@ func TestMetricsRedisErrorKinds(t *testing.T) {
 	if got := value(t, mfs, "ratelimit_service_call_should_rate_limit_redis_error"); got != n {
 		t.Errorf("call_should_rate_limit_redis_error %v, want %d", got, n)
 	}
-	conn, open := value(t, mfs, "ratelimit_service_redis_error", "kind", "connection"), value(t, mfs, "ratelimit_service_redis_error", "kind", "breaker_open")
-	if conn < 1 || conn+open != n {
-		t.Errorf("by kind: connection %v, breaker_open %v; want %d in all, a connection's first", conn, open, n)
+	// Each failure is counted once, by its kind: a refused connection, the
+	// breaker it opened, or, on a busy machine, the call's deadline passing
+	// before the refusal was seen.
+	conn := value(t, mfs, "ratelimit_service_redis_error", "kind", "connection")
+	open := value(t, mfs, "ratelimit_service_redis_error", "kind", "breaker_open")
+	late := value(t, mfs, "ratelimit_service_redis_error", "kind", "timeout")
+	if conn+open+late != n {
+		t.Errorf("by kind: connection %v, breaker_open %v, timeout %v; want %d in all", conn, open, late, n)
 	}
-	for _, k := range []string{"timeout", "reply", "other"} {
+	for _, k := range []string{"reply", "other"} {
 		if got := value(t, mfs, "ratelimit_service_redis_error", "kind", k); got != 0 {
 			t.Errorf("kind %s: %v", k, got)
 		}
