@@ -42,6 +42,16 @@ type ratelimitEnv struct {
 
 	redis ratelimitRedis
 
+	// xds is the xDS configuration source of CONFIG_TYPE=GRPC_XDS_SOTW
+	// (nil with FILE: the files under config).
+	xds *ratelimitXDS
+	// FORCE_START_WITHOUT_INITIAL_CONFIG: with xDS, serve before a first
+	// configuration arrives.
+	forceStart bool
+	// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: with xDS, /healthcheck
+	// answers 200 only with a configuration of at least one domain.
+	healthyWithConfig bool
+
 	// ignored are the variables set to a value that asks for something
 	// rls does not do, with why: logged once at start-up.
 	ignored []string
@@ -67,6 +77,19 @@ type ratelimitRedis struct {
 	skipVerify bool   // REDIS_TLS_SKIP_HOSTNAME_VERIFICATION
 }
 
+// ratelimitXDS is the management server that CONFIG_GRPC_XDS_* name.
+type ratelimitXDS struct {
+	url      string            // CONFIG_GRPC_XDS_SERVER_URL
+	nodeID   string            // CONFIG_GRPC_XDS_NODE_ID
+	metadata map[string]string // CONFIG_GRPC_XDS_NODE_METADATA, k=v,k2=v2
+	headers  map[string]string // CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS, k:v,k2:v2
+	retry    time.Duration     // CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL
+	maxMsg   int               // XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES (0: gRPC's default)
+	// CONFIG_GRPC_XDS_SERVER_USE_TLS, and its files ("": none)
+	tls                bool
+	cert, key, ca, san string
+}
+
 // ignoredVars are envoyproxy/ratelimit's variables that rls reads only to
 // say it does not do what they ask: a value other than the default is
 // logged once, with why. Those of features rls refuses outright are in
@@ -81,7 +104,7 @@ var ignoredVars = []struct{ name, def, why string }{
 	{"STATS_FLUSH_INTERVAL", "10s", "/metrics is read when scraped"},
 	{"DISABLE_STATS", "false", "/metrics is always served"},
 	{"PROMETHEUS_MAPPER_YAML", "", "the metrics' names are fixed (docs/envoy.md), no mapper is read"},
-	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "no response time histogram is kept"},
+	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "the response time histogram (ratelimit_service_response_time_seconds) is in seconds"},
 	{"TRACING_ENABLED", "false", "no traces are sent"},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "no local cache of denials: a take-back frees room that such a cache would not see"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "each key expires exactly when its last event leaves its window"},
@@ -96,6 +119,10 @@ var ignoredVars = []struct{ name, def, why string }{
 	{"REDIS_STARTUP_MAX_INTERVAL", "30s", "rls starts without waiting for Redis"},
 	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "0", "rls starts without waiting for Redis"},
 	{"RUNTIME_IGNOREDOTFILES", "true", "files whose names start with '.' are never read"},
+	{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s", "the xDS client waits CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL (±50%) before connecting again"},
+	{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", "the xDS client waits CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL (±50%) before connecting again"},
+	{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", "the xDS client waits CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL (±50%) before connecting again"},
+	{"XDS_CLIENT_BACKOFF_JITTER", "true", "the xDS client waits CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL (±50%) before connecting again"},
 }
 
 // readRatelimitEnv reads envoyproxy/ratelimit's variables through getenv
@@ -161,9 +188,52 @@ func readRatelimitEnv(getenv func(string) string) (*ratelimitEnv, error) {
 	switch v := str("CONFIG_TYPE", "FILE"); v {
 	case "FILE":
 	case "GRPC_XDS_SOTW":
-		bad("CONFIG_TYPE", "the xDS configuration source is not offered: use FILE, the YAML files under RUNTIME_ROOT")
+		e.xds = &ratelimitXDS{url: str("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"), nodeID: str("CONFIG_GRPC_XDS_NODE_ID", "default")}
 	default:
-		bad("CONFIG_TYPE", "want FILE")
+		bad("CONFIG_TYPE", "want FILE or GRPC_XDS_SOTW")
+	}
+	if x := e.xds; x != nil {
+		// envoyproxy/ratelimit's reading: k=v pairs, an item without '='
+		// skipped (said here, once)
+		x.metadata = map[string]string{}
+		for _, item := range strings.Split(getenv("CONFIG_GRPC_XDS_NODE_METADATA"), ",") {
+			if k, v, ok := strings.Cut(item, "="); ok {
+				x.metadata[k] = v
+			} else if item != "" {
+				e.hints = append(e.hints, fmt.Sprintf("CONFIG_GRPC_XDS_NODE_METADATA: %q is not key=value, and is not sent (as envoyproxy/ratelimit skips it)", item))
+			}
+		}
+		// envconfig's map: k:v pairs, each with its ':'
+		x.headers = map[string]string{}
+		if v := getenv("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"); v != "" {
+			for _, item := range strings.Split(v, ",") {
+				k, v, ok := strings.Cut(item, ":")
+				if !ok || k == "" {
+					bad("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "want key:value[,key:value...]")
+					break
+				}
+				x.headers[strings.ToLower(k)] = v
+			}
+		}
+		x.retry, _ = duration("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", 3*time.Second)
+		if x.retry == 0 {
+			bad("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "want more than 0")
+		}
+		if v := getenv("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				bad("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "want a whole number of bytes")
+			} else {
+				x.maxMsg = n
+			}
+		}
+		if x.tls = boolean("CONFIG_GRPC_XDS_SERVER_USE_TLS", false); x.tls {
+			x.cert, x.key = getenv("CONFIG_GRPC_XDS_CLIENT_TLS_CERT"), getenv("CONFIG_GRPC_XDS_CLIENT_TLS_KEY")
+			x.ca, x.san = getenv("CONFIG_GRPC_XDS_SERVER_TLS_CACERT"), getenv("CONFIG_GRPC_XDS_SERVER_TLS_SAN")
+			if (x.cert == "") != (x.key == "") {
+				errs = append(errs, errors.New("CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY go together: the client's certificate and its key"))
+			}
+		}
 	}
 	switch v := str("BACKEND_TYPE", "redis"); v {
 	case "redis":
@@ -179,8 +249,9 @@ func readRatelimitEnv(getenv func(string) string) (*ratelimitEnv, error) {
 	e.config = filepath.Join(str("RUNTIME_ROOT", "/srv/runtime_data/current"), getenv("RUNTIME_SUBDIRECTORY"), str("RUNTIME_APPDIRECTORY", "config"))
 	boolean("RUNTIME_WATCH_ROOT", true) // either way the files are looked at every --reload
 	boolean("RUNTIME_IGNOREDOTFILES", false)
-	boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false)      // no effect with CONFIG_TYPE=FILE
-	boolean("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false) // rls starts only with a configuration
+	// with CONFIG_TYPE=FILE, no effect: rls starts only with a configuration
+	e.forceStart = boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false) && e.xds != nil
+	e.healthyWithConfig = boolean("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false) && e.xds != nil
 
 	e.http = net.JoinHostPort(str("HOST", "0.0.0.0"), port("PORT", 8080))
 	if uds := getenv("GRPC_UDS"); uds != "" {

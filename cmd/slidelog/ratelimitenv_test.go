@@ -83,9 +83,32 @@ func TestRatelimitEnvVariables(t *testing.T) {
 			}, []any{true, "/c", "/k", "/ca", true}},
 		{map[string]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR": "wait"}, func(e *ratelimitEnv) any { return e.ignored }, []string(nil)},
 		// read by envoyproxy/ratelimit only with the features rls refuses
-		// (xDS, memcached, a per-second Redis): ignored, as it ignores them
+		// (memcached, a per-second Redis) or with another CONFIG_TYPE (the
+		// xDS server's with FILE): ignored, as it ignores them
 		{map[string]string{"CONFIG_GRPC_XDS_SERVER_URL": "eg:18001", "MEMCACHE_HOST_PORT": "m:11211", "REDIS_PERSECOND_URL": "r2:6379"},
-			func(e *ratelimitEnv) any { return e.ignored }, []string(nil)},
+			func(e *ratelimitEnv) any { return []any{e.ignored, e.xds} }, []any{[]string(nil), (*ratelimitXDS)(nil)}},
+		// CONFIG_TYPE=GRPC_XDS_SOTW: the xDS server and its settings, at
+		// envoyproxy/ratelimit's defaults
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, func(e *ratelimitEnv) any { return *e.xds },
+			ratelimitXDS{url: "localhost:18000", nodeID: "default", metadata: map[string]string{}, headers: map[string]string{}, retry: 3 * time.Second}},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "envoy-gateway:18001", "CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit",
+			"CONFIG_GRPC_XDS_NODE_METADATA": "zone=a,team=x=y", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x-tenant:t1,Authorization:Bearer a:b",
+			"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "500ms", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "8388608",
+			"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/certs/tls.crt", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key",
+			"CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "envoy-gateway"},
+			func(e *ratelimitEnv) any { return *e.xds },
+			ratelimitXDS{url: "envoy-gateway:18001", nodeID: "envoy-ratelimit", metadata: map[string]string{"zone": "a", "team": "x=y"},
+				headers: map[string]string{"x-tenant": "t1", "authorization": "Bearer a:b"}, retry: 500 * time.Millisecond, maxMsg: 8388608,
+				tls: true, cert: "/certs/tls.crt", key: "/certs/tls.key", ca: "/certs/ca.crt", san: "envoy-gateway"}},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "FORCE_START_WITHOUT_INITIAL_CONFIG": "true", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true"},
+			func(e *ratelimitEnv) any { return []bool{e.forceStart, e.healthyWithConfig} }, []bool{true, true}},
+		// with FILE, they change nothing
+		{map[string]string{"FORCE_START_WITHOUT_INITIAL_CONFIG": "true", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true"},
+			func(e *ratelimitEnv) any { return []bool{e.forceStart, e.healthyWithConfig} }, []bool{false, false}},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "zone=a,oops"}, func(e *ratelimitEnv) any { return e.hints },
+			[]string{`CONFIG_GRPC_XDS_NODE_METADATA: "oops" is not key=value, and is not sent (as envoyproxy/ratelimit skips it)`}},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "5s"}, func(e *ratelimitEnv) any { return e.ignored },
+			[]string{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=5s: the xDS client waits CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL (±50%) before connecting again"}},
 		// set to their defaults, the ignored ones say nothing
 		{map[string]string{"USE_STATSD": "false", "DISABLE_STATS": "0", "STATS_FLUSH_INTERVAL": "10000ms", "FORCE_START_WITHOUT_INITIAL_CONFIG": "true"},
 			func(e *ratelimitEnv) any { return e.ignored }, []string(nil)},
@@ -108,8 +131,12 @@ func TestRatelimitEnvRefused(t *testing.T) {
 		vars map[string]string
 		want string
 	}{
-		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, `CONFIG_TYPE="GRPC_XDS_SOTW": the xDS configuration source is not offered`},
-		{map[string]string{"CONFIG_TYPE": "file"}, `CONFIG_TYPE="file": want FILE`},
+		{map[string]string{"CONFIG_TYPE": "file"}, `CONFIG_TYPE="file": want FILE or GRPC_XDS_SOTW`},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x-tenant=t1"}, `CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS="x-tenant=t1": want key:value`},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "3"}, `CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL="3": want a duration`},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "0s"}, `CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL="0s": want more than 0`},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "4MB"}, `XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES="4MB": want a whole number`},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/c"}, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY go together"},
 		{map[string]string{"BACKEND_TYPE": "memcache"}, `BACKEND_TYPE="memcache": memcached is not offered`},
 		{map[string]string{"REDIS_PERSECOND": "true"}, `REDIS_PERSECOND="true": a second Redis`},
 		{map[string]string{"REDIS_TYPE": "ring"}, `REDIS_TYPE="ring": want single, sentinel, cluster`},
@@ -141,7 +168,7 @@ func TestRatelimitEnvRefused(t *testing.T) {
 		}
 	}
 	// every refusal at once, each on a line of its own
-	_, err := readRatelimitEnv(getenvOf(map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "PORT": "x"}))
+	_, err := readRatelimitEnv(getenvOf(map[string]string{"CONFIG_TYPE": "XDS", "PORT": "x"}))
 	if err == nil || len(strings.Split(err.Error(), "\n")) != 2 {
 		t.Errorf("two refusals: %v", err)
 	}

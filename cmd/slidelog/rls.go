@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,7 +46,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 A rate limit service for Envoy (envoy.service.ratelimit.v3.RateLimitService
 over gRPC on --listen), reading envoyproxy/ratelimit's YAML configuration:
 --config (required) is a file, or a directory whose *.yaml files are each
-a domain.
+a domain; under --ratelimit-env, CONFIG_TYPE=GRPC_XDS_SOTW takes the
+configuration from an xDS server instead (CONFIG_GRPC_XDS_SERVER_URL).
 Each unit is a rolling window of its length, exact on Redis' clock
 (docs/envoy.md). The files are looked at every --reload and read again when
 they change; a configuration that does not load is refused, logged, and
@@ -118,7 +120,10 @@ flags:`)
 	if err != nil {
 		return err
 	}
-	if *config == "" {
+	// CONFIG_TYPE=GRPC_XDS_SOTW: the configuration from an xDS server,
+	// unless --config names files
+	xdsMode := rl != nil && rl.xds != nil && *config == ""
+	if *config == "" && !xdsMode {
 		return usagef("--config PATH is required (a YAML file or a directory of them)")
 	}
 	if *instances < 1 {
@@ -165,7 +170,12 @@ flags:`)
 	default:
 		return usagef("--policy %q: want closed, open or local", *policyName)
 	}
-	if _, err := envoyrls.LoadConfig(*config); err != nil {
+	var xdsTLS *tls.Config
+	if xdsMode {
+		if xdsTLS, err = xdsClientTLS(rl.xds); err != nil {
+			return usagef("CONFIG_GRPC_XDS_SERVER_USE_TLS: %w", err)
+		}
+	} else if _, err := envoyrls.LoadConfig(*config); err != nil {
 		return fmt.Errorf("--config: %w", err)
 	}
 	var grpcOpts []grpc.ServerOption
@@ -213,9 +223,42 @@ flags:`)
 	if err != nil {
 		return usagef("%w", err)
 	}
-	reloader, err := envoyrls.NewReloader(*config, srv, logger)
-	if err != nil {
-		return fmt.Errorf("--config: %w", err)
+	health := grpchealth.NewServer()
+	health.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING)
+	var src envoyrls.ConfigSource
+	var follow func(context.Context)
+	var healthy func(*envoyrls.Config) bool
+	var xds *envoyrls.XDS
+	if xdsMode {
+		// as envoyproxy/ratelimit: healthy whatever the configuration,
+		// unless HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED asks for a domain
+		healthy = func(*envoyrls.Config) bool { return true }
+		if rl.healthyWithConfig {
+			healthy = func(c *envoyrls.Config) bool { return c != nil && len(c.Domains()) > 0 }
+			health.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_NOT_SERVING)
+		}
+		xds, err = envoyrls.NewXDS(srv, envoyrls.XDSOptions{
+			ServerURL: rl.xds.url, NodeID: rl.xds.nodeID, NodeMetadata: rl.xds.metadata, Headers: rl.xds.headers,
+			TLS: xdsTLS, RetryInterval: rl.xds.retry, MaxRecvMsgSize: rl.xds.maxMsg, Logger: logger,
+			OnConfig: func(c *envoyrls.Config) {
+				st := healthpb.HealthCheckResponse_SERVING
+				if !healthy(c) {
+					st = healthpb.HealthCheckResponse_NOT_SERVING
+				}
+				health.SetServingStatus("ratelimit", st)
+			},
+		})
+		if err != nil {
+			return usagef("%w", err)
+		}
+		src, follow = xds, xds.Run
+	} else {
+		reloader, err := envoyrls.NewReloader(*config, srv, logger)
+		if err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		src = reloader
+		follow = func(ctx context.Context) { reloader.Run(ctx, *reload) }
 	}
 	if rl != nil {
 		// whatever LOG_LEVEL says: what is not done is never silent
@@ -225,7 +268,7 @@ flags:`)
 		for _, line := range rl.hints {
 			logAlways(logger, slog.LevelWarn, "envoyproxy/ratelimit variables", "hint", line)
 		}
-		if unread := unreadConfigFiles(*config); len(unread) > 0 {
+		if unread := unreadConfigFiles(*config); !xdsMode && len(unread) > 0 {
 			logAlways(logger, slog.LevelWarn, "files in the configuration directory that are not read (only *.yaml and *.yml directly in it are)", "dir", *config, "files", strings.Join(unread, ", "))
 		}
 	}
@@ -234,6 +277,22 @@ flags:`)
 	} else {
 		logger.Info("using redis", "addr", shown)
 		logCheck(rdb, 0, logger) // the limiter: no WithPrefix, no WithReplicas
+	}
+
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	followed := make(chan struct{})
+	go func() { follow(followCtx); close(followed) }()
+	defer func() { stopFollowing(); <-followed }()
+	if xdsMode && !rl.forceStart {
+		// as envoyproxy/ratelimit: nothing is served before the server's
+		// first configuration (FORCE_START_WITHOUT_INITIAL_CONFIG serves at once)
+		logger.Info("waiting for the xDS server's first configuration", "server", rl.xds.url, "node", rl.xds.nodeID)
+		select {
+		case <-xds.FirstResponse():
+		case <-ctx.Done():
+			return nil
+		}
 	}
 
 	var ls rlsListeners
@@ -261,13 +320,20 @@ flags:`)
 		}
 		ls.metricsPath = rl.metricsPath
 	}
-	cfg := srv.Config()
 	httpShown := "none"
 	if ls.http != nil {
 		httpShown = ls.http.Addr().String()
 	}
+	var domains []string
+	if cfg := srv.Config(); cfg != nil {
+		domains = cfg.Domains()
+	}
+	from := *config
+	if xdsMode {
+		from = "xDS server " + rl.xds.url + " (node " + rl.xds.nodeID + ")"
+	}
 	fmt.Fprintf(stdout, "rls: gRPC on %s, HTTP on %s; domains %s from %s; policy %s\n",
-		ls.grpc.Addr(), httpShown, strings.Join(cfg.Domains(), ", "), *config, *policyName)
+		ls.grpc.Addr(), httpShown, strings.Join(domains, ", "), from, *policyName)
 	for _, extra := range []struct {
 		name string
 		ln   net.Listener
@@ -276,20 +342,23 @@ flags:`)
 			logger.Info("listening", "for", extra.name, "addr", extra.ln.Addr().String())
 		}
 	}
-	return serveRLS(ctx, srv, reloader, &ls, grpcOpts, *reload, *grace, logger)
+	return serveRLS(ctx, srv, src, healthy, health, &ls, grpcOpts, *grace, logger)
 }
 
 // apply sets the flags of ptrs (by name) that were not given, and whose
 // SLIDELOG_ variable is unset, from e.
 func (e *ratelimitEnv) apply(given map[string]bool, ptrs map[string]any, fs *flag.FlagSet) {
 	values := map[string]any{
-		"config": e.config, "listen": e.grpc, "http": e.http, "debug": e.debug,
+		"listen": e.grpc, "http": e.http, "debug": e.debug,
 		"shadow": e.shadow, "headers": e.headers, "near-limit-ratio": e.nearLimit,
 		"tls-cert": e.tlsCert, "tls-key": e.tlsKey, "tls-client-ca": e.tlsClientCA,
 		"log-level": e.logLevel, "log-format": e.logFormat,
 	}
 	if e.prefix != "" {
 		values["prefix"] = e.prefix
+	}
+	if e.xds == nil { // with xDS, no files unless --config names them
+		values["config"] = e.config
 	}
 	for name, v := range values {
 		if given[name] || os.Getenv(flagVar(fs, name)) != "" {
@@ -362,19 +431,20 @@ func (l *rlsListeners) close() {
 	}
 }
 
-// serveRLS serves srv over gRPC (with grpcOpts) and its HTTP endpoints on
-// ls, reloading the configuration every reload, until ctx ends; then it
-// drains as serveUntilDone does.
-func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Reloader, ls *rlsListeners,
-	grpcOpts []grpc.ServerOption, reload, grace time.Duration, log *slog.Logger) error {
+// serveRLS serves srv over gRPC (with grpcOpts, and health: grpc.health.v1,
+// as envoyproxy/ratelimit, "" and "ratelimit" serving until the service
+// drains) and its HTTP endpoints on ls (/healthcheck by healthy, nil: the
+// Handler's default), until ctx ends; then it drains as serveUntilDone
+// does. src keeps the configuration.
+func serveRLS(ctx context.Context, srv *envoyrls.Server, src envoyrls.ConfigSource, healthy func(*envoyrls.Config) bool,
+	health *grpchealth.Server, ls *rlsListeners, grpcOpts []grpc.ServerOption, grace time.Duration, log *slog.Logger) error {
 	gs := grpc.NewServer(append(grpcOpts, grpc.ChainUnaryInterceptor(recoverUnary(log)))...)
 	rlsv3.RegisterRateLimitServiceServer(gs, srv)
-	// grpc.health.v1, as envoyproxy/ratelimit: "" and "ratelimit" serve
-	// until the service drains.
-	health := grpchealth.NewServer()
-	health.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, health)
-	h := envoyrls.NewHandler(srv, reloader)
+	h := envoyrls.NewHandler(srv, src)
+	if healthy != nil {
+		h.SetHealthy(healthy)
+	}
 	servers := []*http.Server{}
 	served := make(chan error, 5)
 	go func() { served <- gs.Serve(ls.grpc) }()
@@ -394,10 +464,7 @@ func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Relo
 	serveHTTP(ls.debug, debugHandler(h))
 	if ls.metrics != nil {
 		mux := http.NewServeMux()
-		mux.HandleFunc(ls.metricsPath, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-			_, _ = srv.Metrics().WriteTo(w)
-		})
+		mux.Handle(ls.metricsPath, srv.Metrics().Handler())
 		serveHTTP(ls.metrics, mux)
 	}
 	closeAll := func() {
@@ -405,9 +472,6 @@ func serveRLS(ctx context.Context, srv *envoyrls.Server, reloader *envoyrls.Relo
 			_ = hs.Close()
 		}
 	}
-	reloadCtx, stopReload := context.WithCancel(ctx)
-	defer stopReload()
-	go reloader.Run(reloadCtx, reload)
 	select {
 	case err := <-served:
 		gs.Stop()

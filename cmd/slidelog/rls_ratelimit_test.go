@@ -45,6 +45,10 @@ var ratelimitVars = []string{
 	"USE_STATSD", "CONFIG_TYPE", "CACHE_KEY_PREFIX", "SHADOW_MODE", "LIMIT_RESPONSE_HEADERS_ENABLED",
 	"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN",
 	"GRPC_SERVER_TLS_CA_CERT", "USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH",
+	"CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+	"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+	"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+	"FORCE_START_WITHOUT_INITIAL_CONFIG", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 	"SLIDELOG_RLS_HTTP", "SLIDELOG_RLS_LISTEN", "SLIDELOG_RLS_CONFIG", "SLIDELOG_RLS_PREFIX",
 }
 
@@ -170,10 +174,10 @@ func (r *rlsRun) stop(t *testing.T) (int, string) {
 // named); one it ignores is logged once, whatever LOG_LEVEL says.
 func TestRatelimitEnvAtStartUp(t *testing.T) {
 	vars := istioVars(t, redistest.Start(t), ratelimitConfig)
-	vars["CONFIG_TYPE"], vars["REDIS_TIMEOUT"] = "GRPC_XDS_SOTW", "soon"
+	vars["CONFIG_TYPE"], vars["REDIS_TIMEOUT"] = "GRPC_XDS_DELTA", "soon"
 	setVars(t, vars)
 	code, _, errs := runDone(argsFor("ratelimit", nil)...)
-	if code != 2 || !strings.Contains(errs, `CONFIG_TYPE="GRPC_XDS_SOTW": the xDS configuration source is not offered`) ||
+	if code != 2 || !strings.Contains(errs, `CONFIG_TYPE="GRPC_XDS_DELTA": want FILE or GRPC_XDS_SOTW`) ||
 		!strings.Contains(errs, `REDIS_TIMEOUT="soon"`) {
 		t.Fatalf("exit %d:\n%s", code, errs)
 	}

@@ -219,3 +219,33 @@ func ratelimitRedisClient(r ratelimitRedis) (rdb redis.UniversalClient, shown st
 	}
 	return redis.NewClient(o), o.Network + " " + o.Addr, nil
 }
+
+// xdsClientTLS is the TLS of the connection to the xDS server that
+// CONFIG_GRPC_XDS_* ask for, as envoyproxy/ratelimit makes it: the
+// system's roots and CONFIG_GRPC_XDS_SERVER_TLS_CACERT's, a client
+// certificate (CONFIG_GRPC_XDS_CLIENT_TLS_CERT and _KEY), the server's
+// name to verify (CONFIG_GRPC_XDS_SERVER_TLS_SAN; else the URL's host).
+// nil without CONFIG_GRPC_XDS_SERVER_USE_TLS.
+func xdsClientTLS(x *ratelimitXDS) (*tls.Config, error) {
+	if !x.tls {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: x.san}
+	if x.ca != "" {
+		roots, err := x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool()
+		}
+		if cfg.RootCAs, err = readPool(roots, x.ca); err != nil {
+			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT: %w", err)
+		}
+	}
+	if x.cert != "" {
+		pair, err := tls.LoadX509KeyPair(x.cert, x.key)
+		if err != nil {
+			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_CERT, _KEY: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}

@@ -162,20 +162,28 @@ func ParseConfig(files ...File) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		if root.Domain == "" {
-			return nil, &ConfigError{f.Name, "config file cannot have empty domain"}
-		}
-		if _, ok := c.domains[root.Domain]; ok {
-			return nil, &ConfigError{f.Name, fmt.Sprintf("duplicate domain '%s' in config file", root.Domain)}
-		}
-		d := &node{children: map[string]*node{}}
-		if err := d.load(c, f.Name, root.Domain+".", root.Descriptors); err != nil {
+		if err := c.add(f.Name, root); err != nil {
 			return nil, err
 		}
-		c.domains[root.Domain] = d
-		c.files = append(c.files, f.Name)
 	}
 	return c, nil
+}
+
+// add loads root, the domain of the file (or xDS resource) name.
+func (c *Config) add(name string, root *yamlRoot) error {
+	if root.Domain == "" {
+		return &ConfigError{name, "config file cannot have empty domain"}
+	}
+	if _, ok := c.domains[root.Domain]; ok {
+		return &ConfigError{name, fmt.Sprintf("duplicate domain '%s' in config file", root.Domain)}
+	}
+	d := &node{children: map[string]*node{}}
+	if err := d.load(c, name, root.Domain+".", root.Descriptors); err != nil {
+		return err
+	}
+	c.domains[root.Domain] = d
+	c.files = append(c.files, name)
+	return nil
 }
 
 // File is a configuration file's name and content.

@@ -22,30 +22,52 @@ import (
 //	              Redis unavailable, 500 a bug
 //	/rlconfig     the configuration in force, a line per rule, and the last
 //	              reload's error if it was refused
-//	/metrics      the counters, in Prometheus' text format
+//	/metrics      the metrics (Metrics.Handler)
 type Handler struct {
 	mux      *http.ServeMux
 	server   *Server
-	reloader *Reloader
+	source   ConfigSource
+	healthy  func(*Config) bool
 	draining atomic.Bool
+}
+
+// A ConfigSource keeps a Server's configuration (a Reloader, an XDS
+// client): Status is when the configuration in force was loaded, and the
+// error of the last one offered if it was refused.
+type ConfigSource interface {
+	Status() (loadedAt, errAt time.Time, err error)
 }
 
 // maxJSONBody bounds a /json request's body.
 const maxJSONBody = 1 << 20
 
-// NewHandler serves s's endpoints; reloader (may be nil) tells /rlconfig
-// when the configuration was loaded and why a reload was refused.
-func NewHandler(s *Server, reloader *Reloader) *Handler {
-	h := &Handler{mux: http.NewServeMux(), server: s, reloader: reloader}
+// NewHandler serves s's endpoints; source (may be nil) tells /rlconfig
+// when the configuration was loaded and why the last one offered was
+// refused.
+func NewHandler(s *Server, source ConfigSource) *Handler {
+	switch src := source.(type) {
+	case *Reloader:
+		if src == nil {
+			source = nil
+		}
+	case *XDS:
+		if src == nil {
+			source = nil
+		}
+	}
+	h := &Handler{mux: http.NewServeMux(), server: s, source: source, healthy: func(c *Config) bool { return c != nil }}
 	h.mux.HandleFunc("/healthcheck", h.health)
 	h.mux.HandleFunc("/json", h.json)
 	h.mux.HandleFunc("/rlconfig", h.rlconfig)
-	h.mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = s.metrics.WriteTo(w)
-	})
+	h.mux.Handle("/metrics", s.metrics.Handler())
 	return h
 }
+
+// SetHealthy replaces the rule of /healthcheck's answer while the
+// service is not draining: healthy(the configuration in force, nil if
+// none) true is 200, false 500. The default is healthy with a
+// configuration in force. Call it before serving.
+func (h *Handler) SetHealthy(healthy func(*Config) bool) { h.healthy = healthy }
 
 // Drain makes /healthcheck answer 500, so that a load balancer stops
 // sending work while the service stops.
@@ -57,7 +79,7 @@ func (h *Handler) health(w http.ResponseWriter, _ *http.Request) {
 	switch {
 	case h.draining.Load():
 		http.Error(w, "draining", http.StatusInternalServerError)
-	case h.server.Config() == nil:
+	case !h.healthy(h.server.Config()):
 		http.Error(w, "no configuration", http.StatusInternalServerError)
 	default:
 		_, _ = io.WriteString(w, "OK")
@@ -115,9 +137,9 @@ func (h *Handler) rlconfig(w http.ResponseWriter, _ *http.Request) {
 	} else {
 		b.WriteString(cfg.String())
 	}
-	if h.reloader != nil {
-		loaded, errAt, err := h.reloader.Status()
-		if cfg != nil {
+	if h.source != nil {
+		loaded, errAt, err := h.source.Status()
+		if cfg != nil && !loaded.IsZero() {
 			fmt.Fprintf(&b, "\n# loaded %s from %s\n", loaded.UTC().Format(time.RFC3339), strings.Join(cfg.Files(), ", "))
 		}
 		if err != nil {

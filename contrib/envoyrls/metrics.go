@@ -1,15 +1,26 @@
 package envoyrls
 
 import (
-	"bufio"
-	"fmt"
+	"context"
+	"errors"
 	"io"
-	"sort"
+	"net"
+	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
 )
 
 // Metrics are the service's counters, per domain and rule: the rule's place
@@ -27,6 +38,11 @@ type Metrics struct {
 	configLoadSuccess, configLoadError atomic.Uint64
 	redisError, serviceError           atomic.Uint64
 	refundError, globalShadow          atomic.Uint64
+
+	latency    prometheus.Histogram
+	calls      prometheus.Counter
+	redisKinds *prometheus.CounterVec
+	registry   *prometheus.Registry
 }
 
 // maxDomains bounds the unknown domains counted one by one; past it they
@@ -52,8 +68,30 @@ type RuleCounts struct {
 	TotalHits, OverLimit, NearLimit, WithinLimit, ShadowMode uint64
 }
 
+// latencyBuckets are ShouldRateLimit's latency histogram's, in seconds:
+// from 250µs (a decision on a near Redis) to 10s.
+var latencyBuckets = []float64{0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
 func newMetrics() *Metrics {
-	return &Metrics{rules: map[ruleID]*counters{}, overrides: map[string]int{}, notFound: map[string]*atomic.Uint64{}}
+	m := &Metrics{rules: map[ruleID]*counters{}, overrides: map[string]int{}, notFound: map[string]*atomic.Uint64{}}
+	method := prometheus.Labels{"grpc_method": "ShouldRateLimit"}
+	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "ratelimit_service_response_time_seconds", Help: "ShouldRateLimit's time to answer, in seconds.",
+		ConstLabels: method, Buckets: latencyBuckets,
+	})
+	m.calls = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ratelimit_service_total_requests", Help: "ShouldRateLimit calls.", ConstLabels: method,
+	})
+	m.redisKinds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_service_redis_error", Help: "requests failed because of Redis, by kind: breaker_open, timeout, connection, reply, other.",
+	}, []string{"kind"})
+	for _, k := range []string{kindBreakerOpen, kindTimeout, kindConnection, kindReply, kindOther} {
+		m.redisKinds.WithLabelValues(k)
+	}
+	m.registry = prometheus.NewRegistry()
+	m.registry.MustRegister(m, m.latency, m.calls, m.redisKinds,
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	return m
 }
 
 // override is the counters of a descriptor with a limit override in
@@ -143,78 +181,151 @@ func (m *Metrics) ConfigLoaded(ok bool) {
 	}
 }
 
-// WriteTo writes the counters in Prometheus' text format, named as
-// envoyproxy/ratelimit's statsd names map to Prometheus
-// (ratelimit_service_rate_limit_total_hits, ...), with the labels domain
-// and rule.
-func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
-	bw := bufio.NewWriter(w)
-	cw := &countWriter{w: bw}
-	m.mu.RLock()
-	ids := make([]ruleID, 0, len(m.rules))
-	for id := range m.rules {
-		ids = append(ids, id)
+// The families' descriptions: today's counters, per rule and not.
+var (
+	ruleLabels   = []string{"domain", "rule"}
+	ruleFamilies = []struct {
+		desc *prometheus.Desc
+		get  func(*counters) uint64
+	}{
+		{ruleDesc("total_hits", "hits asked for, per rule"), func(c *counters) uint64 { return c.total.Load() }},
+		{ruleDesc("over_limit", "hits denied, per rule (shadow_mode rules too)"), func(c *counters) uint64 { return c.over.Load() }},
+		{ruleDesc("near_limit", "hits admitted past NEAR_LIMIT_RATIO of the limit, per rule"), func(c *counters) uint64 { return c.near.Load() }},
+		{ruleDesc("within_limit", "hits admitted, per rule"), func(c *counters) uint64 { return c.within.Load() }},
+		{ruleDesc("shadow_mode", "hits a shadow_mode rule admitted though over its limit"), func(c *counters) uint64 { return c.shadow.Load() }},
 	}
-	domains := make([]string, 0, len(m.notFound))
-	for d := range m.notFound {
-		domains = append(domains, d)
+	domainNotFoundDesc = prometheus.NewDesc("ratelimit_service_domain_not_found", "requests for a domain the configuration lacks.", []string{"domain"}, nil)
+	plainFamilies      = []struct {
+		desc *prometheus.Desc
+		get  func(*Metrics) uint64
+	}{
+		{plainDesc("ratelimit_service_config_load_success", "configurations loaded"), func(m *Metrics) uint64 { return m.configLoadSuccess.Load() }},
+		{plainDesc("ratelimit_service_config_load_error", "configurations refused (the last good one stayed)"), func(m *Metrics) uint64 { return m.configLoadError.Load() }},
+		{plainDesc("ratelimit_service_call_should_rate_limit_redis_error", "requests failed: Redis unavailable"), func(m *Metrics) uint64 { return m.redisError.Load() }},
+		{plainDesc("ratelimit_service_call_should_rate_limit_service_error", "requests refused: empty domain or descriptors, no configuration, a bug"), func(m *Metrics) uint64 { return m.serviceError.Load() }},
+		{plainDesc("ratelimit_service_refund_error", "take-backs that failed (the events stay until they leave their window)"), func(m *Metrics) uint64 { return m.refundError.Load() }},
+		{plainDesc("ratelimit_service_global_shadow_mode", "requests answered OK by the global shadow mode though over a limit"), func(m *Metrics) uint64 { return m.globalShadow.Load() }},
+	}
+	shouldRateLimitErrorDesc = prometheus.NewDesc("ratelimit_service_should_rate_limit_error", "requests failed, by err_type: redis_error (Redis unavailable), service_error (refused: empty domain or descriptors, no configuration, a bug).", []string{"err_type"}, nil)
+)
+
+func ruleDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc("ratelimit_service_rate_limit_"+name, help+".", ruleLabels, nil)
+}
+
+func plainDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help+".", nil, nil)
+}
+
+// Describe is prometheus.Collector's: the counters' families.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range ruleFamilies {
+		ch <- f.desc
+	}
+	ch <- domainNotFoundDesc
+	for _, f := range plainFamilies {
+		ch <- f.desc
+	}
+	ch <- shouldRateLimitErrorDesc
+}
+
+// Collect is prometheus.Collector's: the counters, per domain and rule
+// (bounded: see Metrics).
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.RLock()
+	rules := make(map[ruleID]*counters, len(m.rules))
+	for id, c := range m.rules {
+		rules[id] = c
+	}
+	notFound := make(map[string]*atomic.Uint64, len(m.notFound))
+	for d, c := range m.notFound {
+		notFound[d] = c
 	}
 	m.mu.RUnlock()
-	sort.Slice(ids, func(i, j int) bool {
-		if ids[i].domain != ids[j].domain {
-			return ids[i].domain < ids[j].domain
-		}
-		return ids[i].rule < ids[j].rule
-	})
-	sort.Strings(domains)
-	for _, s := range []struct {
-		name, help string
-		get        func(*counters) uint64
-	}{
-		{"total_hits", "hits asked for, per rule", func(c *counters) uint64 { return c.total.Load() }},
-		{"over_limit", "hits denied, per rule (shadow_mode rules too)", func(c *counters) uint64 { return c.over.Load() }},
-		{"near_limit", "hits admitted past NEAR_LIMIT_RATIO of the limit, per rule", func(c *counters) uint64 { return c.near.Load() }},
-		{"within_limit", "hits admitted, per rule", func(c *counters) uint64 { return c.within.Load() }},
-		{"shadow_mode", "hits a shadow_mode rule admitted though over its limit", func(c *counters) uint64 { return c.shadow.Load() }},
-	} {
-		name := "ratelimit_service_rate_limit_" + s.name
-		fmt.Fprintf(cw, "# HELP %s %s.\n# TYPE %s counter\n", name, s.help, name)
-		for _, id := range ids {
-			m.mu.RLock()
-			c := m.rules[id]
-			m.mu.RUnlock()
-			fmt.Fprintf(cw, "%s{domain=%s,rule=%s} %d\n", name, label(id.domain), label(id.rule), s.get(c))
+	for _, f := range ruleFamilies {
+		for id, c := range rules {
+			ch <- prometheus.MustNewConstMetric(f.desc, prometheus.CounterValue, float64(f.get(c)), id.domain, id.rule)
 		}
 	}
-	fmt.Fprintf(cw, "# HELP ratelimit_service_domain_not_found requests for a domain the configuration lacks.\n# TYPE ratelimit_service_domain_not_found counter\n")
-	for _, d := range domains {
-		m.mu.RLock()
-		n := m.notFound[d].Load()
-		m.mu.RUnlock()
-		fmt.Fprintf(cw, "ratelimit_service_domain_not_found{domain=%s} %d\n", label(d), n)
+	for d, c := range notFound {
+		ch <- prometheus.MustNewConstMetric(domainNotFoundDesc, prometheus.CounterValue, float64(c.Load()), d)
 	}
-	for _, s := range []struct {
-		name, help string
-		v          *atomic.Uint64
-	}{
-		{"ratelimit_service_config_load_success", "configurations loaded", &m.configLoadSuccess},
-		{"ratelimit_service_config_load_error", "configurations refused (the last good one stayed)", &m.configLoadError},
-		{"ratelimit_service_call_should_rate_limit_redis_error", "requests failed: Redis unavailable", &m.redisError},
-		{"ratelimit_service_call_should_rate_limit_service_error", "requests refused: empty domain or descriptors, no configuration, a bug", &m.serviceError},
-		{"ratelimit_service_refund_error", "take-backs that failed (the events stay until they leave their window)", &m.refundError},
-		{"ratelimit_service_global_shadow_mode", "requests answered OK by the global shadow mode though over a limit", &m.globalShadow},
-	} {
-		fmt.Fprintf(cw, "# HELP %s %s.\n# TYPE %s counter\n%s %d\n", s.name, s.help, s.name, s.name, s.v.Load())
+	for _, f := range plainFamilies {
+		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.CounterValue, float64(f.get(m)))
 	}
-	if err := bw.Flush(); err != nil {
-		return cw.n, err
+	ch <- prometheus.MustNewConstMetric(shouldRateLimitErrorDesc, prometheus.CounterValue, float64(m.redisError.Load()), "redis_error")
+	ch <- prometheus.MustNewConstMetric(shouldRateLimitErrorDesc, prometheus.CounterValue, float64(m.serviceError.Load()), "service_error")
+}
+
+// Registry is the registry /metrics serves: the counters (Metrics itself,
+// a prometheus.Collector), ShouldRateLimit's latency histogram and call
+// counter, the Redis errors by kind, and the process and Go runtime
+// collectors. Register more on it to serve them too.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves Registry in Prometheus' exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// WriteTo writes Registry's metrics in Prometheus' text format: the
+// counters named as envoyproxy/ratelimit's statsd names map to Prometheus
+// (ratelimit_service_rate_limit_total_hits, ...), with the labels domain
+// and rule, and the others.
+func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
+	mfs, err := m.registry.Gather()
+	if err != nil {
+		return 0, err
+	}
+	cw := &countWriter{w: w}
+	enc := expfmt.NewEncoder(cw, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return cw.n, err
+		}
 	}
 	return cw.n, cw.err
 }
 
-// label is a Prometheus label value, quoted and escaped.
-func label(s string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) + `"`
+// observe counts a ShouldRateLimit call that took d.
+func (m *Metrics) observe(d time.Duration) {
+	m.calls.Inc()
+	m.latency.Observe(d.Seconds())
+}
+
+// redisErrorKinds are the kinds of Redis errors counted one by one.
+const (
+	kindBreakerOpen = "breaker_open" // not asked: Redis was found unreachable (slidelog.ErrBreakerOpen)
+	kindTimeout     = "timeout"      // a deadline passed (--deadline, a read or write timeout)
+	kindConnection  = "connection"   // dial refused, connection reset or closed
+	kindReply       = "reply"        // Redis answered an error (LOADING, READONLY, OOM, ...)
+	kindOther       = "other"
+)
+
+// redisErrorKind is the kind of a decision's Redis error.
+func redisErrorKind(err error) string {
+	var netErr net.Error
+	var redisErr redis.Error
+	switch {
+	case errors.Is(err, slidelog.ErrBreakerOpen):
+		return kindBreakerOpen
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &netErr) && netErr.Timeout():
+		return kindTimeout
+	case errors.As(err, &redisErr):
+		return kindReply
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.As(err, new(*net.OpError)):
+		return kindConnection
+	}
+	return kindOther
+}
+
+// redisFailed counts a decision's Redis error, by kind.
+func (m *Metrics) redisFailed(err error) {
+	m.redisError.Add(1)
+	m.redisKinds.WithLabelValues(redisErrorKind(err)).Inc()
 }
 
 type countWriter struct {

@@ -170,10 +170,12 @@ func serviceError(msg string) error { return status.Error(codes.Unknown, msg) }
 // fails the call with INTERNAL, logged with its stack, and the service goes
 // on: what a decision recorded before it panicked stays counted.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (resp *rlsv3.RateLimitResponse, err error) {
+	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {
 			resp, err = nil, s.grpcError(ctx, s.panicked(p))
 		}
+		s.metrics.observe(time.Since(start))
 	}()
 	return s.shouldRateLimit(ctx, req)
 }
@@ -708,6 +710,6 @@ func (s *Server) grpcError(ctx context.Context, err error) error {
 		s.opts.Logger.Error("envoyrls: decision failed", "err", err)
 		return status.Error(codes.Internal, err.Error())
 	}
-	s.metrics.redisError.Add(1)
+	s.metrics.redisFailed(err)
 	return status.Error(codes.Unavailable, "rate limit service: redis unavailable: "+err.Error())
 }

@@ -503,7 +503,7 @@ descriptors:
 // is OVER_LIMIT without Redis, as envoyproxy/ratelimit answers it; an
 // override of 0 denies every hit.
 func TestHugeHitsAndOverride(t *testing.T) {
-	prefix := fmt.Sprintf("rlshuge:%d:", os.Getpid())
+	prefix := fmt.Sprintf("rlshuge:%d:%d:", os.Getpid(), prefixes.Add(1))
 	e := start(t, `
 domain: d
 descriptors:
@@ -660,7 +660,7 @@ descriptors:
 // bounded length; more than MaxDescriptors descriptors fail the call
 // before anything is decided.
 func TestRequestSizes(t *testing.T) {
-	prefix := fmt.Sprintf("rlssizes:%d:", os.Getpid())
+	prefix := fmt.Sprintf("rlssizes:%d:%d:", os.Getpid(), prefixes.Add(1))
 	e := start(t, `
 domain: d
 descriptors:
