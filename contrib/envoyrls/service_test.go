@@ -290,9 +290,11 @@ descriptors:
 	}
 	// Concurrent requests with several descriptors never over-admit, and
 	// leave in each log exactly the admitted requests' events. They may
-	// admit fewer than a's 5: a request admitted by a and denied by b holds
-	// a's slot until it is taken back, and a request decided meanwhile is
-	// denied by a (never the other way round).
+	// admit fewer than a's 5, even none: a request admitted by a and denied
+	// by b holds a's slot until it is taken back, and a request decided
+	// meanwhile is denied by a (never the other way round); b's slots may be
+	// held so by requests a denied (on a busy machine all 5 of a's slots
+	// went to requests b denied).
 	e2 := start(t, `
 domain: d
 descriptors:
@@ -317,8 +319,8 @@ descriptors:
 		}()
 	}
 	wg.Wait()
-	if ok < 1 || ok > 5 {
-		t.Fatalf("40 concurrent requests: %d admitted, want 1 to 5", ok)
+	if ok > 5 {
+		t.Fatalf("40 concurrent requests: %d admitted, want 5 at most", ok)
 	}
 	if r := e2.ask(t, "d", 0, withHits(desc("a", "x"), 0)); r.Statuses[0].LimitRemaining != uint32(5-ok) {
 		t.Fatalf("a after: remaining %d, want %d (5 - the %d admitted requests)", r.Statuses[0].LimitRemaining, 5-ok, ok)
