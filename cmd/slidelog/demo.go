@@ -104,8 +104,12 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	defer cancel()
 
 	// The watcher reads the log every quarter window; an event lives a whole
-	// window, so it sees every admitted event with its server timestamp.
+	// window, so it sees every admitted event with its server timestamp,
+	// unless a read comes back more than a window after the one before it
+	// was sent (a busy machine held the watcher up): then behind is set, and
+	// events of that gap may have come and gone unseen.
 	seen := map[string]int64{}
+	var behind bool
 	var watchErr error
 	watchDone := make(chan struct{})
 	go func() {
@@ -113,11 +117,15 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		tick := time.NewTicker(cfg.window / 4)
 		defer tick.Stop()
 		watchErr = recovered(func() error {
+			last := time.Now()
 			for {
+				sent := time.Now()
 				zs, err := watchClient.ZRangeWithScores(context.Background(), prefix+key, 0, -1).Result()
 				if err != nil {
 					return err
 				}
+				behind = behind || time.Since(last) >= cfg.window
+				last = sent
 				for _, z := range zs {
 					seen[z.Member.(string)] = int64(z.Score)
 				}
@@ -214,6 +222,7 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		return fmt.Errorf("watcher: %w", watchErr)
 	}
 	// A last read: events admitted in the final quarter window.
+	lastSent := time.Now()
 	zs, err := watchClient.ZRangeWithScores(ctx, prefix+key, 0, -1).Result()
 	if err != nil {
 		return fmt.Errorf("watcher: %w", err)
@@ -221,6 +230,7 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	for _, z := range zs {
 		seen[z.Member.(string)] = int64(z.Score)
 	}
+	behind = behind || time.Since(lastSent) >= cfg.window
 	watchClient.Del(ctx, prefix+key)
 
 	times := make([]int64, 0, len(seen))
@@ -233,8 +243,13 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	if most > cfg.events {
 		return fmt.Errorf("limit exceeded: %d events in one window", most)
 	}
-	if int64(len(times)) != totalAdmitted.Load() {
+	if n := int64(len(times)); n > totalAdmitted.Load() || (n < totalAdmitted.Load() && !behind) {
 		return fmt.Errorf("the log showed %d events but callers were told %d were admitted", len(times), totalAdmitted.Load())
+	}
+	if int64(len(times)) < totalAdmitted.Load() {
+		fmt.Fprintf(out, "the watcher was held up for longer than a window (a busy machine): %d admitted events left the log unseen\n", totalAdmitted.Load()-int64(len(times)))
+		fmt.Fprintln(out, "ok: the limit held in every window the watcher saw")
+		return nil
 	}
 	fmt.Fprintln(out, "ok: the limit held in every window")
 	return nil
