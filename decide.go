@@ -206,7 +206,7 @@ func (l *Limiter) allArgsAt(q *request, at time.Time, arg *idArg) (keys []string
 	for _, lim := range limits {
 		if lim.Calendar() {
 			keys = append(keys, quotaKey(base, lim))
-			args = append(args, lim.Events, lim.bounds(at))
+			args = append(args, lim.Events, lim.calendar().Bounds(at))
 			continue
 		}
 		keys = append(keys, windowKey(base, lim.Window))

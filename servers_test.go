@@ -71,3 +71,20 @@ func TestMain(m *testing.M) {
 func uniqueKey(t testing.TB) string {
 	return fmt.Sprintf("%s:%d", t.Name(), time.Now().UnixNano())
 }
+
+func mustLoad(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatalf("tzdata: %v", err)
+	}
+	return loc
+}
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
