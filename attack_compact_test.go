@@ -20,6 +20,8 @@ import (
 
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/redistest"
+
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // attackServer is a server an attack runs on: miniredis (its clock set by
@@ -615,7 +617,7 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 			if r.IntN(5) == 0 {
 				d.n = 1 + r.IntN(100)
 			}
-			id := ids.reserve(d.n)
+			id := ids.Process().Reserve(d.n)
 			sid := string(id[:])
 			if r.IntN(7) == 0 {
 				d.peek, d.n, sid = true, 1, ""
@@ -636,7 +638,7 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 			default:
 				if d.peek {
 					d.peek, d.n = false, 1
-					id := ids.reserve(1)
+					id := ids.Process().Reserve(1)
 					sid = string(id[:])
 				}
 				d.all, d.limits = true, all
@@ -1058,7 +1060,7 @@ func TestAttackForeignStringInSharedCallLeavesLogsWithoutExpiry(t *testing.T) {
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
 	rdb.Set(ctx, prefix+"foreign", "slc1: some other program's value, forty bytes or more", 0)
-	id := ids.reserve(100)
+	id := ids.Process().Reserve(100)
 	v, err := decideScript.Run(ctx, rdb, []string{prefix + "new", prefix + "foreign"},
 		100, string(id[:]), 1000, -time.Minute.Microseconds(),
 		1, "", 1000, -time.Minute.Microseconds()).Result()

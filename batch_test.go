@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // pipeCounter counts the pipelines a client sends.
@@ -161,8 +163,8 @@ func TestSharedCallWrongTypeAlone(t *testing.T) {
 			for _, key := range []string{"a", "bad", "c"} {
 				c := &call{n: 1, events: int64(lim.Events), window: lim.micros()}
 				c.key[0] = prefix + key
-				c.id = ids.reserve(1)
-				c.arg.set(c.id)
+				c.id = ids.Process().Reserve(1)
+				c.arg.Set(c.id)
 				c.args = [4]any{&c.n, &c.arg, &c.events, &c.window}
 				ps = append(ps, &pending{ctx: ctx, keys: c.key[:], args: c.args[:], done: make(chan struct{})})
 			}

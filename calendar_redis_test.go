@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // calendarAt sets the miniredis clock to the instant s (RFC 3339).
@@ -174,7 +176,7 @@ func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 	var args []any
 	for range 3 {
 		arg := &idArg{}
-		arg.set(ids.reserve(1))
+		arg.Set(ids.Process().Reserve(1))
 		k, a := l.allArgsAt(q, before, arg)
 		keys, args = append(keys, k...), append(args, a...)
 	}
@@ -225,7 +227,7 @@ func TestCalendarRetryCountsOnce(t *testing.T) {
 	quota := Daily(5, time.UTC)
 	q := &request{op: opAllowAll, key: "k", limits: []Limit{quota}, n: 2}
 	arg := &idArg{}
-	arg.set(ids.reserve(2))
+	arg.Set(ids.Process().Reserve(2))
 	keys, args := l.allArgsAt(q, now, arg)
 	for i := range 3 { // the first write, then two retries (marked)
 		v, err := decideScript.Run(ctx, m.rdb, keys, args...).Result()

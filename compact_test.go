@@ -305,8 +305,8 @@ func TestCompactOldRetryCountsTwice(t *testing.T) {
 	resend := func() Result {
 		t.Helper()
 		arg := idArg{}
-		arg.set(first.handle.id)
-		arg.writes.Store(1) // the ninth byte: a call that may have been sent before
+		arg.Set(first.handle.id)
+		_, _ = arg.MarshalBinary() // a first write: the next carries the ninth byte, as a call that may have been sent before
 		v, err := decideScript.Run(ctx, m.rdb, []string{"slidelog:k"}, 1, &arg, 1000, -lim.micros()).Result()
 		if err != nil {
 			t.Fatal(err)

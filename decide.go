@@ -37,9 +37,9 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	var arg *idArg // a call with calendar quotas: its id, kept if it is sent again
 	if q.op == opAllowAll || q.limit.Calendar() {
 		if record {
-			id = ids.reserve(q.n)
+			id = l.ids.Reserve(q.n)
 			arg = &idArg{}
-			arg.set(id)
+			arg.Set(id)
 		}
 		keys, args = l.allArgsAt(q, l.clock(), arg)
 	} else {
@@ -50,8 +50,8 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		c.key[0] = l.prefix + q.key
 		c.args = [4]any{&c.n, "", &c.events, &c.window} // Peek: no id
 		if record {
-			c.id = ids.reserve(q.n)
-			c.arg.set(c.id)
+			c.id = l.ids.Reserve(q.n)
+			c.arg.Set(c.id)
 			c.args[1] = &c.arg
 		}
 		keys, args, id = c.key[:], c.args[:], c.id
@@ -176,9 +176,9 @@ func handle(q *request, keys []string, id [idLen]byte) Handle {
 
 // allArgs is AllowAll's script call: a log per limit, then their index.
 func (l *Limiter) allArgs(q *request) (keys []string, args []any, id [idLen]byte) {
-	id = ids.reserve(q.n)
+	id = l.ids.Reserve(q.n)
 	arg := &idArg{}
-	arg.set(id)
+	arg.Set(id)
 	keys, args = l.allArgsAt(q, time.Now(), arg)
 	return keys, args, id
 }

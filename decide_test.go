@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // script.lua's reply is decoded exactly, whichever way the server printed
@@ -73,7 +75,7 @@ func TestDecodeSeveralLimits(t *testing.T) {
 
 // decision is a decision's script arguments, as the Redis layer sends them.
 func decision(key string, n int, limit Limit) ([]string, []any) {
-	id := ids.reserve(n)
+	id := ids.Process().Reserve(n)
 	return []string{key}, []any{n, string(id[:]), limit.Events, limit.micros()}
 }
 

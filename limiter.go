@@ -27,6 +27,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
 
@@ -92,6 +93,7 @@ type Limiter struct {
 	breaker   breaker          // whether Redis is known to be unreachable (breaker.go)
 	waits     waiting.Lines    // Wait's callers, in line per key
 	clock     func() time.Time // this process's clock: only where calendar periods are guessed before Redis' TIME is known
+	ids       *ids.Source      // event ids: the process's (member.go)
 }
 
 // defaultBatch is the most decisions one pipeline carries by default.
@@ -113,7 +115,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		panic("slidelog: New: " + strings.Join(mistakes, "; "))
 	}
 	l := &Limiter{rdb: rdb, prefix: c.prefix, name: c.name, policy: c.policy, shadow: c.shadow, hook: c.hook,
-		timeout: c.timeout, maxEvents: c.maxEvents, clock: time.Now}
+		timeout: c.timeout, maxEvents: c.maxEvents, clock: time.Now, ids: ids.Process()}
 	if c.denyCache {
 		l.deny = newDenyCache(time.Now)
 	}
