@@ -34,6 +34,7 @@ type pipeliner interface {
 type batcher struct {
 	rdb       pipeliner
 	scripter  redis.Scripter // the same client, for a lone caller's own call
+	script    *redis.Script  // the decision script
 	max       int            // most decisions in one pipeline
 	inFlight  int            // most pipelines (and lone calls) in flight at once: pipelinesInFlight, or ackedPipelinesInFlight
 	merge     merge          // which single-limit decisions share script calls
@@ -67,11 +68,6 @@ const (
 	yieldBackoff = 100 * time.Millisecond
 )
 
-// clockStart is the origin of monotonic: a process's monotonic clock.
-var clockStart = time.Now()
-
-func monotonic() int64 { return int64(time.Since(clockStart)) }
-
 // yield yields, unless a recent yield was slow.
 func (y *yielder) yield() {
 	t := y.now()
@@ -92,12 +88,14 @@ func (y *yielder) yield() {
 // slot; anything else (a *redis.Ring, whose shard hash is its own), one
 // decision per call. With acks (WithReplicas), pipelines go acknowledged;
 // what a caller who left was admitted goes to takeBacks.
-func newBatcher(rdb redis.Scripter, max int, acks *acks, takeBacks *takeBacks) *batcher {
-	b := &batcher{rdb: rdb.(pipeliner), scripter: rdb, max: max, inFlight: pipelinesInFlight, acks: acks, takeBacks: takeBacks}
+func newBatcher(rdb redis.Scripter, script *redis.Script, max int, acks *acks, takeBacks *takeBacks) *batcher {
+	b := &batcher{rdb: rdb.(pipeliner), scripter: rdb, script: script, max: max, inFlight: pipelinesInFlight, acks: acks, takeBacks: takeBacks}
 	if acks != nil {
 		b.inFlight = ackedPipelinesInFlight
 	}
-	b.yield.now, b.yield.sched = monotonic, runtime.Gosched
+	start := time.Now() // the origin of the yielder's monotonic clock
+	b.yield.now = func() int64 { return int64(time.Since(start)) }
+	b.yield.sched = runtime.Gosched
 	switch rdb.(type) {
 	case interface{ Options() *redis.Options }:
 		b.merge = mergeAll
@@ -155,7 +153,6 @@ func (b *batcher) send(ctx context.Context, keys []string, args []any, take *Han
 		// What it recorded is taken back once it is known, where take says
 		// so.
 		if take != nil {
-			b.takeBacks.busy.Add(1)
 			go b.abandoned(p)
 		}
 		return nil, left{ctx.Err()}
@@ -180,7 +177,7 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any, take *Ha
 	if b.acks != nil && take != nil {
 		return b.acks.decide(ctx, keys, args)
 	}
-	return decideScript.Run(ctx, b.scripter, keys, args...).Result()
+	return b.script.Run(ctx, b.scripter, keys, args...).Result()
 }
 
 // left is the error of a caller that left before its pipeline answered: its
@@ -193,7 +190,6 @@ func (e left) Unwrap() error { return e.error }
 // answer (its context ended), once the pipeline has answered, if it
 // admitted: no caller was told it was.
 func (b *batcher) abandoned(p *pending) {
-	defer b.takeBacks.busy.Done()
 	<-p.done
 	if replyAdmits(p.val) || (p.err != nil && mayHaveRun(p.err)) {
 		b.takeBacks.add(p.take.timedBy(p.val))
@@ -257,5 +253,5 @@ func (b *batcher) sendBatch(batch []*pending) {
 		b.acks.sendPipeline(ctx, b.merge, live)
 		return
 	}
-	runCalls(ctx, b.rdb, b.merge.plan(live))
+	runCalls(ctx, b.rdb, b.script, b.merge.plan(live))
 }

@@ -172,7 +172,7 @@ func TestSharedCallWrongTypeAlone(t *testing.T) {
 			if len(calls) != 1 {
 				t.Fatalf("%d calls, want one shared call", len(calls))
 			}
-			runCalls(ctx, rdb, calls)
+			runCalls(ctx, rdb, decideScript, calls)
 			for i, key := range []string{"a", "bad", "c"} {
 				p := ps[i]
 				if key == "bad" {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/config"
 )
 
 // ErrBreakerOpen: Redis was found unreachable, so the decision was not sent
@@ -92,7 +94,7 @@ var probeScript = redis.NewScript("return 1")
 // (decisions fail at once with ErrBreakerOpen, through the Policy, while
 // Redis is unreachable; see ErrBreakerOpen), off for a Cluster and a Ring.
 func WithoutBreaker() Option {
-	return func(c *config) { c.noBreaker = true }
+	return func(c *config.Config) { c.NoBreaker = true }
 }
 
 // check fails a decision at once while the breaker is open.

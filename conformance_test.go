@@ -10,6 +10,7 @@ import (
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/conformance"
 	"github.com/slidelog/slidelog/internal/model"
+	"github.com/slidelog/slidelog/internal/optiontest"
 )
 
 // miniSubject is the Redis limiter on a miniredis whose clock the test sets.
@@ -91,17 +92,17 @@ func FuzzModel(f *testing.F) {
 // Every table and trace again with every log compact (compact.lua): the
 // two stores decide alike.
 func TestConformanceCompact(t *testing.T) {
-	slidelog.CompactAbove(t, 0)
-	conformance.Run(t, func(t *testing.T) conformance.Subject { return miniSubject(t) })
+	compact := slidelog.Option(optiontest.CompactAbove(0))
+	conformance.Run(t, func(t *testing.T) conformance.Subject { return miniSubject(t, compact) })
 	t.Run("MaxLimits", func(t *testing.T) {
-		conformance.RunMaxLimits(t, func(t *testing.T) conformance.Subject { return miniSubject(t) })
+		conformance.RunMaxLimits(t, func(t *testing.T) conformance.Subject { return miniSubject(t, compact) })
 	})
 	t.Run("batched", func(t *testing.T) {
-		batched := func(t *testing.T) conformance.Subject { return miniSubject(t, slidelog.WithBatching(8)) }
+		batched := func(t *testing.T) conformance.Subject { return miniSubject(t, compact, slidelog.WithBatching(8)) }
 		conformance.Run(t, batched)
 		conformance.RunModel(t, batched, 3, 300)
 	})
 	t.Run("model", func(t *testing.T) {
-		conformance.RunModel(t, func(t *testing.T) conformance.Subject { return miniSubject(t) }, 20, 500)
+		conformance.RunModel(t, func(t *testing.T) conformance.Subject { return miniSubject(t, compact) }, 20, 500)
 	})
 }

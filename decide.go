@@ -44,7 +44,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		keys, args = l.allArgsAt(q, l.clock(), arg)
 	} else {
 		c := &call{n: int64(q.n), events: int64(q.limit.Events), window: q.limit.micros()}
-		if q.limit.Events > compactAbove && q.op != opAcquire {
+		if q.limit.Events > l.compactAbove && q.op != opAcquire {
 			c.window = -c.window // keep it compactly (a log of in-flight slots renews its events: a sorted set)
 		}
 		c.key[0] = l.prefix + q.key
@@ -81,7 +81,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		var na notAcked
 		if v == nil || !errors.As(err, &na) {
 			if q.op == opAcquire && sent && !errors.As(err, new(left)) && mayHaveRun(err) {
-				l.takeBacks.add(handle(q, keys, id)) // its reply was lost: it may have admitted
+				l.takeBacks.add(l.handle(q, keys, id)) // its reply was lost: it may have admitted
 			}
 			return Result{}, wrap(ctx, "run script", err)
 		}
@@ -94,7 +94,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	r, err := decode(v, limits)
 	if err == nil && r.Allowed && record {
-		r.handle = handle(q, keys, id)
+		r.handle = l.handle(q, keys, id)
 		r.handle.at = r.at
 		r.handle.setEnds(v, limits)
 	}
@@ -114,27 +114,16 @@ func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []an
 	defer recoverTo(func(e error) { v, err = nil, e })
 	var take *Handle // WithReplicas: what the admission records, to wait for and to take back
 	if l.acks != nil && q.op != opPeek {
-		h := handle(q, keys, id)
+		h := l.handle(q, keys, id)
 		take = &h
 	}
 	if q.op == opAcquire {
-		return l.takeBacks.detached(ctx, handle(q, keys, id), func(ctx context.Context) (any, error) {
+		return l.takeBacks.detached(ctx, l.handle(q, keys, id), func(ctx context.Context) (any, error) {
 			return l.transport.send(ctx, keys, args, take)
 		})
 	}
 	return l.transport.send(ctx, keys, args, take)
 }
-
-// compactAbove is the largest limit whose log is a sorted set: a log of a
-// larger limit is a compact log (compact.lua), 7 bytes an event where a
-// sorted set of more than 128 members (Redis' zset-max-listpack-entries,
-// by default) costs about 100. Up to 128, a sorted set is a listpack, about
-// as small as the compact log's slots (and it grows with its live events,
-// where a compact log's ring doubles). A key is read in the store it is in
-// whatever its limit (script.lua), so instances that disagree about this
-// threshold never split a key's events. (A variable for the tests, which
-// run every case on both stores.)
-var compactAbove = 128
 
 // maxPeriodTries is how many times a decision sends the calendar periods
 // of the time Redis answered it needs: once is enough unless a period ends
@@ -144,10 +133,10 @@ const maxPeriodTries = 3
 // handle names the events q records, with the first id id, in its logs
 // keys: what Refund takes back. A calendar quota's count is named by its
 // key and (setEnds) its period's end.
-func handle(q *request, keys []string, id [idLen]byte) Handle {
+func (l *Limiter) handle(q *request, keys []string, id [idLen]byte) Handle {
 	h := Handle{key: keys[0], id: id, n: q.n, user: q.key, window: q.limit.Window}
 	if q.op != opAllowAll && !q.limit.Calendar() {
-		if q.limit.Events > compactAbove && q.op != opAcquire {
+		if q.limit.Events > l.compactAbove && q.op != opAcquire {
 			h.compact, h.given = true, new(atomic.Bool)
 		}
 		return h
@@ -162,7 +151,7 @@ func handle(q *request, keys []string, id [idLen]byte) Handle {
 		}
 		logs = append(logs, keys[i])
 		h.window = max(h.window, lim.Window)
-		h.compact = h.compact || lim.Events > compactAbove
+		h.compact = h.compact || lim.Events > l.compactAbove
 	}
 	h.all = &logs
 	if len(quotas) > 0 || h.compact {
@@ -210,7 +199,7 @@ func (l *Limiter) allArgsAt(q *request, at time.Time, arg *idArg) (keys []string
 			continue
 		}
 		keys = append(keys, windowKey(base, lim.Window))
-		if lim.Events > compactAbove {
+		if lim.Events > l.compactAbove {
 			args = append(args, lim.Events, -lim.micros())
 			continue
 		}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
@@ -94,10 +95,10 @@ type Limiter struct {
 	waits     waiting.Lines    // Wait's callers, in line per key
 	clock     func() time.Time // this process's clock: only where calendar periods are guessed before Redis' TIME is known
 	ids       *ids.Source      // event ids: the process's (member.go)
-}
 
-// defaultBatch is the most decisions one pipeline carries by default.
-const defaultBatch = 256
+	compactAbove int           // the largest limit whose log is a sorted set (config.Config.CompactAbove)
+	script       *redis.Script // the decision script, for the configured convertPast (embed.go)
+}
 
 // New returns a Limiter that keeps its logs in rdb: a *redis.Client,
 // *redis.ClusterClient, *redis.Ring, failover client or UniversalClient.
@@ -107,36 +108,42 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	if rdb == nil {
 		panic("slidelog: New with a nil redis.Scripter")
 	}
-	c := config{prefix: "slidelog:", batchMax: defaultBatch}
+	c := config.Default()
 	for _, opt := range opts {
 		opt(&c)
 	}
-	if mistakes := c.check(rdb); len(mistakes) > 0 {
+	if mistakes := check(&c, rdb); len(mistakes) > 0 {
 		panic("slidelog: New: " + strings.Join(mistakes, "; "))
 	}
-	l := &Limiter{rdb: rdb, prefix: c.prefix, name: c.name, policy: c.policy, shadow: c.shadow, hook: c.hook,
-		timeout: c.timeout, maxEvents: c.maxEvents, clock: time.Now, ids: ids.Process()}
-	if c.denyCache {
+	policy, _ := c.Policy.(Policy)
+	hook, _ := c.Hook.(Hook)
+	l := &Limiter{rdb: rdb, prefix: c.Prefix, name: c.Name, policy: policy, shadow: c.Shadow, hook: hook,
+		timeout: c.Timeout, maxEvents: c.MaxEvents, clock: time.Now, ids: c.IDs,
+		compactAbove: c.CompactAbove, script: decideScriptFor(c.ConvertPast)}
+	if l.ids == nil {
+		l.ids = ids.Process()
+	}
+	if c.DenyCache {
 		l.deny = newDenyCache(time.Now)
 	}
-	if c.replicas != nil {
-		l.acks = newAcks(rdb, *c.replicas)
+	if c.Replicas != nil {
+		l.acks = newAcks(rdb, *c.Replicas, l.script)
 	}
-	l.takeBacks = takeBacks{rdb: rdb, within: takeBackTimeout, observe: l.observe, name: c.name}
+	l.takeBacks = takeBacks{rdb: rdb, within: takeBackTimeout, observe: l.observe, name: c.Name}
 	if l.acks != nil {
 		l.takeBacks.within = l.acks.timeout
 	}
-	l.breaker = breaker{rdb: rdb, off: c.noBreaker || severalNodes(rdb), observe: l.observe, name: c.name}
+	l.breaker = breaker{rdb: rdb, off: c.NoBreaker || severalNodes(rdb), observe: l.observe, name: c.Name}
 	// the transport, chosen once
 	_, pipelines := rdb.(pipeliner)
 	switch {
-	case c.batching != batchOff && pipelines:
-		l.batch = newBatcher(rdb, c.batchMax, l.acks, &l.takeBacks)
+	case c.Batching != config.BatchOff && pipelines:
+		l.batch = newBatcher(rdb, l.script, c.BatchMax, l.acks, &l.takeBacks)
 		l.transport = l.batch
 	case l.acks != nil:
 		l.transport = l.acks
 	default:
-		l.transport = direct{rdb}
+		l.transport = direct{rdb, l.script}
 	}
 	l.plain = l.deny == nil && l.policy.kind == failClosed && !l.shadow && l.hook == nil
 	return l

@@ -5,9 +5,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/config"
 )
 
-// Option configures a Limiter. Options are checked by New: a mistake
+// Option configures a Limiter (its value is internal/config.Config). Options are checked by New: a mistake
 // (a negative duration or size, a prefix that cannot work on a Cluster,
 // batching on a client that cannot pipeline, WithTimeout on a client
 // without ContextTimeoutEnabled, WithReplicas on a Ring) panics there,
@@ -42,73 +44,40 @@ import (
 //     so a shadowed key's later answers are Cached and admitted.
 //   - WithHook (and WithName) observes every call last, cached, degraded
 //     and shadowed ones included.
-type Option func(*config)
-
-// config is what the options set: each option records its value, and New
-// checks them all at once (check), then builds the Limiter from them.
-type config struct {
-	prefix    string
-	timeout   time.Duration
-	maxEvents int          // WithMaxEvents; 0 (not given): no cap
-	capped    bool         // WithMaxEvents was given
-	batching  batching     // WithBatching, WithoutBatching: the last given wins
-	batchMax  int          // WithBatching's max
-	denyCache bool         // WithDenyCache
-	policy    Policy       // WithPolicy
-	shadow    bool         // WithShadow
-	hook      Hook         // WithHook
-	name      string       // WithName
-	replicas  *replicasSet // WithReplicas
-	noBreaker bool         // WithoutBreaker
-}
-
-// replicasSet is what WithReplicas was given.
-type replicasSet struct {
-	n       int
-	timeout time.Duration
-}
-
-// batching is how decisions travel.
-type batching int
-
-const (
-	batchDefault batching = iota // on, where the client can pipeline
-	batchOn                      // WithBatching: the client must pipeline
-	batchOff                     // WithoutBatching
-)
+type Option func(*config.Config)
 
 // check lists every option set wrong for rdb: New panics with all of them.
 // One rule for every value: one that cannot work is a mistake.
-func (c *config) check(rdb redis.Scripter) []string {
+func check(c *config.Config, rdb redis.Scripter) []string {
 	var mistakes []string
-	if err := checkPrefix(c.prefix); err != nil {
+	if err := checkPrefix(c.Prefix); err != nil {
 		mistakes = append(mistakes, err.Error())
 	}
 	switch {
-	case c.timeout < 0:
-		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v): a negative timeout", c.timeout))
-	case c.timeout > 0 && contextTimeoutsOff(rdb):
-		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v) on a client without ContextTimeoutEnabled: go-redis would not bound its commands by the deadline", c.timeout))
+	case c.Timeout < 0:
+		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v): a negative timeout", c.Timeout))
+	case c.Timeout > 0 && contextTimeoutsOff(rdb):
+		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v) on a client without ContextTimeoutEnabled: go-redis would not bound its commands by the deadline", c.Timeout))
 	}
-	if c.capped && c.maxEvents < 1 {
-		mistakes = append(mistakes, fmt.Sprintf("WithMaxEvents(%d): a cap below 1 admits nothing", c.maxEvents))
+	if c.Capped && c.MaxEvents < 1 {
+		mistakes = append(mistakes, fmt.Sprintf("WithMaxEvents(%d): a cap below 1 admits nothing", c.MaxEvents))
 	}
-	if c.batching == batchOn {
-		if c.batchMax < 1 {
-			mistakes = append(mistakes, fmt.Sprintf("WithBatching(%d): a pipeline of fewer than 1 decision carries none (the default is %d)", c.batchMax, defaultBatch))
+	if c.Batching == config.BatchOn {
+		if c.BatchMax < 1 {
+			mistakes = append(mistakes, fmt.Sprintf("WithBatching(%d): a pipeline of fewer than 1 decision carries none (the default is %d)", c.BatchMax, config.DefaultBatch))
 		}
 		if _, ok := rdb.(pipeliner); !ok {
 			mistakes = append(mistakes, fmt.Sprintf("WithBatching needs a client with Pipeline() (a %T has none)", rdb))
 		}
 	}
-	if r := c.replicas; r != nil {
-		if r.n < 1 {
-			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): n below 1 waits for no replica", r.n, r.timeout))
+	if r := c.Replicas; r != nil {
+		if r.N < 1 {
+			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): n below 1 waits for no replica", r.N, r.Timeout))
 		}
-		if r.timeout <= 0 {
-			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): the timeout must be positive (WAIT without one blocks until acknowledged, forever if a replica never comes back)", r.n, r.timeout))
+		if r.Timeout <= 0 {
+			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): the timeout must be positive (WAIT without one blocks until acknowledged, forever if a replica never comes back)", r.N, r.Timeout))
 		}
-		if err := canAcknowledge(rdb, r.n, r.timeout); err != nil {
+		if err := canAcknowledge(rdb, r.N, r.Timeout); err != nil {
 			mistakes = append(mistakes, err.Error())
 		}
 	}
@@ -119,7 +88,7 @@ func (c *config) check(rdb redis.Scripter) []string {
 // A '{' in it must open a non-empty hash tag ("{rl}:"), or New panics: the
 // logs of one key would scatter over Cluster slots. Default: "slidelog:".
 func WithPrefix(prefix string) Option {
-	return func(c *config) { c.prefix = prefix }
+	return func(c *config.Config) { c.Prefix = prefix }
 }
 
 // WithTimeout bounds how long a decision may wait for Redis: past d, the
@@ -131,7 +100,7 @@ func WithPrefix(prefix string) Option {
 // the client's options say ContextTimeoutEnabled is off. Default: none
 // (the caller's context).
 func WithTimeout(d time.Duration) Option {
-	return func(c *config) { c.timeout = d }
+	return func(c *config.Config) { c.Timeout = d }
 }
 
 // contextTimeoutsOff reports whether rdb is a go-redis client whose options
@@ -157,7 +126,7 @@ func contextTimeoutsOff(rdb redis.Scripter) bool {
 // keys x max x ~104 bytes. Default: no cap; 10 000 is a sensible one. New
 // panics if max < 1.
 func WithMaxEvents(max int) Option {
-	return func(c *config) { c.maxEvents, c.capped = max, true }
+	return func(c *config.Config) { c.MaxEvents, c.Capped = max, true }
 }
 
 // WithBatching sets the most decisions one pipeline carries, and makes New
@@ -177,14 +146,14 @@ func WithMaxEvents(max int) Option {
 // slidelog does not know, each decision is its own call in the pipeline.
 // Decisions are as exact as without batching. Default: on, 256.
 func WithBatching(max int) Option {
-	return func(c *config) { c.batching, c.batchMax = batchOn, max }
+	return func(c *config.Config) { c.Batching, c.BatchMax = config.BatchOn, max }
 }
 
 // WithoutBatching sends every decision in a round trip of its own. For a
 // client whose calls must not share a pipeline (a wrapper that counts or
 // rewrites each command), or to compare. Default: batching on.
 func WithoutBatching() Option {
-	return func(c *config) { c.batching = batchOff }
+	return func(c *config.Config) { c.Batching = config.BatchOff }
 }
 
 // WithDenyCache answers, locally and exactly, the requests that Redis is
@@ -202,13 +171,13 @@ func WithoutBatching() Option {
 // the remembered RetryAfter has passed. It assumes every caller of a key
 // uses one Limit for it. Default: off.
 func WithDenyCache() Option {
-	return func(c *config) { c.denyCache = true }
+	return func(c *config.Config) { c.DenyCache = true }
 }
 
 // WithPolicy sets what a decision is when Redis is unavailable. Default:
 // FailClosed.
 func WithPolicy(p Policy) Option {
-	return func(c *config) { c.policy = p }
+	return func(c *config.Config) { c.Policy = p }
 }
 
 // WithShadow decides and reports every request as usual, but admits them
@@ -219,15 +188,15 @@ func WithPolicy(p Policy) Option {
 // and the request is admitted, with Result.Degraded set; only bad input is
 // an error. Default: off.
 func WithShadow() Option {
-	return func(c *config) { c.shadow = true }
+	return func(c *config.Config) { c.Shadow = true }
 }
 
 // WithHook sets the hook told of every call. Default: none.
 func WithHook(h Hook) Option {
-	return func(c *config) { c.hook = h }
+	return func(c *config.Config) { c.Hook = h }
 }
 
 // WithName names the limiter in Observations (and HTTP headers). Default: "".
 func WithName(name string) Option {
-	return func(c *config) { c.name = name }
+	return func(c *config.Config) { c.Name = name }
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/config"
 )
 
 // A configuration mistake panics in New, naming what is wrong; every
@@ -62,7 +64,7 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 // it), and off on request.
 func TestOptionsBuild(t *testing.T) {
 	rdb := newMini(t).rdb
-	if l := New(rdb); !l.plain || l.batch == nil || l.batch.max != defaultBatch || l.batch.merge != mergeAll || l.deny != nil {
+	if l := New(rdb); !l.plain || l.batch == nil || l.batch.max != config.DefaultBatch || l.batch.merge != mergeAll || l.deny != nil {
 		t.Errorf("New(rdb): plain %v batch %+v deny %v", l.plain, l.batch, l.deny)
 	}
 	if l := New(rdb, WithoutBatching()); l.batch != nil {

@@ -55,14 +55,14 @@ func failAll(batch []*pending, err error) {
 // of its decisions on its own, its id marked as re-sent: should an earlier
 // decision have recorded events after all, it finds them and stays
 // admitted, and the failing one gets its own error.
-func runCalls(ctx context.Context, p pipeliner, calls []shared) {
-	again := deliver(run(ctx, p, calls))
+func runCalls(ctx context.Context, p pipeliner, script *redis.Script, calls []shared) {
+	again := deliver(run(ctx, p, script, calls))
 	if len(again) > 0 {
 		alone := make([]shared, len(again))
 		for i, q := range again {
 			alone[i] = q.alone()
 		}
-		deliver(run(ctx, p, alone))
+		deliver(run(ctx, p, script, alone))
 	}
 }
 
@@ -132,11 +132,11 @@ func (m merge) plan(batch []*pending) []shared {
 // run sends calls in one pipeline of p (EVALSHA), and those Redis does not
 // know the script for (a restarted or flushed server) again with EVAL, which
 // also loads it for the next pipelines.
-func run(ctx context.Context, p pipeliner, calls []shared) ([]shared, []*redis.Cmd) {
+func run(ctx context.Context, p pipeliner, script *redis.Script, calls []shared) ([]shared, []*redis.Cmd) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := p.Pipeline()
 	for i, c := range calls {
-		cmds[i] = decideScript.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, err := pipe.Exec(ctx) // errors are read per command below
 	settle(cmds, err)
@@ -150,7 +150,7 @@ func run(ctx context.Context, p pipeliner, calls []shared) ([]shared, []*redis.C
 		pipe := p.Pipeline()
 		retried := make([]*redis.Cmd, len(again))
 		for j, i := range again {
-			cmds[i] = decideScript.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+			cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 			retried[j] = cmds[i]
 		}
 		_, err := pipe.Exec(ctx)

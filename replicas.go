@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/config"
 )
 
 // WithReplicas answers an admission allowed only once n replicas have
@@ -52,7 +54,7 @@ import (
 // unit); choose it below the callers' deadlines, so that a failed
 // acknowledgment is told as ErrNotReplicated rather than as a deadline.
 func WithReplicas(n int, timeout time.Duration) Option {
-	return func(c *config) { c.replicas = &replicasSet{n: n, timeout: timeout} }
+	return func(c *config.Config) { c.Replicas = &config.Replicas{N: n, Timeout: timeout} }
 }
 
 // canAcknowledge says why rdb cannot take WithReplicas(n, timeout), or nil.
@@ -62,8 +64,8 @@ func canAcknowledge(rdb redis.Scripter, n int, timeout time.Duration) error {
 
 // newAcks is WithReplicas' acks on rdb (which canAcknowledge accepted):
 // timeout rounded up to whole milliseconds, WAIT's unit.
-func newAcks(rdb redis.Scripter, r replicasSet) *acks {
-	a := &acks{n: r.n, timeout: (r.timeout + time.Millisecond - 1).Truncate(time.Millisecond)}
+func newAcks(rdb redis.Scripter, r config.Replicas, script *redis.Script) *acks {
+	a := &acks{script: script, n: r.N, timeout: (r.Timeout + time.Millisecond - 1).Truncate(time.Millisecond)}
 	_ = a.bind(rdb)
 	return a
 }
@@ -74,6 +76,7 @@ type acks struct {
 	n       int
 	timeout time.Duration // whole milliseconds
 	rdb     redis.Scripter
+	script  *redis.Script // the decision script
 
 	single  interface{ Conn() *redis.Conn } // a single server or a failover client,
 	cluster clusterMasters                  // or a Cluster
@@ -144,7 +147,7 @@ func (a *acks) decideOnce(ctx context.Context, keys []string, args []any) (v any
 	}
 	conn := a.conn(master)
 	defer func() { _ = conn.Close() }()
-	v, err = decideScript.Run(ctx, conn, keys, args...).Result()
+	v, err = a.script.Run(ctx, conn, keys, args...).Result()
 	if err == nil && replyAdmits(v) {
 		err = a.waitSafely(ctx, conn)
 	}
@@ -305,7 +308,7 @@ func (a *acks) sendTo(ctx context.Context, master *redis.Client, calls []shared,
 			_ = conn.Close() // however sendTo ends: a client's panic too
 		}
 	}()
-	runCalls(ctx, conn, calls)
+	runCalls(ctx, conn, a.script, calls)
 	var waiting []*pending
 	for _, c := range calls {
 		for _, q := range c.of {

@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -88,3 +89,15 @@ func utc(s string) time.Time {
 	}
 	return t
 }
+
+// compactFromFirst makes a limiter's logs of limits over 128 events compact
+// logs from their first admission, not past a listpack's 128 events;
+// compactScript is the decision script of such a limiter.
+var (
+	compactFromFirst = Option(optiontest.ConvertPast(0))
+	compactScript    = decideScriptFor(0)
+)
+
+// compactAbove makes a limiter keep the logs of limits over events
+// compactly (optiontest.CompactAbove).
+func compactAbove(events int) Option { return Option(optiontest.CompactAbove(events)) }

@@ -64,7 +64,6 @@ type takeBacks struct {
 	mu      sync.Mutex
 	queue   []takeBack
 	workers int
-	busy    sync.WaitGroup // queued take-backs and detached calls not over yet (for tests)
 }
 
 // takeBack is one take-back in the queue.
@@ -92,7 +91,6 @@ func (t *takeBacks) add(h Handle) {
 	if h.n == 0 {
 		return
 	}
-	t.busy.Add(1)
 	t.queued(takeBack{h: h, until: time.Now().Add(h.window), pause: takeBackPause})
 }
 
@@ -138,7 +136,6 @@ func (t *takeBacks) run(tb takeBack) {
 	cancel()
 	switch {
 	case err == nil:
-		t.busy.Done()
 	case !unavailable(err) && !errors.Is(err, ErrPanic), once(tb.h) && mayHaveRun(err):
 		tb.err = err
 		t.give(tb)
@@ -162,7 +159,6 @@ func (t *takeBacks) refund(ctx context.Context, h Handle) (err error) {
 // give gives tb up: reported to the hook if a refund failed (its events
 // stay recorded until their window ends).
 func (t *takeBacks) give(tb takeBack) {
-	defer t.busy.Done()
 	if tb.err != nil {
 		t.report(tb.h, tb.err)
 	}
@@ -190,7 +186,6 @@ func (t *takeBacks) detached(ctx context.Context, h Handle, call func(context.Co
 		return nil, err
 	}
 	done := make(chan answer, 1)
-	t.busy.Add(1)
 	go func() {
 		var a answer
 		defer func() { done <- a }()
@@ -199,11 +194,9 @@ func (t *takeBacks) detached(ctx context.Context, h Handle, call func(context.Co
 	}()
 	select {
 	case a := <-done:
-		t.busy.Done()
 		return a.v, a.err
 	case <-ctx.Done():
 		go func() {
-			defer t.busy.Done()
 			a := <-done
 			if (a.err == nil && replyAdmits(a.v)) || (a.err != nil && mayHaveRun(a.err)) || notAckedReply(a) {
 				t.add(h.timedBy(a.v))

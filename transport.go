@@ -33,17 +33,20 @@ var (
 )
 
 // direct sends each call on its own.
-type direct struct{ rdb redis.Scripter }
+type direct struct {
+	rdb    redis.Scripter
+	script *redis.Script
+}
 
 func (d direct) send(ctx context.Context, keys []string, args []any, _ *Handle) (any, error) {
-	return decideScript.Run(ctx, d.rdb, keys, args...).Result()
+	return d.script.Run(ctx, d.rdb, keys, args...).Result()
 }
 
 // send is the acknowledged call (decide): an admission waits for the
 // replicas, a denial answers at once; a Peek (no take) is a call of its own.
 func (a *acks) send(ctx context.Context, keys []string, args []any, take *Handle) (any, error) {
 	if take == nil {
-		return decideScript.Run(ctx, a.rdb, keys, args...).Result()
+		return a.script.Run(ctx, a.rdb, keys, args...).Result()
 	}
 	return a.decide(ctx, keys, args)
 }
