@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/deadline"
+	"github.com/slidelog/slidelog/internal/fault"
 )
 
 // pipeliner is what batching needs of a client: every go-redis client
@@ -155,7 +156,7 @@ func (b *batcher) send(ctx context.Context, keys []string, args []any, take *Han
 		if take != nil {
 			go b.abandoned(p)
 		}
-		return nil, left{ctx.Err()}
+		return nil, fault.Left{Err: ctx.Err()}
 	}
 }
 
@@ -173,25 +174,19 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any, take *Ha
 		}
 		b.mu.Unlock()
 	}()
-	defer recoverTo(func(e error) { v, err = nil, e })
+	defer panics().To(func(e error) { v, err = nil, e })
 	if b.acks != nil && take != nil {
 		return b.acks.decide(ctx, keys, args)
 	}
 	return b.script.Run(ctx, b.scripter, keys, args...).Result()
 }
 
-// left is the error of a caller that left before its pipeline answered: its
-// context's. The decision's events, if taken back, are abandoned's to take.
-type left struct{ error }
-
-func (e left) Unwrap() error { return e.error }
-
 // abandoned takes back the events of p, whose caller left before its
 // answer (its context ended), once the pipeline has answered, if it
 // admitted: no caller was told it was.
 func (b *batcher) abandoned(p *pending) {
 	<-p.done
-	if replyAdmits(p.val) || (p.err != nil && mayHaveRun(p.err)) {
+	if replyAdmits(p.val) || (p.err != nil && fault.MayHaveRun(p.err)) {
 		b.takeBacks.add(p.take.timedBy(p.val))
 	}
 }
@@ -228,7 +223,7 @@ func (b *batcher) flush() {
 // sendSafely is send, whose panics (the client's, on a reply it cannot
 // read) become the error of the batch's decisions not answered yet.
 func (b *batcher) sendSafely(batch []*pending) {
-	defer recoverTo(func(err error) { failAll(batch, err) })
+	defer panics().To(func(err error) { failAll(batch, err) })
 	b.sendBatch(batch)
 }
 

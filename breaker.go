@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/fault"
 )
 
 // ErrBreakerOpen: Redis was found unreachable, so the decision was not sent
@@ -225,7 +226,7 @@ func (b *breaker) reach(key string) error {
 // dials the current master), without its retries, and hangs up. A client
 // that tells no options (not a *redis.Client) is not dialed.
 func (b *breaker) dial(ctx context.Context) (err error) {
-	defer recoverTo(func(e error) { err = e })
+	defer panics().To(func(e error) { err = e })
 	c, ok := b.rdb.(interface{ Options() *redis.Options })
 	if !ok {
 		return nil
@@ -254,12 +255,12 @@ func answered(err error) bool {
 // LOADING or BUSY: an unavailability, which the breaker counts as a
 // failure).
 func served(err error) bool {
-	return err == nil || redisAnswered(err) && !unavailable(err)
+	return err == nil || fault.Answered(err) && !fault.Unavailable(err)
 }
 
 // ask runs the probe, whose panic (the client's) is its error.
 func (b *breaker) ask(ctx context.Context, key string) (err error) {
-	defer recoverTo(func(e error) { err = e })
+	defer panics().To(func(e error) { err = e })
 	return probeScript.Run(ctx, b.rdb, []string{key}).Err()
 }
 
@@ -282,16 +283,10 @@ func (e breakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.cause}
 // caller may only see the deadline), rather than served the call, or was
 // never asked because of the caller (its context canceled).
 func unreachable(err error) bool {
-	if served(err) || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrPanic) || errors.Is(err, context.Canceled) {
+	if served(err) || errors.As(err, new(fault.NotAcked)) || fault.IsPanic(err) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	return unavailable(err)
-}
-
-// redisAnswered reports whether err is a reply of Redis (an error reply).
-func redisAnswered(err error) bool {
-	var reply redis.Error
-	return errors.As(err, &reply)
+	return fault.Unavailable(err)
 }
 
 // severalNodes reports whether rdb spreads keys over several servers (a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slidelog/slidelog/internal/deadline"
+	"github.com/slidelog/slidelog/internal/fault"
 )
 
 // call holds one decision's script arguments in a single allocation:
@@ -78,14 +79,14 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	var unacked error // WithReplicas: an admission the replicas did not acknowledge
 	if err != nil {
-		var na notAcked
+		var na fault.NotAcked
 		if v == nil || !errors.As(err, &na) {
-			if q.op == opAcquire && sent && !errors.As(err, new(left)) && mayHaveRun(err) {
+			if q.op == opAcquire && sent && !errors.As(err, new(fault.Left)) && fault.MayHaveRun(err) {
 				l.takeBacks.add(l.handle(q, keys, id)) // its reply was lost: it may have admitted
 			}
 			return Result{}, wrap(ctx, "run script", err)
 		}
-		unacked = na.error
+		unacked = na.Err
 	}
 	lims := [1]Limit{q.limit} // q.all(), without its allocation
 	limits := lims[:]
@@ -111,7 +112,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 // script answered, in order too. A panic of the client (a reply it cannot
 // read) is its error (ErrPanic).
 func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []any, id [idLen]byte) (v any, err error) {
-	defer recoverTo(func(e error) { v, err = nil, e })
+	defer panics().To(func(e error) { v, err = nil, e })
 	var take *Handle // WithReplicas: what the admission records, to wait for and to take back
 	if l.acks != nil && q.op != opPeek {
 		h := l.handle(q, keys, id)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog/internal/fault"
 )
 
 // Refund takes back exactly the events that the admission h came from
@@ -87,7 +88,7 @@ func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
 // refunds later). One that may have run stays given: its events may stay
 // counted, which is stricter, never looser.
 func ungive(h Handle, err error) {
-	if !mayHaveRun(err) {
+	if !fault.MayHaveRun(err) {
 		h.given.Store(false)
 	}
 }

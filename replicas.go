@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/fault"
 )
 
 // WithReplicas answers an admission allowed only once n replicas have
@@ -157,7 +158,7 @@ func (a *acks) decideOnce(ctx context.Context, keys []string, args []any) (v any
 // waitSafely is wait, whose panic (the client's, on WAIT's reply) is a
 // notAcked error.
 func (a *acks) waitSafely(ctx context.Context, conn *redis.Conn) (err error) {
-	defer recoverTo(func(e error) { err = notAcked{e} })
+	defer panics().To(func(e error) { err = fault.NotAcked{Err: e} })
 	return a.wait(ctx, conn)
 }
 
@@ -170,19 +171,14 @@ func (a *acks) failed(ctx context.Context, err error) bool {
 	if a.cluster == nil {
 		return false
 	}
-	if redirection(err) {
+	if fault.Redirection(err) {
 		a.reload(ctx)
 		return true
 	}
-	if unavailable(err) {
+	if fault.Unavailable(err) {
 		a.cluster.ReloadState(ctx)
 	}
 	return false
-}
-
-// redirection reports whether err is a Cluster's MOVED or ASK.
-func redirection(err error) bool {
-	return redis.HasErrorPrefix(err, "MOVED ") || redis.HasErrorPrefix(err, "ASK ")
 }
 
 // reload brings the Cluster client's slot map up to date now:
@@ -200,28 +196,15 @@ func (a *acks) reload(ctx context.Context) {
 func (a *acks) wait(ctx context.Context, conn *redis.Conn) error {
 	got, err := conn.Wait(ctx, a.n, a.timeout).Result()
 	switch {
-	case err != nil && (unavailable(err) || demoted(err)):
-		return notAcked{fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, a.n, a.timeout.Milliseconds(), err)}
+	case err != nil && (fault.Unavailable(err) || fault.Demoted(err)):
+		return fault.NotAcked{Err: fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, a.n, a.timeout.Milliseconds(), err)}
 	case err != nil:
-		return notAcked{fmt.Errorf("slidelog: WAIT %d %d: %w", a.n, a.timeout.Milliseconds(), err)}
+		return fault.NotAcked{Err: fmt.Errorf("slidelog: WAIT %d %d: %w", a.n, a.timeout.Milliseconds(), err)}
 	case got < int64(a.n):
-		return notAcked{fmt.Errorf("%w: %d of %d replicas acknowledged the admission within %v", ErrNotReplicated, got, a.n, a.timeout)}
+		return fault.NotAcked{Err: fmt.Errorf("%w: %d of %d replicas acknowledged the admission within %v", ErrNotReplicated, got, a.n, a.timeout)}
 	}
 	return nil
 }
-
-// demoted reports whether err is a WAIT's answer from a master that
-// stopped being one while the WAIT blocked: Redis unblocks it with
-// "UNBLOCKED force unblock from blocking operation, instance state changed
-// (master -> replica?)". Like every other way a master stops being one
-// during WAIT, it is ErrNotReplicated.
-func demoted(err error) bool { return redis.HasErrorPrefix(err, "UNBLOCKED") }
-
-// notAcked is the error of an admission that was recorded but not
-// acknowledged: the reply that comes with it is to be taken back.
-type notAcked struct{ error }
-
-func (e notAcked) Unwrap() error { return e.error }
 
 // sendPipeline is the batcher's send with WithReplicas: each master's script
 // calls go in one pipeline on one connection to it; the denials and Peeks
@@ -259,7 +242,7 @@ func (a *acks) sendPipeline(ctx context.Context, m merge, live []*pending) {
 		var redirected []*pending
 		var failed bool
 		send := func(master *redis.Client) {
-			defer recoverTo(func(err error) { // the client panicked: this master's decisions fail
+			defer panics().To(func(err error) { // the client panicked: this master's decisions fail
 				for _, c := range groups[master] {
 					for _, q := range c.of {
 						stand[q].reply(nil, err)
@@ -314,13 +297,13 @@ func (a *acks) sendTo(ctx context.Context, master *redis.Client, calls []shared,
 		for _, q := range c.of {
 			p := stand[q]
 			switch {
-			case redirect && redirection(q.err):
+			case redirect && fault.Redirection(q.err):
 				moved = append(moved, p)
 				continue
 			case q.err == nil && p.take != nil && replyAdmits(q.val):
 				waiting = append(waiting, q)
 				continue
-			case q.err != nil && unavailable(q.err):
+			case q.err != nil && fault.Unavailable(q.err):
 				failed = true
 			}
 			p.reply(q.val, q.err)
@@ -334,9 +317,9 @@ func (a *acks) sendTo(ctx context.Context, master *redis.Client, calls []shared,
 	// (and their denials) go on while it lasts.
 	go func() {
 		defer func() { _ = conn.Close() }()
-		defer recoverTo(func(err error) { // the client panicked on WAIT's reply
+		defer panics().To(func(err error) { // the client panicked on WAIT's reply
 			for _, q := range waiting {
-				stand[q].reply(q.val, notAcked{err})
+				stand[q].reply(q.val, fault.NotAcked{Err: err})
 			}
 		})
 		err := a.wait(ctx, conn)

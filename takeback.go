@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/deadline"
+	"github.com/slidelog/slidelog/internal/fault"
 )
 
 // Take-backs. Events that no caller was told were admitted would stay
@@ -136,7 +136,7 @@ func (t *takeBacks) run(tb takeBack) {
 	cancel()
 	switch {
 	case err == nil:
-	case !unavailable(err) && !errors.Is(err, ErrPanic), once(tb.h) && mayHaveRun(err):
+	case !fault.Unavailable(err) && !fault.IsPanic(err), once(tb.h) && fault.MayHaveRun(err):
 		tb.err = err
 		t.give(tb)
 	default: // Redis unavailable (and a second run takes back nothing more): again after a pause
@@ -152,7 +152,7 @@ func (t *takeBacks) run(tb takeBack) {
 // denial the cache remembers meanwhile is of another call, only ever too
 // strict until it expires); its panic (the client's) is its error.
 func (t *takeBacks) refund(ctx context.Context, h Handle) (err error) {
-	defer recoverTo(func(e error) { err = e })
+	defer panics().To(func(e error) { err = e })
 	return refundEvents(ctx, t.rdb, h)
 }
 
@@ -178,7 +178,7 @@ func once(h Handle) bool { return h.given != nil }
 // detached runs call, whose admission h is to be taken back if its caller
 // leaves before its answer, on a context the caller's ending does not cut,
 // and waits for it as long as ctx allows. If ctx ends first, the caller gets
-// left{ctx.Err()}, and once call has answered, its events are taken back if
+// fault.Left{Err: ctx.Err()}, and once call has answered, its events are taken back if
 // it admitted (or if its reply was lost: it may have). A call whose context
 // had ended already is not sent at all.
 func (t *takeBacks) detached(ctx context.Context, h Handle, call func(context.Context) (any, error)) (any, error) {
@@ -189,7 +189,7 @@ func (t *takeBacks) detached(ctx context.Context, h Handle, call func(context.Co
 	go func() {
 		var a answer
 		defer func() { done <- a }()
-		defer recoverTo(func(err error) { a = answer{nil, err} })
+		defer panics().To(func(err error) { a = answer{nil, err} })
 		a.v, a.err = call(context.WithoutCancel(ctx))
 	}()
 	select {
@@ -198,11 +198,11 @@ func (t *takeBacks) detached(ctx context.Context, h Handle, call func(context.Co
 	case <-ctx.Done():
 		go func() {
 			a := <-done
-			if (a.err == nil && replyAdmits(a.v)) || (a.err != nil && mayHaveRun(a.err)) || notAckedReply(a) {
+			if (a.err == nil && replyAdmits(a.v)) || (a.err != nil && fault.MayHaveRun(a.err)) || notAckedReply(a) {
 				t.add(h.timedBy(a.v))
 			}
 		}()
-		return nil, left{ctx.Err()}
+		return nil, fault.Left{Err: ctx.Err()}
 	}
 }
 
@@ -215,25 +215,8 @@ type answer struct {
 // notAckedReply: an admission the replicas did not acknowledge (its reply
 // comes with the error).
 func notAckedReply(a answer) bool {
-	var na notAcked
+	var na fault.NotAcked
 	return a.v != nil && errors.As(a.err, &na) && replyAdmits(a.v)
-}
-
-// mayHaveRun reports whether a script call that failed with err may have
-// run in Redis all the same: its reply was lost (a timeout, the caller's
-// context, a connection broken after the write), rather than answered (an
-// error reply: the script wrote nothing) or never sent (no connection could
-// be had, or the client is closed).
-func mayHaveRun(err error) bool {
-	var reply redis.Error
-	var op *net.OpError
-	switch {
-	case errors.As(err, &reply), errors.Is(err, redis.ErrClosed):
-		return false
-	case errors.As(err, &op) && op.Op == "dial":
-		return false
-	}
-	return !unsent(err)
 }
 
 // unacked refunds the events of an admission that the replicas did not
@@ -252,7 +235,7 @@ func (t *takeBacks) unacked(ctx context.Context, h Handle, unacked error) error 
 		if done == nil {
 			return fmt.Errorf("%w; taking its events back failed: %w", unacked, err)
 		}
-		if once(h) && mayHaveRun(err) {
+		if once(h) && fault.MayHaveRun(err) {
 			t.report(h, err)
 			err = fmt.Errorf("%w; taking its events back was cut short (they may stay recorded until their window ends): %w", unacked, err)
 			if !errors.Is(err, done) {
