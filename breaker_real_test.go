@@ -13,19 +13,17 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/breaker"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // settled waits until the breaker's probe, if one runs, has decided: the
 // breaker is open or nobody probes. A test then knows what its next call
 // meets, however slowly the machine runs the probe.
-func settled(t *testing.T, b *breaker) {
+func settled(t *testing.T, b *breaker.Breaker) {
 	t.Helper()
 	for start := time.Now(); ; time.Sleep(time.Millisecond) {
-		b.mu.Lock()
-		done := !b.probing || b.open.Load()
-		b.mu.Unlock()
-		if done {
+		if open, probing := b.State(); !probing || open {
 			return
 		}
 		if time.Since(start) > time.Minute {
@@ -72,21 +70,21 @@ func TestBreakerKilledRedisCause(t *testing.T) {
 			t.Fatal("the killed server's port still accepts connections after a minute")
 		}
 	}
-	// breakerFailures decisions fail, a probe decides, and the next
+	// breaker.Failures decisions fail, a probe decides, and the next
 	// decision meets its verdict.
 	var errs []error
-	for range breakerFailures + 1 {
+	for range breaker.Failures + 1 {
 		_, err := allow(strict)
 		errs = append(errs, err)
-		settled(t, &strict.breaker)
+		settled(t, strict.breaker)
 	}
 	last := errs[len(errs)-1]
 	if !errors.Is(last, ErrBreakerOpen) || !errors.Is(last, syscall.ECONNREFUSED) {
 		t.Errorf("decision %d after the kill: %v; want ErrBreakerOpen wrapping connection refused (earlier ones: %v)", len(errs), last, errs[:len(errs)-1])
 	}
-	for range breakerFailures {
+	for range breaker.Failures {
 		_, _ = allow(open)
-		settled(t, &open.breaker)
+		settled(t, open.breaker)
 	}
 	r, err := allow(open)
 	if err != nil || !r.Allowed || !r.Degraded() {
@@ -206,7 +204,7 @@ func TestBreakerHungRedis(t *testing.T) {
 			t.Fatal("no admission within a minute of the server resuming")
 		}
 	}
-	settled(t, &l.breaker)
+	settled(t, l.breaker)
 	if got := hook.ops(); len(got) != 2 || got[0] != opBreakerOpen || got[1] != opBreakerClose {
 		t.Errorf("the hook heard %v, want open then close", got)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog/internal/breaker"
 )
 
 // outage is a TCP proxy to a real redis-server that can go down (its port
@@ -138,7 +139,7 @@ func (h *decideCalls) count(cmd redis.Cmder) {
 	if isDecide(cmd) {
 		h.n++
 	}
-	if a := cmd.Args(); len(a) > 1 && (a[1] == probeScript.Hash() || a[1] == "return 1") {
+	if a := cmd.Args(); len(a) > 1 && (a[1] == redis.NewScript(breaker.ProbeSource).Hash() || a[1] == breaker.ProbeSource) {
 		h.probes++
 	}
 }
@@ -223,9 +224,9 @@ func TestBreakerOutage(t *testing.T) {
 	if !refused {
 		t.Errorf("no decision's error said why Redis is unreachable (connection refused)")
 	}
-	// before it opened: breakerFailures decisions, and those sent while
-	// the probe that confirms them waited (breakerConfirm, 50ms each)
-	if most := breakerFailures + int(breakerConfirm/(50*time.Millisecond)) + 1; openedAt < 0 || openedAt > most {
+	// before it opened: breaker.Failures decisions, and those sent while
+	// the probe that confirms them waited (breaker.Confirm, 50ms each)
+	if most := breaker.Failures + int(breaker.Confirm/(50*time.Millisecond)) + 1; openedAt < 0 || openedAt > most {
 		t.Errorf("the breaker opened at decision %d of %d; want by decision %d", openedAt, decisions, most)
 	}
 	sent, probes := calls.counts()
@@ -363,11 +364,9 @@ func TestBreakerNeverStuckOpen(t *testing.T) {
 				n++
 			}
 		}
-		l.breaker.mu.Lock()
-		probing := l.breaker.probing
-		l.breaker.mu.Unlock()
+		open, probing := l.breaker.State()
 		if n > 0 {
-			t.Fatalf("round %d: 2s after the short-deadline callers stopped, a healthy Redis: %d of 100 calls ErrBreakerOpen (open=%v, probing=%v)", round, n, l.breaker.open.Load(), probing)
+			t.Fatalf("round %d: 2s after the short-deadline callers stopped, a healthy Redis: %d of 100 calls ErrBreakerOpen (open=%v, probing=%v)", round, n, open, probing)
 		}
 	}
 }
@@ -385,8 +384,8 @@ func TestBreakerOffOnSeveralNodes(t *testing.T) {
 		rdb redis.Scripter
 		off bool
 	}{"cluster": {cluster, true}, "ring": {ring, true}, "single": {single, false}} {
-		if l := New(c.rdb); l.breaker.off != c.off {
-			t.Errorf("%s: breaker off %v, want %v", name, l.breaker.off, c.off)
+		if l := New(c.rdb); l.breaker.Off() != c.off {
+			t.Errorf("%s: breaker off %v, want %v", name, l.breaker.Off(), c.off)
 		}
 	}
 }

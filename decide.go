@@ -57,7 +57,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		}
 		keys, args, id = c.key[:], c.args[:], c.id
 	}
-	if err := l.breaker.check(); err != nil {
+	if err := l.breaker.Check(); err != nil {
 		return Result{}, err
 	}
 	sent := deadline.Ended(ctx) == nil // go-redis sends nothing for a context that ended already
@@ -75,7 +75,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		v, err = l.send(ctx, q, keys, args, id)
 	}
 	if sent {
-		l.breaker.record(err, keys[0])
+		l.breaker.Record(err, keys[0])
 	}
 	var unacked error // WithReplicas: an admission the replicas did not acknowledge
 	if err != nil {

@@ -77,6 +77,15 @@ func unavailable(err error) bool {
 	return errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrBreakerOpen) || fault.Unavailable(err)
 }
 
+// ErrBreakerOpen: Redis was found unreachable, so the decision was not sent
+// and failed at once (the breaker is open). The error also wraps the
+// failure that made Redis unreachable, as the breaker's probe met it: a
+// dial's error (errors.Is(err, syscall.ECONNREFUSED) for a closed port),
+// go-redis' own (its read timeout for a server that accepts connections
+// and answers nothing), or the reply of a Redis that cannot serve now
+// (LOADING). It is an unavailability: the Policy answers for it.
+var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker open)")
+
 // ErrPanic: the Redis client panicked while it served the call, as go-redis
 // does on a reply it cannot read (a bulk length too large to allocate, from
 // a proxy or a server that lies). The call's outcome is unknown, as after a

@@ -27,6 +27,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/breaker"
 	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/waiting"
@@ -91,7 +92,7 @@ type Limiter struct {
 	transport transport        // how a decision's script call travels (transport.go)
 	batch     *batcher         // the transport, when it batches
 	takeBacks takeBacks        // of events no caller was told were admitted (takeback.go)
-	breaker   breaker          // whether Redis is known to be unreachable (breaker.go)
+	breaker   *breaker.Breaker // whether Redis is known to be unreachable
 	waits     waiting.Lines    // Wait's callers, in line per key
 	clock     func() time.Time // this process's clock: only where calendar periods are guessed before Redis' TIME is known
 	ids       *ids.Source      // event ids: the process's (member.go)
@@ -133,7 +134,14 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	if l.acks != nil {
 		l.takeBacks.within = l.acks.timeout
 	}
-	l.breaker = breaker{rdb: rdb, off: c.NoBreaker || severalNodes(rdb), observe: l.observe, name: c.Name}
+	l.breaker = breaker.New(breaker.Config{Client: rdb, Off: c.NoBreaker || severalNodes(rdb), Open: ErrBreakerOpen, Panics: panics(),
+		Observe: func(open bool, cause error) {
+			op := opBreakerClose
+			if open {
+				op = opBreakerOpen
+			}
+			l.observe(Observation{Op: op, Name: l.name, Err: cause})
+		}})
 	// the transport, chosen once
 	_, pipelines := rdb.(pipeliner)
 	switch {
@@ -320,4 +328,14 @@ func (l *Limiter) cached(ctx context.Context, q *request) (r Result, cached bool
 		l.deny.land(q.key, f)
 	}
 	return r, false, err
+}
+
+// severalNodes reports whether rdb spreads keys over several servers (a
+// Cluster, a Ring, or a type that embeds one), where the breaker is off.
+func severalNodes(rdb redis.Scripter) bool {
+	switch rdb.(type) {
+	case interface{ Options() *redis.ClusterOptions }, interface{ Options() *redis.RingOptions }:
+		return true
+	}
+	return false
 }

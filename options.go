@@ -200,3 +200,12 @@ func WithHook(h Hook) Option {
 func WithName(name string) Option {
 	return func(c *config.Config) { c.Name = name }
 }
+
+// WithoutBreaker sends every decision to Redis, also while Redis is known
+// to be unreachable: each then fails after its own deadline. Default: the
+// breaker is on for a single server or a Sentinel failover client
+// (decisions fail at once with ErrBreakerOpen, through the Policy, while
+// Redis is unreachable; see ErrBreakerOpen), off for a Cluster and a Ring.
+func WithoutBreaker() Option {
+	return func(c *config.Config) { c.NoBreaker = true }
+}
