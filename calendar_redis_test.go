@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/denycache"
 	"github.com/slidelog/slidelog/internal/ids"
 )
 
@@ -347,7 +348,7 @@ func TestCalendarDenyCache(t *testing.T) {
 	f := &faulty{Client: m.rdb}
 	l := New(f, WithDenyCache())
 	local := utc("2026-05-01T23:59:59Z")
-	l.deny.now = func() time.Time { return local }
+	l.deny = denycache.New[Limit](func() time.Time { return local })
 	m.calendarAt("2026-05-01T23:59:59Z")
 	quota := Daily(1, time.UTC)
 	if r, err := l.Allow(ctx, "k", quota); err != nil || !r.Allowed {

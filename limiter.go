@@ -29,6 +29,7 @@ import (
 
 	"github.com/slidelog/slidelog/internal/breaker"
 	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/denycache"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
@@ -87,15 +88,15 @@ type Limiter struct {
 	plain     bool // no deny cache, policy, shadow or hook: finish has nothing to do
 	timeout   time.Duration
 	maxEvents int
-	deny      *denyCache
-	acks      *acks            // WithReplicas
-	transport transport        // how a decision's script call travels (transport.go)
-	batch     *batcher         // the transport, when it batches
-	takeBacks takeBacks        // of events no caller was told were admitted (takeback.go)
-	breaker   *breaker.Breaker // whether Redis is known to be unreachable
-	waits     waiting.Lines    // Wait's callers, in line per key
-	clock     func() time.Time // this process's clock: only where calendar periods are guessed before Redis' TIME is known
-	ids       *ids.Source      // event ids: the process's (member.go)
+	deny      *denycache.Cache[Limit] // WithDenyCache
+	acks      *acks                   // WithReplicas
+	transport transport               // how a decision's script call travels (transport.go)
+	batch     *batcher                // the transport, when it batches
+	takeBacks takeBacks               // of events no caller was told were admitted (takeback.go)
+	breaker   *breaker.Breaker        // whether Redis is known to be unreachable
+	waits     waiting.Lines           // Wait's callers, in line per key
+	clock     func() time.Time        // this process's clock: only where calendar periods are guessed before Redis' TIME is known
+	ids       *ids.Source             // event ids: the process's (member.go)
 
 	compactAbove int           // the largest limit whose log is a sorted set (config.Config.CompactAbove)
 	script       *redis.Script // the decision script, for the configured convertPast (embed.go)
@@ -125,7 +126,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		l.ids = ids.Process()
 	}
 	if c.DenyCache {
-		l.deny = newDenyCache(time.Now)
+		l.deny = denycache.New[Limit](time.Now)
 	}
 	if c.Replicas != nil {
 		l.acks = newAcks(rdb, *c.Replicas, l.script)
@@ -298,36 +299,40 @@ func (l *Limiter) cached(ctx context.Context, q *request) (r Result, cached bool
 		r, err = l.redis(ctx, q)
 		return r, false, err
 	}
-	now := l.deny.now()
-	r, ok, stale := l.deny.lookup(q.key, q.limit, q.n, now)
-	if ok {
-		return r, true, nil
-	}
-	var f *flight
+	var f *denycache.Flight[Limit]
 	var leader bool
-	if stale {
-		f, leader = l.deny.join(q.key, q.limit, q.n)
+	now := l.deny.Now()
+	if a, ok, stale := l.deny.Lookup(q.key, q.limit, q.n, now); ok {
+		return denied(q.limit, a), true, nil
+	} else if stale {
+		f, leader = l.deny.Join(q.key, q.limit, q.n)
 	}
 	if f != nil && !leader {
 		select {
-		case <-f.done:
+		case <-f.Done():
 		case <-ctx.Done():
 			return Result{}, false, wrap(ctx, "wait for a call in flight", ctx.Err())
 		}
-		now = l.deny.now()
-		if r, ok, _ := l.deny.lookup(q.key, q.limit, q.n, now); ok {
-			return r, true, nil // the call waited for was denied, and so is this one
+		now = l.deny.Now()
+		if a, ok, _ := l.deny.Lookup(q.key, q.limit, q.n, now); ok {
+			return denied(q.limit, a), true, nil // the call waited for was denied, and so is this one
 		}
 	}
-	epoch := l.deny.at(q.key)
+	epoch := l.deny.At(q.key)
 	r, err = l.redis(ctx, q)
 	if err == nil {
-		l.deny.record(q.key, q.limit, q.n, now, epoch, r)
+		l.deny.Record(q.key, q.limit, q.n, now, epoch, r.Allowed,
+			denycache.Answer{Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, At: r.at})
 	}
 	if leader {
-		l.deny.land(q.key, f)
+		l.deny.Land(q.key, f)
 	}
 	return r, false, err
+}
+
+// denied is the Result of a denial the deny cache answered under limit.
+func denied(limit Limit, a denycache.Answer) Result {
+	return Result{Limit: limit, Remaining: a.Remaining, RetryAfter: a.RetryAfter, ResetAfter: a.ResetAfter, at: a.At}
 }
 
 // severalNodes reports whether rdb spreads keys over several servers (a

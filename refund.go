@@ -26,7 +26,7 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 		return nil
 	}
 	if l.deny != nil {
-		l.deny.forget(h.user)
+		l.deny.Forget(h.user)
 	}
 	return refundEvents(ctx, l.rdb, h)
 }

@@ -17,7 +17,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 		return ErrEmptyKey
 	}
 	if l.deny != nil {
-		l.deny.forget(key)
+		l.deny.Forget(key)
 	}
 	base, index := l.allKeys(key)
 	return wrap(ctx, "reset", resetScript.Run(ctx, l.rdb, []string{l.prefix + key, index, periodsKey(base)}, base).Err())
