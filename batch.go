@@ -11,6 +11,7 @@ import (
 
 	"github.com/slidelog/slidelog/internal/deadline"
 	"github.com/slidelog/slidelog/internal/fault"
+	"github.com/slidelog/slidelog/internal/reply"
 )
 
 // pipeliner is what batching needs of a client: every go-redis client
@@ -186,7 +187,7 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any, take *Ha
 // admitted: no caller was told it was.
 func (b *batcher) abandoned(p *pending) {
 	<-p.done
-	if replyAdmits(p.val) || (p.err != nil && fault.MayHaveRun(p.err)) {
+	if reply.Admits(p.val) || (p.err != nil && fault.MayHaveRun(p.err)) {
 		b.takeBacks.add(p.take.timedBy(p.val))
 	}
 }

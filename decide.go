@@ -9,6 +9,7 @@ import (
 
 	"github.com/slidelog/slidelog/internal/deadline"
 	"github.com/slidelog/slidelog/internal/fault"
+	"github.com/slidelog/slidelog/internal/reply"
 )
 
 // call holds one decision's script arguments in a single allocation:
@@ -67,7 +68,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		// clock is off from Redis'): send the periods of Redis' time, with
 		// the same id (nothing was written; a call that did admit before,
 		// its reply lost, is found as a retry).
-		at, ok := needsPeriod(v)
+		at, ok := reply.NeedsPeriod(v)
 		if !ok {
 			break
 		}

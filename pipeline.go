@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog/internal/reply"
 )
 
 // A pipeline of script calls: which decisions share a call (merge), the
@@ -199,8 +200,8 @@ func deliver(calls []shared, cmds []*redis.Cmd) (again []*pending) {
 			switch {
 			case err != nil:
 				p.reply(nil, err)
-			case isFailed(vals[j]):
-				p.reply(nil, replyError(vals[j].(string)[1:]))
+			case reply.IsFailed(vals[j]):
+				p.reply(nil, reply.Error(vals[j].(string)[1:]))
 			default:
 				p.reply(vals[j], nil)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/fault"
+	"github.com/slidelog/slidelog/internal/reply"
 )
 
 // WithReplicas answers an admission allowed only once n replicas have
@@ -149,7 +150,7 @@ func (a *acks) decideOnce(ctx context.Context, keys []string, args []any) (v any
 	conn := a.conn(master)
 	defer func() { _ = conn.Close() }()
 	v, err = a.script.Run(ctx, conn, keys, args...).Result()
-	if err == nil && replyAdmits(v) {
+	if err == nil && reply.Admits(v) {
 		err = a.waitSafely(ctx, conn)
 	}
 	return v, err
@@ -300,7 +301,7 @@ func (a *acks) sendTo(ctx context.Context, master *redis.Client, calls []shared,
 			case redirect && fault.Redirection(q.err):
 				moved = append(moved, p)
 				continue
-			case q.err == nil && p.take != nil && replyAdmits(q.val):
+			case q.err == nil && p.take != nil && reply.Admits(q.val):
 				waiting = append(waiting, q)
 				continue
 			case q.err != nil && fault.Unavailable(q.err):

@@ -1,8 +1,11 @@
 package slidelog
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/slidelog/slidelog/internal/reply"
 )
 
 // Result is one decision.
@@ -74,4 +77,48 @@ func (h Handle) logs() []string {
 		return *h.all
 	}
 	return []string{h.key}
+}
+
+// decode reads script.lua's reply to one decision under limits
+// (reply.Decode): the Result, with the limit that decided.
+func decode(v any, limits []Limit) (Result, error) {
+	if at, ok := reply.NeedsPeriod(v); ok {
+		return Result{}, fmt.Errorf("slidelog: Redis' time %v is still outside the calendar periods sent after %d tries", time.UnixMicro(at).UTC(), maxPeriodTries)
+	}
+	d, err := reply.Decode(v, limits, size)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Allowed: d.Allowed, Limit: limits[d.Which], Remaining: d.Remaining, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter, at: d.At}, nil
+}
+
+// size is what reply.Decode needs of a limit: its events, and its window
+// in µs (a calendar quota: 0).
+func size(l Limit) (events int, window int64) { return l.Events, l.micros() }
+
+// setEnds names, in h, the end of the period each calendar quota among
+// limits counted its admission in: the newest of the quota's triple in v
+// (an admission's reply: script.lua).
+func (h *Handle) setEnds(v any, limits []Limit) {
+	if h.quotas == nil {
+		return
+	}
+	newest := reply.Newest(v, len(limits))
+	q := 0
+	for i, lim := range limits {
+		if lim.Calendar() && q < len(*h.quotas) {
+			(*h.quotas)[q].end = newest[i]
+			q++
+		}
+	}
+}
+
+// timedBy is h with the time its events were recorded at, read from v, its
+// admission's reply (when v is one): a compact log keeps no ids, and a
+// refund takes back events of that time.
+func (h Handle) timedBy(v any) Handle {
+	if at, ok := reply.At(v); ok {
+		h.at = at
+	}
+	return h
 }

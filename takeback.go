@@ -11,6 +11,7 @@ import (
 
 	"github.com/slidelog/slidelog/internal/deadline"
 	"github.com/slidelog/slidelog/internal/fault"
+	"github.com/slidelog/slidelog/internal/reply"
 )
 
 // Take-backs. Events that no caller was told were admitted would stay
@@ -198,7 +199,7 @@ func (t *takeBacks) detached(ctx context.Context, h Handle, call func(context.Co
 	case <-ctx.Done():
 		go func() {
 			a := <-done
-			if (a.err == nil && replyAdmits(a.v)) || (a.err != nil && fault.MayHaveRun(a.err)) || notAckedReply(a) {
+			if (a.err == nil && reply.Admits(a.v)) || (a.err != nil && fault.MayHaveRun(a.err)) || notAckedReply(a) {
 				t.add(h.timedBy(a.v))
 			}
 		}()
@@ -216,7 +217,7 @@ type answer struct {
 // comes with the error).
 func notAckedReply(a answer) bool {
 	var na fault.NotAcked
-	return a.v != nil && errors.As(a.err, &na) && replyAdmits(a.v)
+	return a.v != nil && errors.As(a.err, &na) && reply.Admits(a.v)
 }
 
 // unacked refunds the events of an admission that the replicas did not
