@@ -802,7 +802,7 @@ func TestAttackTakeBackWithoutTimeOnHotKey(t *testing.T) {
 					}
 				}
 				for _, h := range takes {
-					if err := l.takeBacks.refund(ctx, h); err != nil {
+					if err := l.takeBack(h).Refund(ctx); err != nil {
 						t.Fatal(err)
 					}
 				}

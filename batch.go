@@ -34,14 +34,13 @@ type pipeliner interface {
 // over servers by a hash of its own, so there each decision stays its own
 // call.
 type batcher struct {
-	rdb       pipeliner
-	scripter  redis.Scripter // the same client, for a lone caller's own call
-	script    *redis.Script  // the decision script
-	max       int            // most decisions in one pipeline
-	inFlight  int            // most pipelines (and lone calls) in flight at once: pipelinesInFlight, or ackedPipelinesInFlight
-	merge     merge          // which single-limit decisions share script calls
-	acks      *acks          // WithReplicas: admissions wait for replicas (replicas.go)
-	takeBacks *takeBacks     // takes back what a decision whose caller left recorded
+	rdb      pipeliner
+	scripter redis.Scripter // the same client, for a lone caller's own call
+	script   *redis.Script  // the decision script
+	max      int            // most decisions in one pipeline
+	inFlight int            // most pipelines (and lone calls) in flight at once: pipelinesInFlight, or ackedPipelinesInFlight
+	merge    merge          // which single-limit decisions share script calls
+	acks     *acks          // WithReplicas: admissions wait for replicas (replicas.go)
 
 	yield yielder // a flusher's yield before it takes the queue
 
@@ -90,8 +89,8 @@ func (y *yielder) yield() {
 // slot; anything else (a *redis.Ring, whose shard hash is its own), one
 // decision per call. With acks (WithReplicas), pipelines go acknowledged;
 // what a caller who left was admitted goes to takeBacks.
-func newBatcher(rdb redis.Scripter, script *redis.Script, max int, acks *acks, takeBacks *takeBacks) *batcher {
-	b := &batcher{rdb: rdb.(pipeliner), scripter: rdb, script: script, max: max, inFlight: pipelinesInFlight, acks: acks, takeBacks: takeBacks}
+func newBatcher(rdb redis.Scripter, script *redis.Script, max int, acks *acks) *batcher {
+	b := &batcher{rdb: rdb.(pipeliner), scripter: rdb, script: script, max: max, inFlight: pipelinesInFlight, acks: acks}
 	if acks != nil {
 		b.inFlight = ackedPipelinesInFlight
 	}
@@ -128,7 +127,7 @@ const ackedPipelinesInFlight = 4
 // send decides one decision: at once if nothing is in flight, else in the
 // next pipeline. take is what to take back if the caller leaves before its
 // pipeline answered (a WithReplicas admission).
-func (b *batcher) send(ctx context.Context, keys []string, args []any, take *Handle) (any, error) {
+func (b *batcher) send(ctx context.Context, keys []string, args []any, take func(v any)) (any, error) {
 	b.mu.Lock()
 	if b.flushing == 0 && len(b.queue) == 0 {
 		// Nothing in flight: the caller sends its own call at once, as
@@ -165,7 +164,7 @@ func (b *batcher) send(ctx context.Context, keys []string, args []any, take *Han
 // on its own. However it ends (a panic of the client too, which becomes its
 // error), the batcher learns that it is over and sends what queued
 // meanwhile.
-func (b *batcher) alone(ctx context.Context, keys []string, args []any, take *Handle) (v any, err error) {
+func (b *batcher) alone(ctx context.Context, keys []string, args []any, take func(v any)) (v any, err error) {
 	defer func() {
 		b.mu.Lock()
 		b.flushing--
@@ -188,7 +187,7 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any, take *Ha
 func (b *batcher) abandoned(p *pending) {
 	<-p.done
 	if reply.Admits(p.val) || (p.err != nil && fault.MayHaveRun(p.err)) {
-		b.takeBacks.add(p.take.timedBy(p.val))
+		p.take(p.val)
 	}
 }
 

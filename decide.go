@@ -10,6 +10,7 @@ import (
 	"github.com/slidelog/slidelog/internal/deadline"
 	"github.com/slidelog/slidelog/internal/fault"
 	"github.com/slidelog/slidelog/internal/reply"
+	"github.com/slidelog/slidelog/internal/takeback"
 )
 
 // call holds one decision's script arguments in a single allocation:
@@ -83,7 +84,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		var na fault.NotAcked
 		if v == nil || !errors.As(err, &na) {
 			if q.op == opAcquire && sent && !errors.As(err, new(fault.Left)) && fault.MayHaveRun(err) {
-				l.takeBacks.add(l.handle(q, keys, id)) // its reply was lost: it may have admitted
+				l.takeBacks.Add(l.takeBack(l.handle(q, keys, id))) // its reply was lost: it may have admitted
 			}
 			return Result{}, wrap(ctx, "run script", err)
 		}
@@ -101,7 +102,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		r.handle.setEnds(v, limits)
 	}
 	if unacked != nil && err == nil {
-		return Result{}, l.takeBacks.unacked(ctx, r.handle, unacked)
+		return Result{}, l.takeBacks.Unacked(ctx, l.takeBack(r.handle), unacked)
 	}
 	return r, err
 }
@@ -114,13 +115,15 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 // read) is its error (ErrPanic).
 func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []any, id [idLen]byte) (v any, err error) {
 	defer panics().To(func(e error) { v, err = nil, e })
-	var take *Handle // WithReplicas: what the admission records, to wait for and to take back
+	var take func(v any) // WithReplicas: takes back what the admission recorded, given its reply
 	if l.acks != nil && q.op != opPeek {
 		h := l.handle(q, keys, id)
-		take = &h
+		take = func(v any) { l.takeBacks.Add(l.takeBack(h.timedBy(v))) }
 	}
 	if q.op == opAcquire {
-		return l.takeBacks.detached(ctx, l.handle(q, keys, id), func(ctx context.Context) (any, error) {
+		h := l.handle(q, keys, id)
+		job := func(v any) takeback.Job { return l.takeBack(h.timedBy(v)) }
+		return l.takeBacks.Detached(ctx, job, func(ctx context.Context) (any, error) {
 			return l.transport.send(ctx, keys, args, take)
 		})
 	}

@@ -126,10 +126,7 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 		if _, err := l.Acquire(ctx, "k", InFlight(1, time.Minute)); !errors.Is(err, context.Canceled) {
 			t.Fatalf("%v, want context.Canceled", err)
 		}
-		l.takeBacks.mu.Lock()
-		n := len(l.takeBacks.queue) + l.takeBacks.workers
-		l.takeBacks.mu.Unlock()
-		if n != 0 {
+		if n := l.takeBacks.Len(); n != 0 {
 			t.Errorf("%d take-backs of a call never sent", n)
 		}
 	})

@@ -31,6 +31,7 @@ import (
 	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/denycache"
 	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/takeback"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
 
@@ -92,7 +93,7 @@ type Limiter struct {
 	acks      *acks                   // WithReplicas
 	transport transport               // how a decision's script call travels (transport.go)
 	batch     *batcher                // the transport, when it batches
-	takeBacks takeBacks               // of events no caller was told were admitted (takeback.go)
+	takeBacks *takeback.Queue         // of events no caller was told were admitted
 	breaker   *breaker.Breaker        // whether Redis is known to be unreachable
 	waits     waiting.Lines           // Wait's callers, in line per key
 	clock     func() time.Time        // this process's clock: only where calendar periods are guessed before Redis' TIME is known
@@ -131,10 +132,12 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	if c.Replicas != nil {
 		l.acks = newAcks(rdb, *c.Replicas, l.script)
 	}
-	l.takeBacks = takeBacks{rdb: rdb, within: takeBackTimeout, observe: l.observe, name: c.Name}
+	within := takeback.Timeout // each refund of a take-back
 	if l.acks != nil {
-		l.takeBacks.within = l.acks.timeout
+		within = l.acks.timeout
 	}
+	l.takeBacks = takeback.New(takeback.Config{Within: within, Panics: panics(),
+		Report: func(n int, err error) { l.observe(Observation{Op: opTakeBack, Name: l.name, N: n, Err: err}) }})
 	l.breaker = breaker.New(breaker.Config{Client: rdb, Off: c.NoBreaker || severalNodes(rdb), Open: ErrBreakerOpen, Panics: panics(),
 		Observe: func(open bool, cause error) {
 			op := opBreakerClose
@@ -147,7 +150,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	_, pipelines := rdb.(pipeliner)
 	switch {
 	case c.Batching != config.BatchOff && pipelines:
-		l.batch = newBatcher(rdb, l.script, c.BatchMax, l.acks, &l.takeBacks)
+		l.batch = newBatcher(rdb, l.script, c.BatchMax, l.acks)
 		l.transport = l.batch
 	case l.acks != nil:
 		l.transport = l.acks

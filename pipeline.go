@@ -24,11 +24,11 @@ type pending struct {
 	val  any // the script's reply
 	err  error
 
-	// take: the events the decision records if it admits, taken back if
+	// take takes back what the decision recorded, given its reply, if
 	// its caller leaves before the answer: with WithReplicas, every
-	// admission's; an acquisition's (no holder would release them); nil
-	// otherwise.
-	take *Handle
+	// admission's; nil otherwise (a Peek). Non-nil, the decision may admit
+	// and waits for the replicas.
+	take func(v any)
 
 	answered atomic.Bool // reply was called: val and err are final
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slidelog/slidelog/internal/fault"
+
+	"github.com/slidelog/slidelog/internal/takeback"
 )
 
 // Refund takes back exactly the events that the admission h came from
@@ -102,4 +104,14 @@ func (h Handle) refundArgs() []any {
 		return []any{string(h.id[:]), h.n}
 	}
 	return []any{"@" + strconv.FormatInt(h.at, 10), string(h.id[:]), h.n}
+}
+
+// takeBack is the take-back of h's events: refund.lua, as Refund runs it
+// (without telling the deny cache: a take-back undoes an admission no
+// caller heard of, and a denial the cache remembers meanwhile is of
+// another call, only ever too strict until it expires). A Handle of
+// compact logs or calendar quotas (given) is refunded once.
+func (l *Limiter) takeBack(h Handle) takeback.Job {
+	return takeback.Job{N: h.n, Window: h.window, Once: h.given != nil,
+		Refund: func(ctx context.Context) error { return refundEvents(ctx, l.rdb, h) }}
 }

@@ -18,12 +18,12 @@ import (
 //     (the default), whose pipelines go acknowledged through *acks with
 //     WithReplicas.
 //
-// take, with WithReplicas, is what a decision that may admit records: it
-// waits for the replicas if it admits, and the batcher takes it back if its
-// caller leaves before its pipeline answered. Nil for a Peek, and without
-// WithReplicas.
+// take, with WithReplicas, takes back what a decision that may admit
+// recorded, given its reply: such a decision waits for the replicas if it
+// admits, and the batcher takes it back if its caller leaves before its
+// pipeline answered. Nil for a Peek, and without WithReplicas.
 type transport interface {
-	send(ctx context.Context, keys []string, args []any, take *Handle) (any, error)
+	send(ctx context.Context, keys []string, args []any, take func(v any)) (any, error)
 }
 
 var (
@@ -38,13 +38,13 @@ type direct struct {
 	script *redis.Script
 }
 
-func (d direct) send(ctx context.Context, keys []string, args []any, _ *Handle) (any, error) {
+func (d direct) send(ctx context.Context, keys []string, args []any, _ func(v any)) (any, error) {
 	return d.script.Run(ctx, d.rdb, keys, args...).Result()
 }
 
 // send is the acknowledged call (decide): an admission waits for the
 // replicas, a denial answers at once; a Peek (no take) is a call of its own.
-func (a *acks) send(ctx context.Context, keys []string, args []any, take *Handle) (any, error) {
+func (a *acks) send(ctx context.Context, keys []string, args []any, take func(v any)) (any, error) {
 	if take == nil {
 		return a.script.Run(ctx, a.rdb, keys, args...).Result()
 	}
