@@ -124,10 +124,10 @@ func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []an
 		h := l.handle(q, keys, id)
 		job := func(v any) takeback.Job { return l.takeBack(h.timedBy(v)) }
 		return l.takeBacks.Detached(ctx, job, func(ctx context.Context) (any, error) {
-			return l.transport.send(ctx, keys, args, take)
+			return l.transport.Send(ctx, keys, args, take)
 		})
 	}
-	return l.transport.send(ctx, keys, args, take)
+	return l.transport.Send(ctx, keys, args, take)
 }
 
 // maxPeriodTries is how many times a decision sends the calendar periods

@@ -32,6 +32,7 @@ import (
 	"github.com/slidelog/slidelog/internal/denycache"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/takeback"
+	"github.com/slidelog/slidelog/internal/transport"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
 
@@ -90,9 +91,9 @@ type Limiter struct {
 	timeout   time.Duration
 	maxEvents int
 	deny      *denycache.Cache[Limit] // WithDenyCache
-	acks      *acks                   // WithReplicas
-	transport transport               // how a decision's script call travels (transport.go)
-	batch     *batcher                // the transport, when it batches
+	acks      *transport.Acks         // WithReplicas
+	transport transport.Sender        // how a decision's script call travels
+	batch     *transport.Batcher      // the transport, when it batches
 	takeBacks *takeback.Queue         // of events no caller was told were admitted
 	breaker   *breaker.Breaker        // whether Redis is known to be unreachable
 	waits     waiting.Lines           // Wait's callers, in line per key
@@ -129,12 +130,13 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	if c.DenyCache {
 		l.deny = denycache.New[Limit](time.Now)
 	}
-	if c.Replicas != nil {
-		l.acks = newAcks(rdb, *c.Replicas, l.script)
+	if r := c.Replicas; r != nil {
+		l.acks = transport.NewAcks(transport.AcksConfig{Client: rdb, Script: l.script, N: r.N, Timeout: r.Timeout,
+			NotReplicated: ErrNotReplicated, Panics: panics()})
 	}
 	within := takeback.Timeout // each refund of a take-back
 	if l.acks != nil {
-		within = l.acks.timeout
+		within = l.acks.Timeout()
 	}
 	l.takeBacks = takeback.New(takeback.Config{Within: within, Panics: panics(),
 		Report: func(n int, err error) { l.observe(Observation{Op: opTakeBack, Name: l.name, N: n, Err: err}) }})
@@ -147,15 +149,15 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 			l.observe(Observation{Op: op, Name: l.name, Err: cause})
 		}})
 	// the transport, chosen once
-	_, pipelines := rdb.(pipeliner)
+	_, pipelines := rdb.(transport.Pipeliner)
 	switch {
 	case c.Batching != config.BatchOff && pipelines:
-		l.batch = newBatcher(rdb, l.script, c.BatchMax, l.acks)
+		l.batch = transport.NewBatcher(transport.BatchConfig{Client: rdb, Script: l.script, Max: c.BatchMax, Acks: l.acks, Panics: panics()})
 		l.transport = l.batch
 	case l.acks != nil:
 		l.transport = l.acks
 	default:
-		l.transport = direct{rdb, l.script}
+		l.transport = transport.Direct{Client: rdb, Script: l.script}
 	}
 	l.plain = l.deny == nil && l.policy.kind == failClosed && !l.shadow && l.hook == nil
 	return l

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/transport"
 )
 
 // Option configures a Limiter (its value is internal/config.Config). Options are checked by New: a mistake
@@ -66,7 +67,7 @@ func check(c *config.Config, rdb redis.Scripter) []string {
 		if c.BatchMax < 1 {
 			mistakes = append(mistakes, fmt.Sprintf("WithBatching(%d): a pipeline of fewer than 1 decision carries none (the default is %d)", c.BatchMax, config.DefaultBatch))
 		}
-		if _, ok := rdb.(pipeliner); !ok {
+		if _, ok := rdb.(transport.Pipeliner); !ok {
 			mistakes = append(mistakes, fmt.Sprintf("WithBatching needs a client with Pipeline() (a %T has none)", rdb))
 		}
 	}
@@ -77,7 +78,7 @@ func check(c *config.Config, rdb redis.Scripter) []string {
 		if r.Timeout <= 0 {
 			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): the timeout must be positive (WAIT without one blocks until acknowledged, forever if a replica never comes back)", r.N, r.Timeout))
 		}
-		if err := canAcknowledge(rdb, r.N, r.Timeout); err != nil {
+		if err := transport.CanAcknowledge(rdb, r.N, r.Timeout); err != nil {
 			mistakes = append(mistakes, err.Error())
 		}
 	}
@@ -208,4 +209,50 @@ func WithName(name string) Option {
 // Redis is unreachable; see ErrBreakerOpen), off for a Cluster and a Ring.
 func WithoutBreaker() Option {
 	return func(c *config.Config) { c.NoBreaker = true }
+}
+
+// WithReplicas answers an admission allowed only once n replicas have
+// acknowledged its write: after the decision script admits, Redis' WAIT n
+// timeout runs on the same connection (WAIT is refused inside scripts), on
+// the master that holds the key. Redis replication is asynchronous, so
+// without it a master that fails over before its replicas received the last
+// admissions loses them, and the promoted replica admits them again: a
+// window can hold more than the limit. With it, every event a caller was
+// told is admitted is on n replicas when the call returns, and a failover to
+// one of them keeps it.
+//
+// If fewer than n replicas acknowledge within timeout (or the WAIT fails),
+// the call returns an error wrapping ErrNotReplicated, and the events it
+// recorded are taken back (Refund) while the master can still be reached,
+// so that a slow or lost replica does not spend the quota. ErrNotReplicated
+// is an unavailability: WithPolicy answers for it (FailOpen admits, Degraded).
+//
+// What waits: Allow, AllowN, AllowAll and AcquireN when they admit. A denial or a
+// Peek writes no event and answers at once; Refund and Reset do not wait
+// either (losing one of them in a failover brings events back, which makes
+// the limit stricter, never looser). With batching (the default), the
+// decisions of a pipeline run on one connection to their master and one
+// WAIT after the pipeline covers all of its admissions (on a Cluster, one
+// per master); its denials and Peeks are answered before the WAIT. A call
+// cut short by its context is not answered allowed. Its events are taken
+// back once its outcome is known: a batched call's when its pipeline
+// answers, any call's when its context ends during the WAIT. A call cut
+// while its script runs on its own is like any call whose outcome is
+// unknown: its events may stay recorded (stricter, never looser).
+//
+// Cost: an admission takes a second round trip (the WAIT, which lasts until
+// the replicas have acknowledged: about one round trip from the master to
+// them) and a connection of the pool for both; denials cost nothing more.
+//
+// The client must be one whose master slidelog can hold a connection to:
+// a *redis.Client (a single server with replicas), a Sentinel failover
+// client, or a *redis.ClusterClient (a UniversalClient holding one of
+// them). New panics on a *redis.Ring, whose shards have no replicas to wait
+// for, if n < 1, or if timeout <= 0: WAIT with no timeout would block until
+// acknowledged, forever if a replica never comes back, so pass a long
+// timeout instead. timeout is rounded up to whole milliseconds (WAIT's
+// unit); choose it below the callers' deadlines, so that a failed
+// acknowledgment is told as ErrNotReplicated rather than as a deadline.
+func WithReplicas(n int, timeout time.Duration) Option {
+	return func(c *config.Config) { c.Replicas = &config.Replicas{N: n, Timeout: timeout} }
 }

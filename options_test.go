@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/transport"
 )
 
 // A configuration mistake panics in New, naming what is wrong; every
@@ -64,7 +65,7 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 // it), and off on request.
 func TestOptionsBuild(t *testing.T) {
 	rdb := newMini(t).rdb
-	if l := New(rdb); !l.plain || l.batch == nil || l.batch.max != config.DefaultBatch || l.batch.merge != mergeAll || l.deny != nil {
+	if l := New(rdb); !l.plain || l.batch == nil || l.batch.Max() != config.DefaultBatch || l.batch.Merge() != transport.MergeAll || l.deny != nil {
 		t.Errorf("New(rdb): plain %v batch %+v deny %v", l.plain, l.batch, l.deny)
 	}
 	if l := New(rdb, WithoutBatching()); l.batch != nil {
@@ -76,7 +77,7 @@ func TestOptionsBuild(t *testing.T) {
 	timed := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = timed.Close() })
 	l := New(timed, WithTimeout(time.Second), WithMaxEvents(10), WithPrefix("{rl}:"), WithBatching(8), WithDenyCache(), WithName("n"))
-	if l.plain || l.batch == nil || l.batch.max != 8 || l.batch.merge != mergeAll || l.deny == nil {
+	if l.plain || l.batch == nil || l.batch.Max() != 8 || l.batch.Merge() != transport.MergeAll || l.deny == nil {
 		t.Errorf("options not applied: %+v", l)
 	}
 }

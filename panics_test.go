@@ -94,9 +94,7 @@ func TestClientPanicIsAnError(t *testing.T) {
 				// a pipeline's goroutine ends just after it answered its callers
 				var flushing, queued int
 				for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
-					l.batch.mu.Lock()
-					flushing, queued = l.batch.flushing, len(l.batch.queue)
-					l.batch.mu.Unlock()
+					flushing, queued = l.batch.State()
 					if flushing == 0 && queued == 0 {
 						break
 					}

@@ -298,12 +298,12 @@ func TestReplicasMistakes(t *testing.T) {
 		})
 	}
 	// Right: a plain client, a Cluster client; the timeout in whole ms.
-	if l := New(m.rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.timeout != 2*time.Millisecond || l.acks.single == nil || l.batch.acks != l.acks {
+	if l := New(m.rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.Timeout() != 2*time.Millisecond || l.acks.Cluster() || l.batch.Acks() != l.acks {
 		t.Errorf("acks %+v", l.acks)
 	}
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
 	t.Cleanup(func() { _ = cluster.Close() })
-	if l := New(cluster, WithReplicas(1, time.Second)); l.acks.cluster == nil {
+	if l := New(cluster, WithReplicas(1, time.Second)); !l.acks.Cluster() {
 		t.Errorf("acks %+v", l.acks)
 	}
 }

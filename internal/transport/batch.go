@@ -1,4 +1,4 @@
-package slidelog
+package transport
 
 import (
 	"context"
@@ -14,35 +14,36 @@ import (
 	"github.com/slidelog/slidelog/internal/reply"
 )
 
-// pipeliner is what batching needs of a client: every go-redis client
+// Pipeliner is what batching needs of a client: every go-redis client
 // (*redis.Client, *redis.ClusterClient, *redis.Ring, failover) has it.
-type pipeliner interface {
+type Pipeliner interface {
 	Pipeline() redis.Pipeliner
 }
 
-// batcher sends the decisions that concurrent callers ask for while a
+// Batcher sends the decisions that concurrent callers ask for while a
 // call or pipeline is in flight together, in the next pipeline: one round
 // trip for many decisions, and no timer, so a lone caller never waits for
 // company (with nothing in flight, a caller sends its own call at once).
 //
 // The decisions of a pipeline also share script calls (merge): one call
-// takes up to mergeMax of them, one after the other at one server time,
+// takes up to MergeMax of them, one after the other at one server time,
 // each exactly as if it were alone (script.lua). That saves Redis the
 // per-call cost (the script's start, TIME, the reply) for all but one. On a
 // single server any decisions may share a call; on a Cluster, those whose
 // keys are in one hash slot (a call's keys must be); a Ring spreads keys
 // over servers by a hash of its own, so there each decision stays its own
 // call.
-type batcher struct {
-	rdb      pipeliner
+type Batcher struct {
+	rdb      Pipeliner
 	scripter redis.Scripter // the same client, for a lone caller's own call
 	script   *redis.Script  // the decision script
 	max      int            // most decisions in one pipeline
-	inFlight int            // most pipelines (and lone calls) in flight at once: pipelinesInFlight, or ackedPipelinesInFlight
-	merge    merge          // which single-limit decisions share script calls
-	acks     *acks          // WithReplicas: admissions wait for replicas (replicas.go)
+	inFlight int            // most pipelines (and lone calls) in flight at once: PipelinesInFlight, or AckedPipelinesInFlight
+	merge    Merge          // which single-limit decisions share script calls
+	acks     *Acks          // WithReplicas: admissions wait for replicas (acks.go)
 
-	yield yielder // a flusher's yield before it takes the queue
+	yield  yielder      // a flusher's yield before it takes the queue
+	panics fault.Panics // a client's panic: the error of the calls it served
 
 	mu       sync.Mutex
 	queue    []*pending
@@ -81,32 +82,45 @@ func (y *yielder) yield() {
 	}
 }
 
-// newBatcher is the batcher for rdb, which pipelines. Which decisions
+// BatchConfig is what a Batcher is built from.
+type BatchConfig struct {
+	Client redis.Scripter // a client that pipelines
+	Script *redis.Script  // the decision script
+	Max    int            // the most decisions in one pipeline
+	Acks   *Acks          // WithReplicas, or nil
+	Panics fault.Panics   // a client's panic: its error
+	Clock  func() int64   // the yielder's monotonic clock, ns (nil: time since New)
+}
+
+// NewBatcher is the Batcher for c.Client, which pipelines. Which decisions
 // share script calls follows from the client: a single server (a
 // *redis.Client, a Sentinel failover client, or a type that embeds one: it
 // has Options() *redis.Options) takes any decisions in one call; a Cluster
 // (a *redis.ClusterClient, or a type that embeds one), those of one hash
 // slot; anything else (a *redis.Ring, whose shard hash is its own), one
-// decision per call. With acks (WithReplicas), pipelines go acknowledged;
+// decision per call. With Acks (WithReplicas), pipelines go acknowledged;
 // what a caller who left was admitted goes to takeBacks.
-func newBatcher(rdb redis.Scripter, script *redis.Script, max int, acks *acks) *batcher {
-	b := &batcher{rdb: rdb.(pipeliner), scripter: rdb, script: script, max: max, inFlight: pipelinesInFlight, acks: acks}
-	if acks != nil {
-		b.inFlight = ackedPipelinesInFlight
+func NewBatcher(c BatchConfig) *Batcher {
+	rdb := c.Client
+	b := &Batcher{rdb: rdb.(Pipeliner), scripter: rdb, script: c.Script, max: c.Max, inFlight: PipelinesInFlight, acks: c.Acks, panics: c.Panics}
+	if c.Acks != nil {
+		b.inFlight = AckedPipelinesInFlight
 	}
-	start := time.Now() // the origin of the yielder's monotonic clock
-	b.yield.now = func() int64 { return int64(time.Since(start)) }
-	b.yield.sched = runtime.Gosched
+	b.yield.now, b.yield.sched = c.Clock, runtime.Gosched
+	if b.yield.now == nil {
+		start := time.Now() // the origin of the yielder's monotonic clock
+		b.yield.now = func() int64 { return int64(time.Since(start)) }
+	}
 	switch rdb.(type) {
 	case interface{ Options() *redis.Options }:
-		b.merge = mergeAll
+		b.merge = MergeAll
 	case interface{ Options() *redis.ClusterOptions }:
-		b.merge = mergeSlot
+		b.merge = MergeSlot
 	}
 	return b
 }
 
-// pipelinesInFlight is how many pipelines fly at once, a lone caller's call
+// PipelinesInFlight is how many pipelines fly at once, a lone caller's call
 // counted: enough that Redis always has one to run while the client writes
 // the next and reads the last, few enough that each still carries many
 // decisions (and shares its script calls). Before a flusher yielded
@@ -115,19 +129,19 @@ func newBatcher(rdb redis.Scripter, script *redis.Script, max int, acks *acks) *
 // decisions of 4, on one hot key 1.11-1.30x), and 2 leaves Redis idle at 64
 // callers. Measured side by side: docs/performance.md, "Three pipelines
 // in flight, after the yield".
-const pipelinesInFlight = 3
+const PipelinesInFlight = 3
 
-// ackedPipelinesInFlight is the same with WithReplicas, which keeps the 4
+// AckedPipelinesInFlight is the same with WithReplicas, which keeps the 4
 // it had: each of its pipelines waits for a replica's acknowledgement
 // (WAIT) after its decisions, so a pipeline's time is mostly that wait,
 // not the client's and Redis' work that 3 against 4 was measured on; 3
 // was not measured with replicas.
-const ackedPipelinesInFlight = 4
+const AckedPipelinesInFlight = 4
 
 // send decides one decision: at once if nothing is in flight, else in the
 // next pipeline. take is what to take back if the caller leaves before its
 // pipeline answered (a WithReplicas admission).
-func (b *batcher) send(ctx context.Context, keys []string, args []any, take func(v any)) (any, error) {
+func (b *Batcher) Send(ctx context.Context, keys []string, args []any, take func(v any)) (any, error) {
 	b.mu.Lock()
 	if b.flushing == 0 && len(b.queue) == 0 {
 		// Nothing in flight: the caller sends its own call at once, as
@@ -162,9 +176,9 @@ func (b *batcher) send(ctx context.Context, keys []string, args []any, take func
 
 // alone is the call of a caller that found nothing in flight, sent at once
 // on its own. However it ends (a panic of the client too, which becomes its
-// error), the batcher learns that it is over and sends what queued
+// error), the Batcher learns that it is over and sends what queued
 // meanwhile.
-func (b *batcher) alone(ctx context.Context, keys []string, args []any, take func(v any)) (v any, err error) {
+func (b *Batcher) alone(ctx context.Context, keys []string, args []any, take func(v any)) (v any, err error) {
 	defer func() {
 		b.mu.Lock()
 		b.flushing--
@@ -174,7 +188,7 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any, take fun
 		}
 		b.mu.Unlock()
 	}()
-	defer panics().To(func(e error) { v, err = nil, e })
+	defer b.panics.To(func(e error) { v, err = nil, e })
 	if b.acks != nil && take != nil {
 		return b.acks.decide(ctx, keys, args)
 	}
@@ -184,7 +198,7 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any, take fun
 // abandoned takes back the events of p, whose caller left before its
 // answer (its context ended), once the pipeline has answered, if it
 // admitted: no caller was told it was.
-func (b *batcher) abandoned(p *pending) {
+func (b *Batcher) abandoned(p *pending) {
 	<-p.done
 	if reply.Admits(p.val) || (p.err != nil && fault.MayHaveRun(p.err)) {
 		p.take(p.val)
@@ -202,7 +216,7 @@ func (b *batcher) abandoned(p *pending) {
 // "A pipeline yields before it leaves"). In a process whose processors are
 // all busy with other goroutines a yield can take milliseconds; the
 // yielder then stops yielding for a while (yielder).
-func (b *batcher) flush() {
+func (b *Batcher) flush() {
 	for {
 		b.yield.yield()
 		b.mu.Lock()
@@ -222,12 +236,12 @@ func (b *batcher) flush() {
 
 // sendSafely is send, whose panics (the client's, on a reply it cannot
 // read) become the error of the batch's decisions not answered yet.
-func (b *batcher) sendSafely(batch []*pending) {
-	defer panics().To(func(err error) { failAll(batch, err) })
+func (b *Batcher) sendSafely(batch []*pending) {
+	defer b.panics.To(func(err error) { failAll(batch, err) })
 	b.sendBatch(batch)
 }
 
-func (b *batcher) sendBatch(batch []*pending) {
+func (b *Batcher) sendBatch(batch []*pending) {
 	// Callers that gave up before their turn are not sent at all.
 	live := batch[:0]
 	for _, p := range batch {
@@ -249,4 +263,21 @@ func (b *batcher) sendBatch(batch []*pending) {
 		return
 	}
 	runCalls(ctx, b.rdb, b.script, b.merge.plan(live))
+}
+
+// Max is the most decisions one pipeline carries.
+func (b *Batcher) Max() int { return b.max }
+
+// Merge is which decisions share script calls.
+func (b *Batcher) Merge() Merge { return b.merge }
+
+// Acks are the batcher's WithReplicas, or nil.
+func (b *Batcher) Acks() *Acks { return b.acks }
+
+// State is how many pipelines and lone calls are in flight, and how many
+// decisions wait for a pipeline.
+func (b *Batcher) State() (flushing, queued int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.flushing, len(b.queue)
 }
