@@ -86,10 +86,10 @@ func TestBatchingRealRedis(t *testing.T) {
 // A decision on a key of another type fails alone, inside the call it
 // shares with others: the others are decided as if it were not there (each
 // admission recorded once) and their logs get their expiries, and only the
-// decisions on the wrong key fail, with ErrWrongType. (Before, the shared
-// call failed at the wrong key before the deferred expiries were set, and
-// the admissions before it, sent again, found their events and wrote
-// nothing: logs with no expiry, or a stale one.)
+// decisions on the wrong key fail, with ErrWrongType. (A shared call that
+// failed whole at the wrong key would leave the admissions before it
+// without their deferred expiries: sent again, they find their events and
+// write nothing.)
 func TestBatchingWrongTypeFailsAlone(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()

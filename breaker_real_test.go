@@ -36,10 +36,9 @@ func settled(t *testing.T, b *breaker.Breaker) {
 // quick start's 50ms deadline see only "context deadline exceeded" from
 // go-redis (it retries a refused dial until the deadline), but the first
 // decision the open breaker fails already says why: connection refused.
-// The probe that opened it learned it, not a later one. Before, the probe
-// that opened the breaker only learned that its own 100ms ran out, and
-// every ErrBreakerOpen said "context deadline exceeded" until a probe of up
-// to 5s came back (about 1.7s into the outage).
+// The probe that opened it learned it, not a later one: it dials the
+// server, where waiting out its own 100ms would say only "context deadline
+// exceeded" until a later probe came back.
 func TestBreakerKilledRedisCause(t *testing.T) {
 	addr, pid := redistest.StartProcess(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
@@ -95,10 +94,8 @@ func TestBreakerKilledRedisCause(t *testing.T) {
 // A paused Redis (CLIENT PAUSE, 250ms each second) is slow, not gone: the
 // breaker stays closed for callers whose 30ms deadlines end during a
 // pause, and no decision started after the pause ended (after a PING was
-// answered) gets ErrBreakerOpen. Before, the probe that confirmed the
-// callers' failures gave up after 100ms and opened the breaker on every
-// pause, and calls after Redis had resumed got ErrBreakerOpen until the
-// next probe, up to 100ms later.
+// answered) gets ErrBreakerOpen: the probe that confirms the callers'
+// failures waits out the pause, and is answered.
 func TestBreakerPausedRedis(t *testing.T) {
 	addr := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 16})

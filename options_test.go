@@ -38,8 +38,8 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 		{"max events 0", []Option{WithMaxEvents(0)}, "WithMaxEvents"},
 		{"prefix with an empty tag", []Option{WithPrefix("svc{}:")}, "WithPrefix"},
 		{"batching without Pipeline", []Option{WithBatching(8)}, "Pipeline"},
-		// one rule for every value that cannot work: before, WithBatching(0)
-		// meant 256 while WithMaxEvents(0) panicked
+		// one rule for every value that cannot work: WithBatching(0)
+		// panics as WithMaxEvents(0) does
 		{"batching of 0", []Option{WithBatching(0)}, "WithBatching(0)"},
 		{"batching of -1", []Option{WithBatching(-1)}, "WithBatching(-1)"},
 		{"replicas 0", []Option{WithReplicas(0, time.Second)}, "WithReplicas(0, 1s): n below 1"},

@@ -52,10 +52,8 @@ func (s *liar) reply(cmd []string) string {
 // callers of a batching limiter (which read replies on its own goroutines)
 // and of an unbatched one each get an error wrapping ErrPanic, and then,
 // with the server honest again, a lone caller sends its own call at once
-// (the batcher learned that the call that panicked is over). Before, the
-// panic escaped the batcher's goroutine and ended the test binary; a
-// caller that recovered a lone call's panic left the batcher counting it
-// in flight for ever.
+// (the batcher learned that the call that panicked is over: it does not
+// count it in flight for ever).
 func TestClientPanicIsAnError(t *testing.T) {
 	for _, batched := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {

@@ -123,19 +123,19 @@ func NewBatcher(c BatchConfig) *Batcher {
 // PipelinesInFlight is how many pipelines fly at once, a lone caller's call
 // counted: enough that Redis always has one to run while the client writes
 // the next and reads the last, few enough that each still carries many
-// decisions (and shares its script calls). Before a flusher yielded
-// (flush), 4 did best; since, 3 does as well or better on both workloads
-// at 4, 16 and 64 callers (over 10 000 keys at 16 callers 1.04-1.14x the
-// decisions of 4, on one hot key 1.11-1.30x), and 2 leaves Redis idle at 64
-// callers. Measured side by side: docs/performance.md, "Three pipelines
-// in flight, after the yield".
+// decisions (and shares its script calls). With the flushers' yield
+// (flush), 3 does as well as 4 or better on both workloads at 4, 16 and 64
+// callers (over 10 000 keys at 16 callers 1.04-1.14x the decisions of 4, on
+// one hot key 1.11-1.30x), and 2 leaves Redis idle at 64 callers.
+// Measured side by side: docs/performance.md, "Three pipelines in flight,
+// after the yield".
 const PipelinesInFlight = 3
 
-// AckedPipelinesInFlight is the same with WithReplicas, which keeps the 4
-// it had: each of its pipelines waits for a replica's acknowledgement
-// (WAIT) after its decisions, so a pipeline's time is mostly that wait,
-// not the client's and Redis' work that 3 against 4 was measured on; 3
-// was not measured with replicas.
+// AckedPipelinesInFlight is the same with WithReplicas: 4, since each of
+// its pipelines waits for a replica's acknowledgement (WAIT) after its
+// decisions, so a pipeline's time is mostly that wait, not the client's
+// and Redis' work that 3 against 4 was measured on; 3 is unmeasured with
+// replicas.
 const AckedPipelinesInFlight = 4
 
 // send decides one decision: at once if nothing is in flight, else in the
@@ -211,9 +211,9 @@ func (b *Batcher) abandoned(p *pending) {
 // next decisions, so the pipeline carries them too instead of leaving with
 // the one decision that started it. It waits for no timer and no one who
 // is not already running: with nothing else runnable the yield returns at
-// once. At 16 callers this doubled the decisions a pipeline carries (2.9
-// to 6.0) and cut the CPU per decision by a quarter (docs/performance.md,
-// "A pipeline yields before it leaves"). In a process whose processors are
+// once. At 16 callers a pipeline carries twice the decisions it would
+// without the yield (6.0, not 2.9) and the CPU per decision is a quarter
+// less (docs/performance.md, "A pipeline yields before it leaves"). In a process whose processors are
 // all busy with other goroutines a yield can take milliseconds; the
 // yielder then stops yielding for a while (yielder).
 func (b *Batcher) flush() {
