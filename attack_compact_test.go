@@ -720,7 +720,7 @@ func TestAttackBatchFuzzRealRedis(t *testing.T) {
 func usedMemory(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
 	var v int64
-	if _, err := fmt.Sscan(infoField(rdb, "used_memory"), &v); err != nil {
+	if _, err := fmt.Sscan(redistest.Info(rdb, "used_memory"), &v); err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -730,7 +730,7 @@ func usedMemory(t *testing.T, rdb *redis.Client) int64 {
 // exact, and a Refund (which frees memory) works in both stores: refund.lua
 // on a sorted set is a ZREM, which Redis runs at OOM.
 func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
-	rdb := client(t, redistest.Start(t, "--maxmemory-policy", "noeviction"))
+	rdb := redistest.Client(t, redistest.Start(t, "--maxmemory-policy", "noeviction"))
 	ctx := context.Background()
 	l := New(rdb, compactFromFirst)
 	small, large := Limit{Events: 100, Window: time.Hour}, Limit{Events: 1000, Window: time.Hour}
@@ -1009,7 +1009,7 @@ func TestAttackCompactReplicated(t *testing.T) {
 			if err := l.Refund(ctx, last.Handle()); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the refund on the replica", func() bool { return r.replica.Get(ctx, key).Val() == r.master.Get(ctx, key).Val() })
+			redistest.WaitFor(t, "the refund on the replica", func() bool { return r.replica.Get(ctx, key).Val() == r.master.Get(ctx, key).Val() })
 			all, err := l.AllowAll(ctx, "all", 40, lim, Limit{Events: 1000, Window: time.Minute}, PerHour(100))
 			if err != nil || !all.Allowed {
 				t.Fatal(all, err)

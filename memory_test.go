@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // bytesPerEvent fills a fresh key with events events and divides its MEMORY
@@ -164,7 +165,7 @@ func TestResetBlocks(t *testing.T) {
 		rdb.Do(ctx, "LATENCY", "RESET")
 		rdb.ConfigSet(ctx, "latency-monitor-threshold", "1")
 		rdb.PExpire(ctx, l.prefix+"e", time.Millisecond)
-		waitFor(t, "the key to expire", func() bool { return rdb.Exists(ctx, l.prefix+"e").Val() == 0 })
+		redistest.WaitFor(t, "the key to expire", func() bool { return rdb.Exists(ctx, l.prefix+"e").Val() == 0 })
 		time.Sleep(200 * time.Millisecond)
 		latest := rdb.Do(ctx, "LATENCY", "LATEST").Val()
 		rdb.ConfigSet(ctx, "latency-monitor-threshold", "0")

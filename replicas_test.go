@@ -31,9 +31,9 @@ func startReplicated(t *testing.T) *replicated {
 	master := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	host, port, _ := net.SplitHostPort(master)
 	addr, pid := redistest.StartProcess(t, "--replicaof", host, port)
-	r := &replicated{master: client(t, master), replica: client(t, addr), pid: pid}
-	waitFor(t, "the replica online", func() bool {
-		return strings.Contains(infoField(r.master, "slave0"), "state=online") && infoField(r.replica, "master_link_status") == "up"
+	r := &replicated{master: redistest.Client(t, master), replica: redistest.Client(t, addr), pid: pid}
+	redistest.WaitFor(t, "the replica online", func() bool {
+		return strings.Contains(redistest.Info(r.master, "slave0"), "state=online") && redistest.Info(r.replica, "master_link_status") == "up"
 	})
 	return r
 }
@@ -202,7 +202,7 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 			results <- err
 		}()
 	}
-	waitFor(t, "the admissions recorded on the master", func() bool { return events(t, r.master, prefix+"k") == admissions })
+	redistest.WaitFor(t, "the admissions recorded on the master", func() bool { return events(t, r.master, prefix+"k") == admissions })
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // replicaLoss is a hook for a WithReplicas limiter on miniredis (which has
@@ -163,7 +164,7 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 	}
 	release.Do(func() { close(h.release) })
 	// the take-back is given up (the hook is told), or its refund runs again
-	waitFor(t, "the take-back to be given up or run again", func() bool {
+	redistest.WaitFor(t, "the take-back to be given up or run again", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(given) > 0 || h.refunds.Load() > 1
