@@ -439,6 +439,9 @@ func refundFuzz(t *testing.T, rdb *redis.Client, seed uint64, steps int, wait fu
 
 // Random traces with refunds, on miniredis (its clock set by the test).
 func TestAttackRefundFuzzMiniredis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range attackSeeds(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -453,6 +456,9 @@ func TestAttackRefundFuzzMiniredis(t *testing.T) {
 // retry is found in its log's table (the last 16 admissions and refunds),
 // each refund's second run gives nothing more.
 func TestAttackRefundFuzzRetriedMiniredis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -466,6 +472,9 @@ func TestAttackRefundFuzzRetriedMiniredis(t *testing.T) {
 // than some windows): a compact log records at its newest event's time
 // meanwhile, decides at now (docs/semantics.md).
 func TestAttackRefundFuzzClockStepsBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -479,6 +488,9 @@ func TestAttackRefundFuzzClockStepsBack(t *testing.T) {
 
 // The same on real servers, whose clocks move by themselves.
 func TestAttackRefundFuzzRealRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for name, rdb := range attackAddrs(t) {
 		t.Run(name, func(t *testing.T) {
 			for seed := range uint64(2) {
@@ -697,6 +709,9 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 }
 
 func TestAttackBatchFuzzMiniredis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -707,6 +722,9 @@ func TestAttackBatchFuzzMiniredis(t *testing.T) {
 }
 
 func TestAttackBatchFuzzRealRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for name, rdb := range attackAddrs(t) {
 		t.Run(name, func(t *testing.T) {
 			for seed := range uint64(2) {

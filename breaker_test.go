@@ -330,6 +330,9 @@ func (slowCloseHook) Decided(_ context.Context, o Observation) {
 // probing, so that no probe runs again and every later call gets
 // ErrBreakerOpen from a healthy Redis).
 func TestBreakerNeverStuckOpen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rounds of callers with 30µs deadlines, seconds long: run without -short")
+	}
 	rdb := realRedis(t)
 	for round := range 3 {
 		l := New(rdb, WithoutBatching(), WithHook(slowCloseHook{}))

@@ -85,6 +85,9 @@ func compactTrace(r *rand.Rand, steps int) []model.Step {
 // Large limits against the model on miniredis, whose clock the test sets:
 // every field of every decision, through growth, wrapping and expiry.
 func TestCompactModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range uint64(8) {
 		m := newMini(t)
 		l := New(m.rdb, compactFromFirst)
@@ -170,6 +173,9 @@ func TestCompactModelRealRedis(t *testing.T) {
 // whose every step takes the threshold at random (every log compact, or
 // none) decides as the model.
 func TestStoreFollowsTheKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	m := newMini(t)
 	// every log compact, or none: two instances that disagree
 	instances := [2]*Limiter{New(m.rdb, compactAbove(0)), New(m.rdb, compactAbove(1<<30))}

@@ -42,6 +42,9 @@ func TestConformanceBatched(t *testing.T) {
 
 // Random traces against the model: thousands of steps, every field.
 func TestConformanceModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	conformance.RunModel(t, func(t *testing.T) conformance.Subject { return miniSubject(t) }, 20, 500)
 }
 
@@ -92,6 +95,9 @@ func FuzzModel(f *testing.F) {
 // Every table and trace again with every log compact (compact.lua): the
 // two stores decide alike.
 func TestConformanceCompact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	compact := slidelog.Option(optiontest.CompactAbove(0))
 	conformance.Run(t, func(t *testing.T) conformance.Subject { return miniSubject(t, compact) })
 	t.Run("MaxLimits", func(t *testing.T) {

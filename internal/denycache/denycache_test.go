@@ -8,6 +8,9 @@ import (
 
 // The cache never grows without bound: a full shard sweeps expired denials.
 func TestDenyCacheSweeps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("half a million denials: run without -short")
+	}
 	d := New[int](time.Now)
 	long := time.Now().Add(-time.Hour)
 	lim := 1
