@@ -269,3 +269,13 @@ func TestMergedCallIndexLivesLongest(t *testing.T) {
 		t.Errorf("log %s lives %v, want an hour", k2[1], ttl)
 	}
 }
+
+// allArgs is AllowAll's script call, as Limiter.redis builds it: a log
+// per limit, then their index.
+func (l *Limiter) allArgs(q *request) (keys []string, args []any, id [idLen]byte) {
+	id = l.ids.Reserve(q.n)
+	arg := &idArg{}
+	arg.Set(id)
+	keys, args = l.allArgsAt(q, time.Now(), arg)
+	return keys, args, id
+}

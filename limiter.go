@@ -512,15 +512,6 @@ func (l *Limiter) handle(q *request, keys []string, id [idLen]byte) Handle {
 	return h
 }
 
-// allArgs is AllowAll's script call: a log per limit, then their index.
-func (l *Limiter) allArgs(q *request) (keys []string, args []any, id [idLen]byte) {
-	id = l.ids.Reserve(q.n)
-	arg := &idArg{}
-	arg.Set(id)
-	keys, args = l.allArgsAt(q, time.Now(), arg)
-	return keys, args, id
-}
-
 // allArgsAt is the script call of an AllowAll, or of a decision on a
 // calendar quota: a log (or a quota) per limit, then the index of the
 // windows, and with quotas the index of the periods; a quota's periods are

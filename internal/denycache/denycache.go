@@ -42,7 +42,7 @@ type Answer struct {
 // elapsed time since sent (Go's monotonic clock): clocks of different
 // machines never meet.
 type Cache[L comparable] struct {
-	now    func() time.Time // Go's clock; tests set their own
+	now    func() time.Time // the clock New was given (the Limiter's: time.Now)
 	seed   maphash.Seed
 	shards [64]shard[L]
 }
