@@ -10,3 +10,9 @@ var ScriptSources = map[string]string{
 	"refund.lua":  refundLua,
 	"renew.lua":   renewLua,
 }
+
+// The package's test helpers (servers_test.go), for its external tests.
+var (
+	RealRedis = realRedis
+	UniqueKey = uniqueKey
+)
