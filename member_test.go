@@ -5,22 +5,23 @@ import (
 	"testing"
 
 	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/optiontest"
 )
 
 // The script derives member i from the counter and carries across bytes and
 // past 2^40 the way the client's reserve does.
 func TestScriptIDCarry(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb)
+	src := ids.NewAt(ids.Process().Prefix(), ids.CounterMask-1) // 2 ids before the wrap
+	l := New(m.rdb, Option(optiontest.IDs(src)))
 	ctx := context.Background()
-	l.ids = ids.NewAt(ids.Process().Prefix(), ids.CounterMask-1) // 2 ids before the wrap
 	if _, err := l.AllowN(ctx, "k", PerMinute(10), 4); err != nil {
 		t.Fatal(err)
 	}
 	members, _ := m.ZMembers("slidelog:k")
 	want := map[string]bool{}
 	for _, c := range []uint64{ids.CounterMask - 1, ids.CounterMask, 0, 1} {
-		id := ids.At(l.ids.Prefix(), c)
+		id := ids.At(src.Prefix(), c)
 		want[string(id[:])] = true
 	}
 	for _, mem := range members {
