@@ -10,7 +10,7 @@ import (
 	"github.com/slidelog/slidelog/internal/transport"
 )
 
-// Option configures a Limiter (its value is internal/config.Config). Options are checked by New: a mistake
+// Option configures a Limiter. Options are checked by New: a mistake
 // (a negative duration or size, a prefix that cannot work on a Cluster,
 // batching on a client that cannot pipeline, WithTimeout on a client
 // without ContextTimeoutEnabled, WithReplicas on a Ring) panics there,
