@@ -788,7 +788,7 @@ func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
 	}
 }
 
-// A take-back (takeback.go: a WithReplicas admission whose caller left
+// A take-back (internal/takeback: a WithReplicas admission whose caller left
 // before its batched pipeline answered, or whose reply was lost) refunds
 // the Handle the transport was given before the call ran: handle(q, keys,
 // id), whose at is 0 — the admission's time is not known to it. On a
@@ -814,7 +814,7 @@ func TestAttackTakeBackWithoutTimeOnHotKey(t *testing.T) {
 					}
 					if i < 4 {
 						q := request{op: opAllow, key: key, limit: lim, n: 1}
-						h := l.handle(&q, []string{prefix + key}, r.Handle().id) // what batch.go's abandoned refunds:
+						h := l.handle(&q, []string{prefix + key}, r.Handle().id) // what the batcher's abandoned refunds:
 						h.at = r.at                                              // timed by the admission's reply
 						takes = append(takes, h)
 					}

@@ -453,7 +453,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 
 // send runs the decision's script call through the transport. An
 // acquisition runs detached from the caller's context, so that its
-// take-back, if its caller leaves, follows it (takeback.go); with
+// take-back, if its caller leaves, follows it (internal/takeback); with
 // WithReplicas, an admission whose caller leaves is taken back after the
 // script answered, in order too. A panic of the client (a reply it cannot
 // read) is its error (ErrPanic).

@@ -1,6 +1,6 @@
 // Package keylayout names the Redis keys where slidelog keeps a key's logs,
 // and computes the Redis Cluster slot they share. It is written once, for
-// the library (keys.go) and for the CLI's inspect command alike, so that
+// the library (limiter.go) and for the CLI's inspect command alike, so that
 // inspect reads exactly the keys the library writes.
 //
 // The single-limit log of key is K = prefix + key (Allow, AllowN, Peek).
