@@ -837,6 +837,9 @@ func TestAttackTakeBackWithoutTimeOnHotKey(t *testing.T) {
 // for the replica. Every one of them must be taken back (none was told it
 // was admitted), as on a sorted set.
 func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("40 callers against a stopped replica: run without -short")
+	}
 	r := startReplicated(t)
 	prefix := uniqueKey(t) + ":"
 	l := New(r.master, compactFromFirst, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))

@@ -259,6 +259,9 @@ func TestBreakerOutage(t *testing.T) {
 // would admit every request over the limit, and FailClosed callers with
 // long deadlines would get ErrBreakerOpen.)
 func TestBreakerHealthyRedisShortDeadlines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rounds of an attacker's 20µs callers: run without -short")
+	}
 	for _, batched := range []bool{false, true} {
 		for _, pol := range []struct {
 			name string

@@ -63,6 +63,9 @@ func waitOnline(t *testing.T, master, replica *redis.Client) {
 // slot map still names the old master, now a replica, which answers MOVED:
 // the limiter reloads the map and decides on the new master.
 func TestReplicasCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a Cluster of masters and replicas, and a failover: run without -short")
+	}
 	r, masterAddr, replicaAddr := startReplicatedCluster(t)
 	// RESP2: go-redis (v9.22.0 and v9.23.0 at least) races with itself under
 	// -race when a node client's first connections open through Conn() (as
