@@ -20,6 +20,8 @@ import (
 
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/redistest"
+
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // attackServer is a server an attack runs on: miniredis (its clock set by
@@ -53,11 +55,10 @@ func attackServers(t *testing.T) map[string]*attackServer {
 // being the test's; on a real server it expired with them here, and the
 // subtest passes: the next test makes it outlive them.)
 func TestAttackRefundNewestAfterExpiredLeavesNoPhantom(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(srv.rdb, WithPrefix(uniqueKey(t)+":"))
+			l := New(srv.rdb, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
 			lim := Limit{Events: 200, Window: 20 * time.Millisecond}
 			if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 				t.Fatal(r, err)
@@ -94,7 +95,6 @@ func TestAttackRefundNewestAfterExpiredLeavesNoPhantom(t *testing.T) {
 // window's), and the up to 1 ms by which PEXPIREAT's rounding up to the
 // millisecond outlives the events.
 func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	rdb := realRedis(t)
 	ctx := context.Background()
 	check := func(t *testing.T, l *Limiter, lim Limit, a Result) {
@@ -112,7 +112,7 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 		}
 	}
 	t.Run("window shortened", func(t *testing.T) {
-		l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+		l := New(rdb, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
 		if r, err := l.Allow(ctx, "k", PerHour(200)); err != nil || !r.Allowed {
 			t.Fatal(r, err)
 		}
@@ -128,7 +128,7 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 		// B, then C refunded (its expiry stays: the key outlives B), then,
 		// once B has expired, A refunded: a key whose failed calls are
 		// refunded, as Refund is meant for
-		l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+		l := New(rdb, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
 		lim := Limit{Events: 200, Window: 20 * time.Millisecond}
 		if b, err := l.Allow(ctx, "k", lim); err != nil || !b.Allowed {
 			t.Fatal(b, err)
@@ -152,7 +152,7 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 		lim := Limit{Events: 200, Window: 5 * time.Millisecond}
 		for try := 0; try < 200; try++ {
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix))
+			l := New(rdb, compactFromFirst, WithPrefix(prefix))
 			b, err := l.Allow(ctx, "k", lim)
 			if err != nil || !b.Allowed {
 				t.Fatal(b, err)
@@ -297,9 +297,9 @@ func attackAddrs(t *testing.T) map[string]*redis.Client {
 func refundFuzz(t *testing.T, rdb *redis.Client, seed uint64, steps int, wait func(time.Duration), retried bool, back ...func(time.Duration)) {
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, WithPrefix(prefix))
+	l := New(rdb, compactFromFirst, WithPrefix(prefix))
 	if retried {
-		l = New(twice{rdb}, WithPrefix(prefix)) // every call (decisions, refunds) run twice, the second marked re-sent
+		l = New(twice{rdb}, compactFromFirst, WithPrefix(prefix)) // every call (decisions, refunds) run twice, the second marked re-sent
 	}
 	mod := &refundModel{logs: map[string][]modelEvent{}, shifted: map[int]bool{}}
 	r := rand.New(rand.NewPCG(seed, 77))
@@ -439,7 +439,9 @@ func refundFuzz(t *testing.T, rdb *redis.Client, seed uint64, steps int, wait fu
 
 // Random traces with refunds, on miniredis (its clock set by the test).
 func TestAttackRefundFuzzMiniredis(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range attackSeeds(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -454,7 +456,9 @@ func TestAttackRefundFuzzMiniredis(t *testing.T) {
 // retry is found in its log's table (the last 16 admissions and refunds),
 // each refund's second run gives nothing more.
 func TestAttackRefundFuzzRetriedMiniredis(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -468,7 +472,9 @@ func TestAttackRefundFuzzRetriedMiniredis(t *testing.T) {
 // than some windows): a compact log records at its newest event's time
 // meanwhile, decides at now (docs/semantics.md).
 func TestAttackRefundFuzzClockStepsBack(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -482,7 +488,9 @@ func TestAttackRefundFuzzClockStepsBack(t *testing.T) {
 
 // The same on real servers, whose clocks move by themselves.
 func TestAttackRefundFuzzRealRedis(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for name, rdb := range attackAddrs(t) {
 		t.Run(name, func(t *testing.T) {
 			for seed := range uint64(2) {
@@ -507,13 +515,12 @@ func enc7(v int64) string {
 // on it must be an error that writes nothing (as for any other string),
 // and the key's bytes may never exceed 296 + 7 × the limit.
 func TestAttackForeignStringWithTheMagic(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := srv.rdb
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix))
+			l := New(rdb, compactFromFirst, WithPrefix(prefix))
 			lim := Limit{Events: 200, Window: time.Minute}
 			// a log's 64 slots, cut to its header and 3 slots
 			if r, err := l.AllowN(ctx, "real", lim, 10); err != nil || !r.Allowed {
@@ -615,7 +622,7 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 			if r.IntN(5) == 0 {
 				d.n = 1 + r.IntN(100)
 			}
-			id := ids.reserve(d.n)
+			id := ids.Process().Reserve(d.n)
 			sid := string(id[:])
 			if r.IntN(7) == 0 {
 				d.peek, d.n, sid = true, 1, ""
@@ -636,7 +643,7 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 			default:
 				if d.peek {
 					d.peek, d.n = false, 1
-					id := ids.reserve(1)
+					id := ids.Process().Reserve(1)
 					sid = string(id[:])
 				}
 				d.all, d.limits = true, all
@@ -650,7 +657,7 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 			keys = append(keys, d.keys...)
 			args = append(args, d.args...)
 		}
-		v, err := decideScript.Run(ctx, rdb, keys, args...).Result()
+		v, err := compactScript.Run(ctx, rdb, keys, args...).Result()
 		if err != nil {
 			t.Fatalf("call %d: %v", c, err)
 		}
@@ -702,7 +709,9 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 }
 
 func TestAttackBatchFuzzMiniredis(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -713,7 +722,9 @@ func TestAttackBatchFuzzMiniredis(t *testing.T) {
 }
 
 func TestAttackBatchFuzzRealRedis(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for name, rdb := range attackAddrs(t) {
 		t.Run(name, func(t *testing.T) {
 			for seed := range uint64(2) {
@@ -727,7 +738,7 @@ func TestAttackBatchFuzzRealRedis(t *testing.T) {
 func usedMemory(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
 	var v int64
-	if _, err := fmt.Sscan(infoField(rdb, "used_memory"), &v); err != nil {
+	if _, err := fmt.Sscan(redistest.Info(rdb, "used_memory"), &v); err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -737,11 +748,9 @@ func usedMemory(t *testing.T, rdb *redis.Client) int64 {
 // exact, and a Refund (which frees memory) works in both stores: refund.lua
 // on a sorted set is a ZREM, which Redis runs at OOM.
 func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
-	rdb := client(t, redistest.Start(t, "--maxmemory-policy", "noeviction"))
+	rdb := redistest.Client(t, redistest.Start(t, "--maxmemory-policy", "noeviction"))
 	ctx := context.Background()
-	l := New(rdb)
-	defer SetCompactAbove(compactAbove)
+	l := New(rdb, compactFromFirst)
 	small, large := Limit{Events: 100, Window: time.Hour}, Limit{Events: 1000, Window: time.Hour}
 	handles := map[string]Handle{}
 	for _, lim := range []Limit{small, large} {
@@ -779,7 +788,7 @@ func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
 	}
 }
 
-// A take-back (takeback.go: a WithReplicas admission whose caller left
+// A take-back (internal/takeback: a WithReplicas admission whose caller left
 // before its batched pipeline answered, or whose reply was lost) refunds
 // the Handle the transport was given before the call ran: handle(q, keys,
 // id), whose at is 0 — the admission's time is not known to it. On a
@@ -789,12 +798,11 @@ func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
 // too) the events are never taken back. The sorted set's take-back is by
 // id and always works.
 func TestAttackTakeBackWithoutTimeOnHotKey(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(srv.rdb, WithPrefix(prefix))
+			l := New(srv.rdb, compactFromFirst, WithPrefix(prefix))
 			for _, lim := range []Limit{{Events: 100, Window: time.Minute}, {Events: 1000, Window: time.Minute}} {
 				key := fmt.Sprint(lim.Events)
 				var takes []Handle
@@ -806,13 +814,13 @@ func TestAttackTakeBackWithoutTimeOnHotKey(t *testing.T) {
 					}
 					if i < 4 {
 						q := request{op: opAllow, key: key, limit: lim, n: 1}
-						h := handle(&q, []string{prefix + key}, r.Handle().id) // what batch.go's abandoned refunds:
-						h.at = r.at                                            // timed by the admission's reply
+						h := l.handle(&q, []string{prefix + key}, r.Handle().id) // what the batcher's abandoned refunds:
+						h.at = r.at                                              // timed by the admission's reply
 						takes = append(takes, h)
 					}
 				}
 				for _, h := range takes {
-					if err := l.takeBacks.refund(ctx, h); err != nil {
+					if err := l.takeBack(h).Refund(ctx); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -829,10 +837,12 @@ func TestAttackTakeBackWithoutTimeOnHotKey(t *testing.T) {
 // for the replica. Every one of them must be taken back (none was told it
 // was admitted), as on a sorted set.
 func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
+	if testing.Short() {
+		t.Skip("40 callers against a stopped replica: run without -short")
+	}
 	r := startReplicated(t)
 	prefix := uniqueKey(t) + ":"
-	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
+	l := New(r.master, compactFromFirst, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
 	lims := []Limit{{Events: 100, Window: time.Minute}, {Events: 1000, Window: time.Minute}}
 	for _, lim := range lims {
 		ctx, cancel := context.WithTimeout(context.Background(), generous)
@@ -883,18 +893,15 @@ func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
 // every call two times): it is the last admission on the key, so it must
 // be found, not counted twice. convert writes an empty table.
 func TestAttackRetryOfTheConvertingAdmission(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
-	defer SetCompactAbove(compactAbove)
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
 			lim := Limit{Events: 500, Window: time.Hour}
-			SetCompactAbove(1 << 30) // an older slidelog: a sorted set
-			if r, err := New(srv.rdb, WithPrefix(prefix)).AllowN(ctx, "k", lim, 300); err != nil || !r.Allowed {
+			older := New(srv.rdb, compactAbove(1<<30), WithPrefix(prefix)) // an older slidelog: a sorted set
+			if r, err := older.AllowN(ctx, "k", lim, 300); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
-			SetCompactAbove(128)
 			r, err := New(twice{srv.rdb}, WithPrefix(prefix)).AllowN(ctx, "k", lim, 10)
 			if err != nil || !r.Allowed {
 				t.Fatal(r, err)
@@ -907,11 +914,9 @@ func TestAttackRetryOfTheConvertingAdmission(t *testing.T) {
 			}
 			// worse: a retried converting admission that filled the window is
 			// answered denied, its events recorded (and nobody to refund them)
-			SetCompactAbove(1 << 30)
-			if r, err := New(srv.rdb, WithPrefix(prefix)).AllowN(ctx, "full", lim, 300); err != nil || !r.Allowed {
+			if r, err := older.AllowN(ctx, "full", lim, 300); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
-			SetCompactAbove(128)
 			r, err = New(twice{srv.rdb}, WithPrefix(prefix)).AllowN(ctx, "full", lim, 150)
 			if err != nil || !r.Allowed || logLen(t, srv.rdb, prefix+"full") != 450 {
 				t.Errorf("a retried admission of 150 into 300 of 500: %+v, %v, the log holds %d; want admitted, 450", r, err, logLen(t, srv.rdb, prefix+"full"))
@@ -925,12 +930,11 @@ func TestAttackRetryOfTheConvertingAdmission(t *testing.T) {
 // (thousands of events expired since the last admission): the key's bytes
 // and its expiry stay as they were.
 func TestAttackPeekAndDenialWriteNothing(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(srv.rdb, WithPrefix(prefix))
+			l := New(srv.rdb, compactFromFirst, WithPrefix(prefix))
 			lim := Limit{Events: 5000, Window: 100 * time.Millisecond}
 			for range 50 {
 				srv.wait(time.Millisecond)
@@ -962,12 +966,11 @@ func TestAttackPeekAndDenialWriteNothing(t *testing.T) {
 // sorted set's limit, each attempt growing the compact logs: found, not
 // counted twice, in every log.
 func TestAttackRetriedAllowAllAcrossGrowth(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(twice{srv.rdb}, WithPrefix(prefix))
+			l := New(twice{srv.rdb}, compactFromFirst, WithPrefix(prefix))
 			lims := []Limit{{Events: 1000, Window: time.Minute}, {Events: 600, Window: time.Hour}, {Events: 100, Window: time.Second}}
 			for i, n := range []int{1, 63, 1, 35} { // the compact logs grow at 64 events, then 128
 				srv.wait(time.Microsecond)
@@ -1001,14 +1004,13 @@ func attackSeeds(n uint64) uint64 {
 // byte for byte (growth's SET, the in-place SETRANGEs, a wrap), and so is a
 // refund once replicated; AllowAll too.
 func TestAttackCompactReplicated(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	r := startReplicated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
 	defer cancel()
 	prefix := uniqueKey(t) + ":"
 	for _, mode := range batchingModes {
 		t.Run(mode.name, func(t *testing.T) {
-			l := New(r.master, WithPrefix(prefix+mode.name+":"), WithReplicas(1, generous), mode.opt)
+			l := New(r.master, compactFromFirst, WithPrefix(prefix+mode.name+":"), WithReplicas(1, generous), mode.opt)
 			lim := Limit{Events: 300, Window: 50 * time.Millisecond}
 			key := prefix + mode.name + ":k"
 			var last Result
@@ -1028,7 +1030,7 @@ func TestAttackCompactReplicated(t *testing.T) {
 			if err := l.Refund(ctx, last.Handle()); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the refund on the replica", func() bool { return r.replica.Get(ctx, key).Val() == r.master.Get(ctx, key).Val() })
+			redistest.WaitFor(t, "the refund on the replica", func() bool { return r.replica.Get(ctx, key).Val() == r.master.Get(ctx, key).Val() })
 			all, err := l.AllowAll(ctx, "all", 40, lim, Limit{Events: 1000, Window: time.Minute}, PerHour(100))
 			if err != nil || !all.Allowed {
 				t.Fatal(all, err)
@@ -1053,13 +1055,12 @@ func TestAttackCompactReplicated(t *testing.T) {
 // re-sent: an admission is found in its log and writes nothing, not even
 // its expiry.
 func TestAttackForeignStringInSharedCallLeavesLogsWithoutExpiry(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	rdb := realRedis(t)
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
 	rdb.Set(ctx, prefix+"foreign", "slc1: some other program's value, forty bytes or more", 0)
-	id := ids.reserve(100)
-	v, err := decideScript.Run(ctx, rdb, []string{prefix + "new", prefix + "foreign"},
+	id := ids.Process().Reserve(100)
+	v, err := compactScript.Run(ctx, rdb, []string{prefix + "new", prefix + "foreign"},
 		100, string(id[:]), 1000, -time.Minute.Microseconds(),
 		1, "", 1000, -time.Minute.Microseconds()).Result()
 	t.Logf("the shared call: %v, %v", v, err)
@@ -1067,7 +1068,7 @@ func TestAttackForeignStringInSharedCallLeavesLogsWithoutExpiry(t *testing.T) {
 		t.Errorf("the log an admission of the call wrote has no expiry (PTTL %v): it never goes", ttl)
 	}
 	// through the limiter: the batch, then each decision alone
-	l := New(rdb, WithPrefix(prefix), WithBatching(64))
+	l := New(rdb, compactFromFirst, WithPrefix(prefix), WithBatching(64))
 	lim := Limit{Events: 1000, Window: time.Minute}
 	start := make(chan struct{})
 	done := make(chan error, 20)
@@ -1107,11 +1108,10 @@ func compactlogOf(rdb *redis.Client, key string) (compactlog.Log, error) {
 // events admitted, never more than the limit, and each Result's Remaining
 // is consistent with it.
 func TestAttackConcurrentHotCompactKey(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	rdb := realRedis(t)
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, WithPrefix(prefix), WithBatching(64))
+	l := New(rdb, compactFromFirst, WithPrefix(prefix), WithBatching(64))
 	lim := Limit{Events: 3000, Window: time.Hour}
 	type out struct{ n, remaining int }
 	res := make(chan out, 1000)
@@ -1154,7 +1154,6 @@ func TestAttackConcurrentHotCompactKey(t *testing.T) {
 // offset is round (296 + 7 × 14 285 672 = 100 000 000). Every server in
 // use prints them whole.
 func TestAttackLuaNumberArguments(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	ctx := context.Background()
 	for name, rdb := range attackAddrs(t) {
 		key := uniqueKey(t)

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/reply"
+	"github.com/slidelog/slidelog/internal/transport"
 )
 
 // pipeCounter counts the pipelines a client sends.
@@ -82,10 +86,10 @@ func TestBatchingRealRedis(t *testing.T) {
 // A decision on a key of another type fails alone, inside the call it
 // shares with others: the others are decided as if it were not there (each
 // admission recorded once) and their logs get their expiries, and only the
-// decisions on the wrong key fail, with ErrWrongType. (Before, the shared
-// call failed at the wrong key before the deferred expiries were set, and
-// the admissions before it, sent again, found their events and wrote
-// nothing: logs with no expiry, or a stale one.)
+// decisions on the wrong key fail, with ErrWrongType. (A shared call that
+// failed whole at the wrong key would leave the admissions before it
+// without their deferred expiries: sent again, they find their events and
+// write nothing.)
 func TestBatchingWrongTypeFailsAlone(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
@@ -157,31 +161,30 @@ func TestSharedCallWrongTypeAlone(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := Limit{Events: 2, Window: time.Hour}
-			var ps []*pending
+			// one shared call: the decisions' keys and arguments one after
+			// the other, as the batcher joins them (internal/transport)
+			var keys []string
+			var args []any
 			for _, key := range []string{"a", "bad", "c"} {
-				c := &call{n: 1, events: int64(lim.Events), window: lim.micros()}
-				c.key[0] = prefix + key
-				c.id = ids.reserve(1)
-				c.arg.set(c.id)
-				c.args = [4]any{&c.n, &c.arg, &c.events, &c.window}
-				ps = append(ps, &pending{ctx: ctx, keys: c.key[:], args: c.args[:], done: make(chan struct{})})
+				arg := &idArg{}
+				arg.Set(ids.Process().Reserve(1))
+				keys = append(keys, prefix+key)
+				args = append(args, 1, arg, lim.Events, lim.micros())
 			}
-			calls := l.batch.merge.plan(ps)
-			if len(calls) != 1 {
-				t.Fatalf("%d calls, want one shared call", len(calls))
+			v, err := l.script.Run(ctx, rdb, keys, args...).Slice()
+			if err != nil || len(v) != 3 {
+				t.Fatalf("the shared call: %v, %v", v, err)
 			}
-			runCalls(ctx, rdb, calls)
 			for i, key := range []string{"a", "bad", "c"} {
-				p := ps[i]
 				if key == "bad" {
-					if err := wrap(ctx, "run script", p.err); !errors.Is(err, ErrWrongType) {
-						t.Errorf("bad: %v, %v; want ErrWrongType", p.val, err)
+					if !reply.IsFailed(v[i]) || !strings.Contains(v[i].(string), "WRONGTYPE") {
+						t.Errorf("bad: %v; want its WRONGTYPE alone", v[i])
 					}
 					continue
 				}
-				r, err := decode(p.val, []Limit{lim})
-				if p.err != nil || err != nil || !r.Allowed {
-					t.Errorf("%s: %+v, %v, %v; want admitted", key, r, p.err, err)
+				r, err := decode(v[i], []Limit{lim})
+				if err != nil || !r.Allowed {
+					t.Errorf("%s: %+v, %v; want admitted", key, r, err)
 				}
 				if ttl := rdb.PTTL(ctx, prefix+key).Val(); ttl < 59*time.Minute {
 					t.Errorf("%s: expiry %v, want about the window (1h)", key, ttl)
@@ -212,49 +215,6 @@ func TestBatchingContext(t *testing.T) {
 		}
 	}()
 	New(scripterOnly{m.rdb}, WithBatching(8))
-}
-
-// On a Cluster, only decisions whose keys share a hash slot share a call
-// (an AllowAll decision's keys always do); at most mergeMax decisions go in
-// one call.
-func TestBatchPlan(t *testing.T) {
-	dec := func(key string) *pending {
-		return &pending{keys: []string{key}, args: []any{1, "", 1, 1}}
-	}
-	all := &pending{keys: []string{"{x}:1", "{x}:2", "{x}:windows"}, args: []any{"*2", 1, "", 1, 1, 1, 2}}
-	batch := []*pending{dec("a{x}"), dec("c{y}"), all, dec("b{x}")}
-	for range mergeMax + 1 {
-		batch = append(batch, dec("hot"))
-	}
-	for _, c := range []struct {
-		merge merge
-		want  []int // keys per call, in order
-	}{
-		{mergeNone, append([]int{1, 1, 3, 1}, slices.Repeat([]int{1}, mergeMax+1)...)},
-		{mergeSlot, []int{5, 1, mergeMax, 1}},
-		{mergeAll, []int{mergeMax + 2, 5}},
-	} {
-		calls := c.merge.plan(batch)
-		var got []int
-		decisions := 0
-		for _, call := range calls {
-			got = append(got, len(call.keys))
-			decisions += len(call.of)
-			if len(call.of) > mergeMax {
-				t.Errorf("merge %d: %d decisions in one call", c.merge, len(call.of))
-			}
-			if c.merge == mergeSlot {
-				for _, k := range call.keys {
-					if slot(k) != slot(call.keys[0]) {
-						t.Errorf("keys %v of one call are on different slots", call.keys)
-					}
-				}
-			}
-		}
-		if fmt.Sprint(got) != fmt.Sprint(c.want) || decisions != len(batch) {
-			t.Errorf("merge %d: keys per call %v (%d decisions), want %v (%d)", c.merge, got, decisions, c.want, len(batch))
-		}
-	}
 }
 
 func (p *pipeCounter) Pipeline() redis.Pipeliner {
@@ -301,7 +261,7 @@ func (s *scriptCalls) count(cmd redis.Cmder) {
 	s.calls.Add(1)
 	s.keys.Add(int64(k))
 	raiseTo(&s.mostKeys, int64(k))
-	if k > 1 && cmd.Err() != nil && !isNoScript(cmd.Err()) {
+	if k > 1 && cmd.Err() != nil && !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		s.failedMerged.Add(1)
 	}
 }
@@ -386,7 +346,7 @@ func (h *flightHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// However many callers wait, at most pipelinesInFlight pipelines (a lone
+// However many callers wait, at most transport.PipelinesInFlight pipelines (a lone
 // caller's call counted) are in flight at once, and under load the
 // batcher uses them all; every caller is answered, exactly.
 func TestPipelinesInFlight(t *testing.T) {
@@ -415,31 +375,10 @@ func TestPipelinesInFlight(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if got := h.most.Load(); got != pipelinesInFlight {
-		t.Errorf("at most %d calls and pipelines in flight at once, want %d", got, pipelinesInFlight)
+	if got := h.most.Load(); got != transport.PipelinesInFlight {
+		t.Errorf("at most %d calls and pipelines in flight at once, want %d", got, transport.PipelinesInFlight)
 	}
 	if got := admitted.Load(); got != 500 {
 		t.Errorf("%d of %d decisions admitted under a limit of 500, want 500", got, callers*calls)
-	}
-}
-
-// With WithReplicas a pipeline's time is its wait for a replica, and more
-// pipelines fly at once (ackedPipelinesInFlight) than without.
-func TestAckedPipelinesInFlight(t *testing.T) {
-	m := newMini(t)
-	for _, c := range []struct {
-		name string
-		opts []Option
-		want int
-	}{
-		{"New", nil, pipelinesInFlight},
-		{"WithReplicas", []Option{WithReplicas(1, time.Second)}, ackedPipelinesInFlight},
-	} {
-		if got := New(m.rdb, c.opts...).batch.inFlight; got != c.want {
-			t.Errorf("%s: %d pipelines in flight, want %d", c.name, got, c.want)
-		}
-	}
-	if ackedPipelinesInFlight <= pipelinesInFlight {
-		t.Errorf("WithReplicas lets %d pipelines fly, no more than without (%d)", ackedPipelinesInFlight, pipelinesInFlight)
 	}
 }

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	. "github.com/slidelog/slidelog"
 )
 
 // The client-side cost of a decision, against a real redis-server. Compare
@@ -17,7 +19,7 @@ import (
 //	go test -run '^$' -bench . -benchmem
 
 func BenchmarkGoRedisFloor(b *testing.B) {
-	rdb := realRedis(b)
+	rdb := RealRedis(b)
 	ctx := context.Background()
 	floor := redis.NewScript(`return '0 100 1764000000023456 1764000000123456 1764000000123456'`)
 	if err := floor.Load(ctx, rdb).Err(); err != nil {
@@ -35,9 +37,9 @@ func BenchmarkGoRedisFloor(b *testing.B) {
 }
 
 func BenchmarkAllow(b *testing.B) {
-	rdb := realRedis(b)
+	rdb := RealRedis(b)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(b)+":"))
+	l := New(rdb, WithPrefix(UniqueKey(b)+":"))
 	lim := Limit{Events: 100, Window: time.Second}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -49,9 +51,9 @@ func BenchmarkAllow(b *testing.B) {
 }
 
 func BenchmarkAllowParallel(b *testing.B) {
-	rdb := realRedis(b)
+	rdb := RealRedis(b)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(b)+":"))
+	l := New(rdb, WithPrefix(UniqueKey(b)+":"))
 	lim := Limit{Events: 100, Window: time.Second}
 	for _, keys := range []int{1, 10000} {
 		b.Run("keys="+strconv.Itoa(keys), func(b *testing.B) {

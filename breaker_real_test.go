@@ -13,19 +13,17 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/breaker"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // settled waits until the breaker's probe, if one runs, has decided: the
 // breaker is open or nobody probes. A test then knows what its next call
 // meets, however slowly the machine runs the probe.
-func settled(t *testing.T, b *breaker) {
+func settled(t *testing.T, b *breaker.Breaker) {
 	t.Helper()
 	for start := time.Now(); ; time.Sleep(time.Millisecond) {
-		b.mu.Lock()
-		done := !b.probing || b.open.Load()
-		b.mu.Unlock()
-		if done {
+		if open, probing := b.State(); !probing || open {
 			return
 		}
 		if time.Since(start) > time.Minute {
@@ -38,10 +36,9 @@ func settled(t *testing.T, b *breaker) {
 // quick start's 50ms deadline see only "context deadline exceeded" from
 // go-redis (it retries a refused dial until the deadline), but the first
 // decision the open breaker fails already says why: connection refused.
-// The probe that opened it learned it, not a later one. Before, the probe
-// that opened the breaker only learned that its own 100ms ran out, and
-// every ErrBreakerOpen said "context deadline exceeded" until a probe of up
-// to 5s came back (about 1.7s into the outage).
+// The probe that opened it learned it, not a later one: it dials the
+// server, where waiting out its own 100ms would say only "context deadline
+// exceeded" until a later probe came back.
 func TestBreakerKilledRedisCause(t *testing.T) {
 	addr, pid := redistest.StartProcess(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
@@ -72,21 +69,21 @@ func TestBreakerKilledRedisCause(t *testing.T) {
 			t.Fatal("the killed server's port still accepts connections after a minute")
 		}
 	}
-	// breakerFailures decisions fail, a probe decides, and the next
+	// breaker.Failures decisions fail, a probe decides, and the next
 	// decision meets its verdict.
 	var errs []error
-	for range breakerFailures + 1 {
+	for range breaker.Failures + 1 {
 		_, err := allow(strict)
 		errs = append(errs, err)
-		settled(t, &strict.breaker)
+		settled(t, strict.breaker)
 	}
 	last := errs[len(errs)-1]
 	if !errors.Is(last, ErrBreakerOpen) || !errors.Is(last, syscall.ECONNREFUSED) {
 		t.Errorf("decision %d after the kill: %v; want ErrBreakerOpen wrapping connection refused (earlier ones: %v)", len(errs), last, errs[:len(errs)-1])
 	}
-	for range breakerFailures {
+	for range breaker.Failures {
 		_, _ = allow(open)
-		settled(t, &open.breaker)
+		settled(t, open.breaker)
 	}
 	r, err := allow(open)
 	if err != nil || !r.Allowed || !r.Degraded() {
@@ -97,10 +94,8 @@ func TestBreakerKilledRedisCause(t *testing.T) {
 // A paused Redis (CLIENT PAUSE, 250ms each second) is slow, not gone: the
 // breaker stays closed for callers whose 30ms deadlines end during a
 // pause, and no decision started after the pause ended (after a PING was
-// answered) gets ErrBreakerOpen. Before, the probe that confirmed the
-// callers' failures gave up after 100ms and opened the breaker on every
-// pause, and calls after Redis had resumed got ErrBreakerOpen until the
-// next probe, up to 100ms later.
+// answered) gets ErrBreakerOpen: the probe that confirms the callers'
+// failures waits out the pause, and is answered.
 func TestBreakerPausedRedis(t *testing.T) {
 	addr := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 16})
@@ -206,7 +201,7 @@ func TestBreakerHungRedis(t *testing.T) {
 			t.Fatal("no admission within a minute of the server resuming")
 		}
 	}
-	settled(t, &l.breaker)
+	settled(t, l.breaker)
 	if got := hook.ops(); len(got) != 2 || got[0] != opBreakerOpen || got[1] != opBreakerClose {
 		t.Errorf("the hook heard %v, want open then close", got)
 	}

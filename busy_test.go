@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/redisserver"
+	"github.com/slidelog/slidelog/internal/transport"
 )
 
 // TestBatchingBesideBusyGoroutines runs 16 callers over 10 000 keys, alone
@@ -41,8 +42,10 @@ func TestBatchingBesideBusyGoroutines(t *testing.T) {
 	for _, always := range []bool{false, true} {
 		for _, busy := range []int{0, 2 * runtime.GOMAXPROCS(0)} {
 			l := New(rdb)
-			if always {
-				l.batch.yield.now = func() int64 { return 0 }
+			if always { // the yielder's clock stopped: no yield is ever slow
+				l.batch = transport.NewBatcher(transport.BatchConfig{Client: rdb, Script: l.script, Max: l.batch.Max(), Panics: panics(),
+					Clock: func() int64 { return 0 }})
+				l.transport = l.batch
 			}
 			ctx := context.Background()
 			end := time.Now().Add(run)

@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/denycache"
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // calendarAt sets the miniredis clock to the instant s (RFC 3339).
@@ -174,7 +177,7 @@ func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 	var args []any
 	for range 3 {
 		arg := &idArg{}
-		arg.set(ids.reserve(1))
+		arg.Set(ids.Process().Reserve(1))
 		k, a := l.allArgsAt(q, before, arg)
 		keys, args = append(keys, k...), append(args, a...)
 	}
@@ -225,7 +228,7 @@ func TestCalendarRetryCountsOnce(t *testing.T) {
 	quota := Daily(5, time.UTC)
 	q := &request{op: opAllowAll, key: "k", limits: []Limit{quota}, n: 2}
 	arg := &idArg{}
-	arg.set(ids.reserve(2))
+	arg.Set(ids.Process().Reserve(2))
 	keys, args := l.allArgsAt(q, now, arg)
 	for i := range 3 { // the first write, then two retries (marked)
 		v, err := decideScript.Run(ctx, m.rdb, keys, args...).Result()
@@ -345,7 +348,7 @@ func TestCalendarDenyCache(t *testing.T) {
 	f := &faulty{Client: m.rdb}
 	l := New(f, WithDenyCache())
 	local := utc("2026-05-01T23:59:59Z")
-	l.deny.now = func() time.Time { return local }
+	l.deny = denycache.New[Limit](func() time.Time { return local })
 	m.calendarAt("2026-05-01T23:59:59Z")
 	quota := Daily(1, time.UTC)
 	if r, err := l.Allow(ctx, "k", quota); err != nil || !r.Allowed {

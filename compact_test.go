@@ -85,10 +85,12 @@ func compactTrace(r *rand.Rand, steps int) []model.Step {
 // Large limits against the model on miniredis, whose clock the test sets:
 // every field of every decision, through growth, wrapping and expiry.
 func TestCompactModel(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	for seed := range uint64(8) {
 		m := newMini(t)
-		l := New(m.rdb)
+		l := New(m.rdb, compactFromFirst)
 		ctx := context.Background()
 		mod := model.New()
 		var now time.Duration
@@ -128,13 +130,12 @@ func TestCompactModel(t *testing.T) {
 // The same on a real redis-server, whose clock nobody sets: the model
 // decides at the TIME each reply carries.
 func TestCompactModelRealRedis(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	rdb := realRedis(t)
 	ctx := context.Background()
 	for _, batching := range batchingModes {
 		t.Run(batching.name, func(t *testing.T) {
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix), batching.opt)
+			l := New(rdb, compactFromFirst, WithPrefix(prefix), batching.opt)
 			mod := model.New()
 			r := rand.New(rand.NewPCG(5, 5))
 			allowed := 0
@@ -172,20 +173,19 @@ func TestCompactModelRealRedis(t *testing.T) {
 // whose every step takes the threshold at random (every log compact, or
 // none) decides as the model.
 func TestStoreFollowsTheKey(t *testing.T) {
-	defer SetCompactAbove(compactAbove)
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	m := newMini(t)
-	l := New(m.rdb)
+	// every log compact, or none: two instances that disagree
+	instances := [2]*Limiter{New(m.rdb, compactAbove(0)), New(m.rdb, compactAbove(1<<30))}
 	ctx := context.Background()
 	mod := model.New()
 	r := rand.New(rand.NewPCG(3, 9))
 	var now time.Duration
 	stores := map[string]bool{}
 	for i, s := range model.RandomTrace(r, 3000) {
-		if r.IntN(2) == 0 {
-			SetCompactAbove(0)
-		} else {
-			SetCompactAbove(1 << 30)
-		}
+		l := instances[r.IntN(2)]
 		if s.Advance == -1 {
 			s.Advance = 0
 		}
@@ -209,9 +209,8 @@ func TestStoreFollowsTheKey(t *testing.T) {
 // A key keeps its store when its limit crosses the threshold either way:
 // every event it holds still counts.
 func TestLimitCrossesTheThreshold(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.rdb, compactFromFirst)
 	ctx := context.Background()
 	small, large := Limit{Events: 100, Window: time.Minute}, Limit{Events: 1000, Window: time.Minute}
 	if r, err := l.AllowN(ctx, "up", small, 100); err != nil || !r.Allowed {
@@ -241,14 +240,13 @@ func TestLimitCrossesTheThreshold(t *testing.T) {
 // A string that is no compact log is the decision's error, and nothing is
 // written to it, whatever the limit.
 func TestCompactForeignString(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
 			rdb.Set(ctx, prefix+"k", "someone else's value", 0)
 			for _, lim := range []Limit{PerMinute(10), PerMinute(1000)} {
-				for _, l := range []*Limiter{New(rdb, WithPrefix(prefix)), New(rdb, WithPrefix(prefix), WithBatching(4))} {
+				for _, l := range []*Limiter{New(rdb, compactFromFirst, WithPrefix(prefix)), New(rdb, compactFromFirst, WithPrefix(prefix), WithBatching(4))} {
 					r, err := l.Allow(ctx, "k", lim)
 					if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || r.Allowed {
 						t.Errorf("%v: %+v, %v; want a WRONGTYPE error", lim, r, err)
@@ -265,12 +263,11 @@ func TestCompactForeignString(t *testing.T) {
 // A re-sent admission (go-redis' retry, the EVAL after NOSCRIPT) on a
 // compact log finds itself in the log's table: admitted, counted once.
 func TestCompactRetriedCallIsIdempotent(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(twice{rdb}, WithPrefix(prefix))
+			l := New(twice{rdb}, compactFromFirst, WithPrefix(prefix))
 			lim := Limit{Events: 200, Window: time.Minute}
 			for i, s := range []struct {
 				n         int
@@ -293,9 +290,8 @@ func TestCompactRetriedCallIsIdempotent(t *testing.T) {
 // found, and its events count again: never admitted uncounted (the limit
 // holds), counted twice (docs/semantics.md, "Retries").
 func TestCompactOldRetryCountsTwice(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 1000, Window: time.Minute}
 	first, err := l.Allow(ctx, "k", lim)
@@ -305,9 +301,9 @@ func TestCompactOldRetryCountsTwice(t *testing.T) {
 	resend := func() Result {
 		t.Helper()
 		arg := idArg{}
-		arg.set(first.handle.id)
-		arg.writes.Store(1) // the ninth byte: a call that may have been sent before
-		v, err := decideScript.Run(ctx, m.rdb, []string{"slidelog:k"}, 1, &arg, 1000, -lim.micros()).Result()
+		arg.Set(first.handle.id)
+		_, _ = arg.MarshalBinary() // a first write: the next carries the ninth byte, as a call that may have been sent before
+		v, err := compactScript.Run(ctx, m.rdb, []string{"slidelog:k"}, 1, &arg, 1000, -lim.micros()).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,9 +330,8 @@ func TestCompactOldRetryCountsTwice(t *testing.T) {
 // one time are alike), once, also after its entry left the log's table;
 // on AllowAll, in each store its limits are in.
 func TestCompactRefund(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 300, Window: time.Minute}
 	m.at(0)
@@ -424,9 +419,8 @@ func TestCompactRefund(t *testing.T) {
 // Redis' clock stepping back: a compact log records at its newest event's
 // time meanwhile, so its times never decrease, and it stays exact.
 func TestCompactClockStepsBack(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 200, Window: time.Second}
 	m.at(10 * time.Second)
@@ -457,9 +451,8 @@ func TestCompactClockStepsBack(t *testing.T) {
 // stays a sorted set whatever its limit (its leases are renewed one by
 // one).
 func TestCompactResetAndInFlight(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 500, Window: time.Minute}
 	if r, _ := l.AllowN(ctx, "k", lim, 500); !r.Allowed {
@@ -493,9 +486,8 @@ func TestCompactResetAndInFlight(t *testing.T) {
 // limit) and the header, whatever the traffic: one event, bursts, n up to
 // the limit.
 func TestCompactBounded(t *testing.T) {
-	ConvertPast(t, 0) // compact from a log's first admission
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 1000, Window: time.Second}
 	bound := int64(compactlog.Header + compactlog.Slot*lim.Events)
@@ -524,18 +516,17 @@ func TestCompactBounded(t *testing.T) {
 // becomes a compact log at its next admission, with every live event; a
 // larger one stays a sorted set. Decisions match the model throughout.
 func TestSortedSetBecomesCompact(t *testing.T) {
-	defer SetCompactAbove(compactAbove)
 	for _, tc := range []struct {
 		events, fill int
 		window       time.Duration
 		want         string
 	}{{1000, 900, time.Second, "string"}, {6000, 5000, time.Minute, "zset"}} {
 		m := newMini(t)
-		l := New(m.rdb)
+		older, l := New(m.rdb, compactAbove(1<<30)), New(m.rdb) // older: a slidelog before the compact log, whose logs are sorted sets
 		ctx := context.Background()
 		mod := model.New()
 		lim := Limit{Events: tc.events, Window: tc.window}
-		step := func(at time.Duration, n int) {
+		step := func(l *Limiter, at time.Duration, n int) {
 			t.Helper()
 			m.at(at)
 			r, err := l.AllowN(ctx, "k", lim, n)
@@ -546,20 +537,18 @@ func TestSortedSetBecomesCompact(t *testing.T) {
 				t.Fatalf("at %v n %d: got %+v, want %+v", at, n, r, want)
 			}
 		}
-		SetCompactAbove(1 << 30) // an older slidelog: a sorted set
 		for i := 0; i < tc.fill; i += 100 {
-			step(time.Duration(i)*time.Millisecond, 100)
+			step(older, time.Duration(i)*time.Millisecond, 100)
 		}
 		if typ := storeOf(t, m.rdb, "slidelog:k"); typ != "zset" {
 			t.Fatalf("%d events: a %s, want a sorted set", tc.fill, typ)
 		}
-		SetCompactAbove(128)
-		step(time.Duration(tc.fill)*time.Millisecond, 1) // some of the first events have expired
+		step(l, time.Duration(tc.fill)*time.Millisecond, 1) // some of the first events have expired
 		if typ := storeOf(t, m.rdb, "slidelog:k"); typ != tc.want {
 			t.Errorf("%d events: a %s after an admission, want a %s", tc.fill, typ, tc.want)
 		}
 		for i := range 40 {
-			step(time.Duration(tc.fill+25*i)*time.Millisecond, 1+i%7)
+			step(l, time.Duration(tc.fill+25*i)*time.Millisecond, 1+i%7)
 		}
 	}
 }
@@ -567,17 +556,14 @@ func TestSortedSetBecomesCompact(t *testing.T) {
 // The same on a real redis-server, whose script packs with struct: the
 // converted log is read and written in place as any compact log.
 func TestSortedSetBecomesCompactRealRedis(t *testing.T) {
-	defer SetCompactAbove(compactAbove)
 	rdb := realRedis(t)
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix))
 	lim := Limit{Events: 500, Window: time.Hour}
-	SetCompactAbove(1 << 30)
-	if r, err := l.AllowN(ctx, "k", lim, 300); err != nil || !r.Allowed {
+	if r, err := New(rdb, compactAbove(1<<30), WithPrefix(prefix)).AllowN(ctx, "k", lim, 300); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
-	SetCompactAbove(128)
 	for i, want := range []int{199, 198} {
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || r.Remaining != want {
 			t.Fatalf("admission %d: %+v, %v; want %d left", i, r, err, want)

@@ -10,6 +10,7 @@ import (
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/conformance"
 	"github.com/slidelog/slidelog/internal/model"
+	"github.com/slidelog/slidelog/internal/optiontest"
 )
 
 // miniSubject is the Redis limiter on a miniredis whose clock the test sets.
@@ -41,6 +42,9 @@ func TestConformanceBatched(t *testing.T) {
 
 // Random traces against the model: thousands of steps, every field.
 func TestConformanceModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
 	conformance.RunModel(t, func(t *testing.T) conformance.Subject { return miniSubject(t) }, 20, 500)
 }
 
@@ -91,17 +95,20 @@ func FuzzModel(f *testing.F) {
 // Every table and trace again with every log compact (compact.lua): the
 // two stores decide alike.
 func TestConformanceCompact(t *testing.T) {
-	slidelog.CompactAbove(t, 0)
-	conformance.Run(t, func(t *testing.T) conformance.Subject { return miniSubject(t) })
+	if testing.Short() {
+		t.Skip("a long random trace: run without -short")
+	}
+	compact := slidelog.Option(optiontest.CompactAbove(0))
+	conformance.Run(t, func(t *testing.T) conformance.Subject { return miniSubject(t, compact) })
 	t.Run("MaxLimits", func(t *testing.T) {
-		conformance.RunMaxLimits(t, func(t *testing.T) conformance.Subject { return miniSubject(t) })
+		conformance.RunMaxLimits(t, func(t *testing.T) conformance.Subject { return miniSubject(t, compact) })
 	})
 	t.Run("batched", func(t *testing.T) {
-		batched := func(t *testing.T) conformance.Subject { return miniSubject(t, slidelog.WithBatching(8)) }
+		batched := func(t *testing.T) conformance.Subject { return miniSubject(t, compact, slidelog.WithBatching(8)) }
 		conformance.Run(t, batched)
 		conformance.RunModel(t, batched, 3, 300)
 	})
 	t.Run("model", func(t *testing.T) {
-		conformance.RunModel(t, func(t *testing.T) conformance.Subject { return miniSubject(t) }, 20, 500)
+		conformance.RunModel(t, func(t *testing.T) conformance.Subject { return miniSubject(t, compact) }, 20, 500)
 	})
 }

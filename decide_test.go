@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // script.lua's reply is decoded exactly, whichever way the server printed
@@ -73,7 +75,7 @@ func TestDecodeSeveralLimits(t *testing.T) {
 
 // decision is a decision's script arguments, as the Redis layer sends them.
 func decision(key string, n int, limit Limit) ([]string, []any) {
-	id := ids.reserve(n)
+	id := ids.Process().Reserve(n)
 	return []string{key}, []any{n, string(id[:]), limit.Events, limit.micros()}
 }
 
@@ -266,4 +268,14 @@ func TestMergedCallIndexLivesLongest(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, k2[1]).Val(); ttl < 59*time.Minute {
 		t.Errorf("log %s lives %v, want an hour", k2[1], ttl)
 	}
+}
+
+// allArgs is AllowAll's script call, as Limiter.redis builds it: a log
+// per limit, then their index.
+func (l *Limiter) allArgs(q *request) (keys []string, args []any, id [idLen]byte) {
+	id = l.ids.Reserve(q.n)
+	arg := &idArg{}
+	arg.Set(id)
+	keys, args = l.allArgsAt(q, time.Now(), arg)
+	return keys, args, id
 }

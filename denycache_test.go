@@ -3,13 +3,14 @@ package slidelog
 import (
 	"context"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/denycache"
 )
 
 // A remembered denial answers only what Redis would answer the same way:
@@ -72,7 +73,7 @@ func TestDenyCache(t *testing.T) {
 	f := &faulty{Client: m.rdb}
 	l := New(f, WithDenyCache())
 	clock := time.Now()
-	l.deny.now = func() time.Time { return clock }
+	l.deny = denycache.New[Limit](func() time.Time { return clock })
 	ctx := context.Background()
 	lim := Limit{Events: 3, Window: 200 * time.Millisecond}
 	for range 3 {
@@ -124,41 +125,13 @@ func TestDenyCache(t *testing.T) {
 		t.Fatal(r, err)
 	}
 	clock = clock.Add(r.RetryAfter)
-	if _, ok, _ := l.deny.lookup("k", lim, 1, clock); ok {
+	if _, ok, _ := l.deny.Lookup("k", lim, 1, clock); ok {
 		t.Fatal("the denial still answers once its RetryAfter has passed")
 	}
 	m.at(50*time.Millisecond + 250*time.Millisecond) // the server's clock moved past the window too
 	calls = f.calls.Load()
 	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || f.calls.Load() != calls+1 {
 		t.Errorf("after RetryAfter: %+v %v, %d Redis calls", r, err, f.calls.Load()-calls)
-	}
-}
-
-// The cache never grows without bound: a full shard sweeps expired denials.
-func TestDenyCacheSweeps(t *testing.T) {
-	d := newDenyCache(time.Now)
-	long := time.Now().Add(-time.Hour)
-	lim := PerSecond(1)
-	for i := range 64 * sweepAt * 2 {
-		d.record(strconv.Itoa(i), lim, 1, long, 0, Result{RetryAfter: time.Millisecond})
-	}
-	total := 0
-	for i := range d.shards {
-		total += len(d.shards[i].m)
-	}
-	if total > 64*sweepAt {
-		t.Errorf("%d expired denials kept", total)
-	}
-	// Live denials are kept, and recording more of them stays cheap.
-	for i := range 64 * sweepAt * 2 {
-		d.record(strconv.Itoa(i), lim, 1, time.Now(), 0, Result{RetryAfter: time.Hour})
-	}
-	total = 0
-	for i := range d.shards {
-		total += len(d.shards[i].m)
-	}
-	if total != 64*sweepAt*2 {
-		t.Errorf("%d live denials kept, want %d", total, 64*sweepAt*2)
 	}
 }
 
@@ -184,7 +157,7 @@ func TestDenyCacheCoalesces(t *testing.T) {
 	}
 	l := New(g, WithDenyCache())
 	// A denial remembered until now: the moment a flood would stampede.
-	l.deny.record("k", lim, 1, time.Now().Add(-time.Hour), l.deny.at("k"), Result{RetryAfter: time.Second})
+	l.deny.Record("k", lim, 1, time.Now().Add(-time.Hour), l.deny.At("k"), false, denycache.Answer{RetryAfter: time.Second})
 	close(g.open)
 	g.open = make(chan struct{})
 	g.calls.Store(0)
@@ -200,7 +173,7 @@ func TestDenyCacheCoalesces(t *testing.T) {
 		}()
 	}
 	// Once the leader is in Redis and the 19 others wait for its flight:
-	for g.calls.Load() < 1 || l.deny.waiting("k") < 19 {
+	for g.calls.Load() < 1 || l.deny.Waiters("k") < 19 {
 		runtime.Gosched()
 	}
 	close(g.open)
@@ -255,7 +228,7 @@ func TestDenyCacheResetDuringCall(t *testing.T) {
 	if err := New(m.rdb).Reset(ctx, "k"); err != nil { // another instance's Reset: Redis is free
 		t.Fatal(err)
 	}
-	l.deny.forget("k") // and this instance's own Reset
+	l.deny.Forget("k") // and this instance's own Reset
 	close(g.open)
 	if r := <-denied; r.Allowed {
 		t.Fatalf("the held call was admitted: %+v", r)
@@ -263,17 +236,6 @@ func TestDenyCacheResetDuringCall(t *testing.T) {
 	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Errorf("after Reset: %+v, %v; want admitted (the held denial must not be remembered)", r, err)
 	}
-}
-
-// waiting is how many callers wait for the key's flight (for the tests).
-func (d *denyCache) waiting(key string) int {
-	s := d.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f := s.flights[key]; f != nil {
-		return f.waiters
-	}
-	return 0
 }
 
 // roundTrip moves a test's local clock by trip on the way to Redis and
@@ -309,7 +271,7 @@ func TestDenyCacheTimeNotAhead(t *testing.T) {
 	}
 	clock := time.Now()
 	l := New(&roundTrip{Client: m.rdb, clock: &clock, trip: 10 * time.Millisecond}, WithDenyCache(), WithoutBatching())
-	l.deny.now = func() time.Time { return clock }
+	l.deny = denycache.New[Limit](func() time.Time { return clock })
 	m.at(100 * time.Millisecond)
 	first, err := l.Allow(ctx, "k", lim)
 	if err != nil || first.Allowed || first.RetryAfter != 900*time.Millisecond {

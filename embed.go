@@ -3,8 +3,11 @@ package slidelog
 import (
 	_ "embed"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/config"
 )
 
 // The scripts, each with its KEYS, ARGV and reply in its header. Each runs
@@ -34,12 +37,13 @@ var (
 
 	// The sources as Redis runs them: the clock, the sizes, the compact
 	// log's code, the event ids' derivation, then the script.
-	decideSrc = clockLua + sizesLua + compactLua + idsLua + scriptLua
+	decideSrc = decideSource(config.DefaultConvertPast)
 	renewSrc  = clockLua + idsLua + renewLua
 	refundSrc = sizesLua + compactLua + idsLua + refundLua
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
-	// AcquireN, and batches of them.
+	// AcquireN, and batches of them (of a Limiter with the default
+	// convertPast: decideScriptFor).
 	decideScript = redis.NewScript(decideSrc)
 	// resetScript forgets every log of a key (Reset).
 	resetScript = redis.NewScript(resetSrc)
@@ -48,3 +52,23 @@ var (
 	// renewScript moves an in-flight lease's events to now (Lease.Renew).
 	renewScript = redis.NewScript(renewSrc)
 )
+
+// decideSource is the decision script's source where a sorted set of a
+// limit kept compactly becomes a compact log past convertPast live events
+// (script.lua reads the local convertPast, joined here like maxSlots).
+func decideSource(convertPast int) string {
+	src := clockLua + sizesLua + fmt.Sprintf("local convertPast = %d -- config.Config.ConvertPast\n", convertPast) +
+		compactLua + idsLua + scriptLua
+	// TEMPORARY, until script.lua reads convertPast itself: its literal
+	// threshold is made the local's. Once it does, this finds nothing.
+	return strings.Replace(src, "count + n > 128", "count + n > convertPast", 1)
+}
+
+// decideScriptFor is the decision script of a Limiter configured with
+// convertPast: decideScript's for the default.
+func decideScriptFor(convertPast int) *redis.Script {
+	if convertPast == config.DefaultConvertPast {
+		return decideScript
+	}
+	return redis.NewScript(decideSource(convertPast))
+}

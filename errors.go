@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"syscall"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/deadline"
+	"github.com/slidelog/slidelog/internal/fault"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
 
@@ -74,49 +70,30 @@ func wrap(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("slidelog: %s: %w", op, err)
 }
 
-// unavailableCodes are the error replies of a Redis that cannot serve now
-// but will: the policy answers for them.
-var unavailableCodes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "OOM", "NOREPLICAS"}
-
 // unavailable reports whether err means that Redis cannot be reached or
-// cannot serve now (see Policy), rather than a mistake.
+// cannot serve now (see Policy), rather than a mistake: the failures
+// fault.Unavailable names, ErrNotReplicated and ErrBreakerOpen.
 func unavailable(err error) bool {
-	if errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrBreakerOpen) {
-		return true
-	}
-	var reply redis.Error
-	if errors.As(err, &reply) {
-		msg := reply.Error()
-		for _, code := range unavailableCodes {
-			// A script's failing call: "OOM ..." (Redis 7 and later), or
-			// "ERR Error running script ...: -OOM ..." (Redis 6).
-			if strings.HasPrefix(msg, code+" ") || strings.Contains(msg, " -"+code+" ") {
-				return true
-			}
-		}
-		return strings.Contains(msg, "max number of clients reached")
-	}
-	if errors.Is(err, redis.ErrClosed) {
-		return false // this process closed the client: a mistake, not an outage
-	}
-	var netErr net.Error
-	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		unsent(err)
+	return errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrBreakerOpen) || fault.Unavailable(err)
 }
 
-// unsent reports whether err is go-redis' own word for a Redis it could not
-// reach or use, so that the command was never sent: every connection busy
-// (pool timeout, pool exhausted), every Ring shard down, no Sentinel
-// reachable. They are told by their text: go-redis exports none of them,
-// or only some versions do.
-func unsent(err error) bool {
-	for _, words := range []string{"redis: connection pool timeout", "redis: connection pool exhausted",
-		"redis: all ring shards are down", "redis: all sentinels specified in configuration are unreachable"} {
-		if strings.Contains(err.Error(), words) {
-			return true
-		}
-	}
-	return false
-}
+// ErrBreakerOpen: Redis was found unreachable, so the decision was not sent
+// and failed at once (the breaker is open). The error also wraps the
+// failure that made Redis unreachable, as the breaker's probe met it: a
+// dial's error (errors.Is(err, syscall.ECONNREFUSED) for a closed port),
+// go-redis' own (its read timeout for a server that accepts connections
+// and answers nothing), or the reply of a Redis that cannot serve now
+// (LOADING). It is an unavailability: the Policy answers for it.
+var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker open)")
+
+// ErrPanic: the Redis client panicked while it served the call, as go-redis
+// does on a reply it cannot read (a bulk length too large to allocate, from
+// a proxy or a server that lies). The call's outcome is unknown, as after a
+// lost reply. A goroutine slidelog starts never lets a panic out: it
+// becomes the error of the calls it served, and the limiter stays usable.
+// It is no unavailability: no policy answers for it.
+var ErrPanic = errors.New("slidelog: the Redis client panicked")
+
+// panics turns a client's panic into an error wrapping ErrPanic: deferred
+// as panics().To(fail), in every goroutine slidelog starts.
+func panics() fault.Panics { return fault.Panics{Sentinel: ErrPanic} }

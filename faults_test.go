@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // faulty is a *redis.Client that counts script calls and, when fail is set,
@@ -319,10 +321,10 @@ func TestGoRedisWritesArgumentsPerAttempt(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: newReplyDropper(t, rdb.Options().Addr), MaxRetries: 3})
 	defer func() { _ = client.Close() }()
 	arg := &idArg{}
-	arg.set(ids.reserve(1))
+	arg.Set(ids.Process().Reserve(1))
 	n, err := length.EvalSha(ctx, client, nil, arg).Int()
-	if err != nil || n != idLen+1 || arg.writes.Load() != 2 || proxyDrops.Load() != 1 {
+	if err != nil || n != idLen+1 || arg.Writes() != 2 || proxyDrops.Load() != 1 {
 		t.Errorf("retried call saw an id of %d bytes (%v) after %d writes and %d dropped replies; want %d bytes after 2 writes and 1 drop",
-			n, err, arg.writes.Load(), proxyDrops.Load(), idLen+1)
+			n, err, arg.Writes(), proxyDrops.Load(), idLen+1)
 	}
 }

@@ -48,9 +48,9 @@ const (
 	opPeek     = "peek"
 	opAllowAll = "allow_all"
 	opAcquire  = "acquire"   // AcquireN
-	opTakeBack = "take_back" // a take-back given up (takeback.go)
+	opTakeBack = "take_back" // a take-back given up (internal/takeback)
 
-	opBreakerOpen  = "breaker_open"  // Redis found unreachable (breaker.go)
+	opBreakerOpen  = "breaker_open"  // Redis found unreachable (internal/breaker)
 	opBreakerClose = "breaker_close" // Redis answers again
 )
 

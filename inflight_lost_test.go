@@ -77,7 +77,7 @@ func eventually(t *testing.T, rdb *redis.Client, log string, want int64) {
 // An acquisition that ran in Redis but whose caller got an error (its
 // context ended while the reply was on its way: a client that went away;
 // or a read timeout, which FailLocal answers from the fallback) is taken
-// back: before, its slot stayed taken for the whole lease with no holder to
+// back, so that its slot is not taken for the whole lease with no holder to
 // release it.
 func TestAcquireReplyLostRealRedis(t *testing.T) {
 	addr := realRedis(t).Options().Addr
@@ -126,10 +126,7 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 		if _, err := l.Acquire(ctx, "k", InFlight(1, time.Minute)); !errors.Is(err, context.Canceled) {
 			t.Fatalf("%v, want context.Canceled", err)
 		}
-		l.takeBacks.mu.Lock()
-		n := len(l.takeBacks.queue) + l.takeBacks.workers
-		l.takeBacks.mu.Unlock()
-		if n != 0 {
+		if n := l.takeBacks.Len(); n != 0 {
 			t.Errorf("%d take-backs of a call never sent", n)
 		}
 	})
@@ -219,8 +216,8 @@ func (h *stall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 
 // A batched acquisition whose caller leaves (its context ends) while its
 // pipeline is in flight: the pipeline goes on and admits it, and it is
-// taken back once the pipeline has answered. Before, the slot stayed taken
-// for the whole lease: another caller was denied a slot nobody held.
+// taken back once the pipeline has answered: no other caller is denied a
+// slot nobody holds.
 func TestAcquireLeftPipelineRealRedis(t *testing.T) {
 	rdb := newClient(t, realRedis(t).Options().Addr)
 	h := newStall()
@@ -261,11 +258,10 @@ func TestAcquireLeftPipelineRealRedis(t *testing.T) {
 
 // Acquisitions whose callers' deadlines (0.1-3ms) end while their calls are
 // under way, many at once, on a healthy server: once every holder has
-// released and every take-back is over, no slot is held. Before, a
-// take-back could reach Redis before the acquisition it took back (go-redis
-// closes a connection whose read a deadline cut, and the take-back went on
-// another: MONITOR showed its ZREM before the ZADD), and past 64 at once
-// take-backs were dropped: slots held by nobody for the whole lease.
+// released and every take-back is over, no slot is held: a take-back never
+// reaches Redis before the acquisition it takes back (go-redis closes a
+// connection whose read a deadline cut, and a take-back sent on another
+// could overtake it), and none is dropped however many there are.
 func TestAcquireTakeBacksFollowRealRedis(t *testing.T) {
 	for _, mode := range batchingModes {
 		t.Run(mode.name, func(t *testing.T) {

@@ -16,11 +16,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redisserver"
 )
 
 func TestInstructionsByLogSize(t *testing.T) {
-	defer slidelog.SetCompactAbove(128)
 	cg, err := redisserver.StartCallgrind()
 	if err != nil {
 		t.Fatal(err)
@@ -47,8 +47,7 @@ func TestInstructionsByLogSize(t *testing.T) {
 			if s.name == "sorted set" && size > 100000 {
 				continue
 			}
-			slidelog.SetCompactAbove(s.above)
-			l := slidelog.New(rdb, slidelog.WithPrefix(s.name+":"), slidelog.WithoutBatching()) // one decision a call: counts that do not depend on timing
+			l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(s.above)), slidelog.WithPrefix(s.name+":"), slidelog.WithoutBatching()) // one decision a call: counts that do not depend on timing
 			key := "k" + time.Now().Format("150405.000000")
 			// fill: size events, 1 000 a call; the limit leaves room for
 			// the admissions measured (and then exactly none)

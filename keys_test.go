@@ -3,6 +3,8 @@ package slidelog
 import (
 	"fmt"
 	"testing"
+
+	"github.com/slidelog/slidelog/internal/keylayout"
 )
 
 // Every log of a key, whatever the key's bytes, is on the slot of its
@@ -12,10 +14,10 @@ func TestLogsShareASlot(t *testing.T) {
 	for _, prefix := range []string{"slidelog:", "", "a}b:", "{rl}:", "svc{x}:"} {
 		l := New(newMini(t).rdb, WithPrefix(prefix))
 		for _, key := range keys {
-			want := slot(prefix + key)
+			want := keylayout.Slot(prefix + key)
 			base, index := l.allKeys(key)
 			for _, k := range []string{index, windowKey(base, 1), windowKey(base, 1<<62)} {
-				if got := slot(k); got != want {
+				if got := keylayout.Slot(k); got != want {
 					t.Errorf("prefix %q key %q: %q on slot %d, want %d", prefix, key, k, got, want)
 				}
 			}

@@ -3,6 +3,8 @@ package slidelog
 import (
 	"fmt"
 	"time"
+
+	"github.com/slidelog/slidelog/internal/calendar"
 )
 
 // Limit is a number of events per sliding window, or (Daily, Monthly) per
@@ -167,3 +169,23 @@ func (l Limit) unit() string {
 // micros is the window in whole microseconds, as the script counts it (a
 // calendar limit: 0).
 func (l Limit) micros() int64 { return int64(l.Window / time.Microsecond) }
+
+// calendar is the period of a calendar limit (Daily, Monthly).
+func (l Limit) calendar() calendar.Period {
+	kind := calendar.Day
+	if l.period == month {
+		kind = calendar.Month
+	}
+	return calendar.Period{Kind: kind, Anchor: l.anchor, Loc: l.loc}
+}
+
+// PeriodAt is the calendar period of a Daily or Monthly limit that holds
+// t, [start, end) in the limit's location; for a sliding limit (or a
+// calendar limit that Validate refuses), ok is false.
+func (l Limit) PeriodAt(t time.Time) (start, end time.Time, ok bool) {
+	if l.period == sliding || l.validateCalendar() != nil {
+		return time.Time{}, time.Time{}, false
+	}
+	s, e := l.calendar().At(t)
+	return time.Unix(s, 0).In(l.loc), time.Unix(e, 0).In(l.loc), true
+}

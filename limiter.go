@@ -21,12 +21,25 @@ package slidelog
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/breaker"
+	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/deadline"
+	"github.com/slidelog/slidelog/internal/denycache"
+	"github.com/slidelog/slidelog/internal/fault"
+	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/keylayout"
+	"github.com/slidelog/slidelog/internal/reply"
+	"github.com/slidelog/slidelog/internal/takeback"
+	"github.com/slidelog/slidelog/internal/transport"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
 
@@ -84,18 +97,19 @@ type Limiter struct {
 	plain     bool // no deny cache, policy, shadow or hook: finish has nothing to do
 	timeout   time.Duration
 	maxEvents int
-	deny      *denyCache
-	acks      *acks            // WithReplicas
-	transport transport        // how a decision's script call travels (transport.go)
-	batch     *batcher         // the transport, when it batches
-	takeBacks takeBacks        // of events no caller was told were admitted (takeback.go)
-	breaker   breaker          // whether Redis is known to be unreachable (breaker.go)
-	waits     waiting.Lines    // Wait's callers, in line per key
-	clock     func() time.Time // this process's clock: only where calendar periods are guessed before Redis' TIME is known
-}
+	deny      *denycache.Cache[Limit] // WithDenyCache
+	acks      *transport.Acks         // WithReplicas
+	transport transport.Sender        // how a decision's script call travels
+	batch     *transport.Batcher      // the transport, when it batches
+	takeBacks *takeback.Queue         // of events no caller was told were admitted
+	breaker   *breaker.Breaker        // whether Redis is known to be unreachable
+	waits     waiting.Lines           // Wait's callers, in line per key
+	clock     func() time.Time        // this process's clock: only where calendar periods are guessed before Redis' TIME is known
+	ids       *ids.Source             // event ids: the process's (member.go)
 
-// defaultBatch is the most decisions one pipeline carries by default.
-const defaultBatch = 256
+	compactAbove int           // the largest limit whose log is a sorted set (config.Config.CompactAbove)
+	script       *redis.Script // the decision script, for the configured convertPast (embed.go)
+}
 
 // New returns a Limiter that keeps its logs in rdb: a *redis.Client,
 // *redis.ClusterClient, *redis.Ring, failover client or UniversalClient.
@@ -105,36 +119,52 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	if rdb == nil {
 		panic("slidelog: New with a nil redis.Scripter")
 	}
-	c := config{prefix: "slidelog:", batchMax: defaultBatch}
+	c := config.Default()
 	for _, opt := range opts {
 		opt(&c)
 	}
-	if mistakes := c.check(rdb); len(mistakes) > 0 {
+	if mistakes := check(&c, rdb); len(mistakes) > 0 {
 		panic("slidelog: New: " + strings.Join(mistakes, "; "))
 	}
-	l := &Limiter{rdb: rdb, prefix: c.prefix, name: c.name, policy: c.policy, shadow: c.shadow, hook: c.hook,
-		timeout: c.timeout, maxEvents: c.maxEvents, clock: time.Now}
-	if c.denyCache {
-		l.deny = newDenyCache(time.Now)
+	policy, _ := c.Policy.(Policy)
+	hook, _ := c.Hook.(Hook)
+	l := &Limiter{rdb: rdb, prefix: c.Prefix, name: c.Name, policy: policy, shadow: c.Shadow, hook: hook,
+		timeout: c.Timeout, maxEvents: c.MaxEvents, clock: time.Now, ids: c.IDs,
+		compactAbove: c.CompactAbove, script: decideScriptFor(c.ConvertPast)}
+	if l.ids == nil {
+		l.ids = ids.Process()
 	}
-	if c.replicas != nil {
-		l.acks = newAcks(rdb, *c.replicas)
+	if c.DenyCache {
+		l.deny = denycache.New[Limit](time.Now)
 	}
-	l.takeBacks = takeBacks{rdb: rdb, within: takeBackTimeout, observe: l.observe, name: c.name}
+	if r := c.Replicas; r != nil {
+		l.acks = transport.NewAcks(transport.AcksConfig{Client: rdb, Script: l.script, N: r.N, Timeout: r.Timeout,
+			NotReplicated: ErrNotReplicated, Panics: panics()})
+	}
+	within := takeback.Timeout // each refund of a take-back
 	if l.acks != nil {
-		l.takeBacks.within = l.acks.timeout
+		within = l.acks.Timeout()
 	}
-	l.breaker = breaker{rdb: rdb, off: c.noBreaker || severalNodes(rdb), observe: l.observe, name: c.name}
+	l.takeBacks = takeback.New(takeback.Config{Within: within, Panics: panics(),
+		Report: func(n int, err error) { l.observe(Observation{Op: opTakeBack, Name: l.name, N: n, Err: err}) }})
+	l.breaker = breaker.New(breaker.Config{Client: rdb, Off: c.NoBreaker || severalNodes(rdb), Open: ErrBreakerOpen, Panics: panics(),
+		Observe: func(open bool, cause error) {
+			op := opBreakerClose
+			if open {
+				op = opBreakerOpen
+			}
+			l.observe(Observation{Op: op, Name: l.name, Err: cause})
+		}})
 	// the transport, chosen once
-	_, pipelines := rdb.(pipeliner)
+	_, pipelines := rdb.(transport.Pipeliner)
 	switch {
-	case c.batching != batchOff && pipelines:
-		l.batch = newBatcher(rdb, c.batchMax, l.acks, &l.takeBacks)
+	case c.Batching != config.BatchOff && pipelines:
+		l.batch = transport.NewBatcher(transport.BatchConfig{Client: rdb, Script: l.script, Max: c.BatchMax, Acks: l.acks, Panics: panics()})
 		l.transport = l.batch
 	case l.acks != nil:
 		l.transport = l.acks
 	default:
-		l.transport = direct{rdb}
+		l.transport = transport.Direct{Client: rdb, Script: l.script}
 	}
 	l.plain = l.deny == nil && l.policy.kind == failClosed && !l.shadow && l.hook == nil
 	return l
@@ -281,34 +311,348 @@ func (l *Limiter) cached(ctx context.Context, q *request) (r Result, cached bool
 		r, err = l.redis(ctx, q)
 		return r, false, err
 	}
-	now := l.deny.now()
-	r, ok, stale := l.deny.lookup(q.key, q.limit, q.n, now)
-	if ok {
-		return r, true, nil
-	}
-	var f *flight
+	var f *denycache.Flight[Limit]
 	var leader bool
-	if stale {
-		f, leader = l.deny.join(q.key, q.limit, q.n)
+	now := l.deny.Now()
+	if a, ok, stale := l.deny.Lookup(q.key, q.limit, q.n, now); ok {
+		return denied(q.limit, a), true, nil
+	} else if stale {
+		f, leader = l.deny.Join(q.key, q.limit, q.n)
 	}
 	if f != nil && !leader {
 		select {
-		case <-f.done:
+		case <-f.Done():
 		case <-ctx.Done():
 			return Result{}, false, wrap(ctx, "wait for a call in flight", ctx.Err())
 		}
-		now = l.deny.now()
-		if r, ok, _ := l.deny.lookup(q.key, q.limit, q.n, now); ok {
-			return r, true, nil // the call waited for was denied, and so is this one
+		now = l.deny.Now()
+		if a, ok, _ := l.deny.Lookup(q.key, q.limit, q.n, now); ok {
+			return denied(q.limit, a), true, nil // the call waited for was denied, and so is this one
 		}
 	}
-	epoch := l.deny.at(q.key)
+	epoch := l.deny.At(q.key)
 	r, err = l.redis(ctx, q)
 	if err == nil {
-		l.deny.record(q.key, q.limit, q.n, now, epoch, r)
+		l.deny.Record(q.key, q.limit, q.n, now, epoch, r.Allowed,
+			denycache.Answer{Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, At: r.at})
 	}
 	if leader {
-		l.deny.land(q.key, f)
+		l.deny.Land(q.key, f)
 	}
 	return r, false, err
+}
+
+// denied is the Result of a denial the deny cache answered under limit.
+func denied(limit Limit, a denycache.Answer) Result {
+	return Result{Limit: limit, Remaining: a.Remaining, RetryAfter: a.RetryAfter, ResetAfter: a.ResetAfter, at: a.At}
+}
+
+// severalNodes reports whether rdb spreads keys over several servers (a
+// Cluster, a Ring, or a type that embeds one), where the breaker is off.
+func severalNodes(rdb redis.Scripter) bool {
+	switch rdb.(type) {
+	case interface{ Options() *redis.ClusterOptions }, interface{ Options() *redis.RingOptions }:
+		return true
+	}
+	return false
+}
+
+// call holds one decision's script arguments in a single allocation:
+// go-redis takes pointers to them, so nothing is boxed apart.
+type call struct {
+	key    [1]string
+	args   [4]any // n, id, events, window
+	n      int64
+	events int64
+	window int64
+	id     [idLen]byte
+	arg    idArg
+}
+
+// redis is the Redis layer of a decision: one run of script.lua (alone, or
+// in a batch) and its reply.
+func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	var keys []string
+	var args []any
+	var id [idLen]byte
+	record := q.op != opPeek
+	var arg *idArg // a call with calendar quotas: its id, kept if it is sent again
+	if q.op == opAllowAll || q.limit.Calendar() {
+		if record {
+			id = l.ids.Reserve(q.n)
+			arg = &idArg{}
+			arg.Set(id)
+		}
+		keys, args = l.allArgsAt(q, l.clock(), arg)
+	} else {
+		c := &call{n: int64(q.n), events: int64(q.limit.Events), window: q.limit.micros()}
+		if q.limit.Events > l.compactAbove && q.op != opAcquire {
+			c.window = -c.window // keep it compactly (a log of in-flight slots renews its events: a sorted set)
+		}
+		c.key[0] = l.prefix + q.key
+		c.args = [4]any{&c.n, "", &c.events, &c.window} // Peek: no id
+		if record {
+			c.id = l.ids.Reserve(q.n)
+			c.arg.Set(c.id)
+			c.args[1] = &c.arg
+		}
+		keys, args, id = c.key[:], c.args[:], c.id
+	}
+	if err := l.breaker.Check(); err != nil {
+		return Result{}, err
+	}
+	sent := deadline.Ended(ctx) == nil // go-redis sends nothing for a context that ended already
+	v, err := l.send(ctx, q, keys, args, id)
+	for tries := 0; err == nil && tries < maxPeriodTries; tries++ {
+		// Redis' TIME is outside the calendar periods sent (this client's
+		// clock is off from Redis'): send the periods of Redis' time, with
+		// the same id (nothing was written; a call that did admit before,
+		// its reply lost, is found as a retry).
+		at, ok := reply.NeedsPeriod(v)
+		if !ok {
+			break
+		}
+		keys, args = l.allArgsAt(q, time.UnixMicro(at), arg)
+		v, err = l.send(ctx, q, keys, args, id)
+	}
+	if sent {
+		l.breaker.Record(err, keys[0])
+	}
+	var unacked error // WithReplicas: an admission the replicas did not acknowledge
+	if err != nil {
+		var na fault.NotAcked
+		if v == nil || !errors.As(err, &na) {
+			if q.op == opAcquire && sent && !errors.As(err, new(fault.Left)) && fault.MayHaveRun(err) {
+				l.takeBacks.Add(l.takeBack(l.handle(q, keys, id))) // its reply was lost: it may have admitted
+			}
+			return Result{}, wrap(ctx, "run script", err)
+		}
+		unacked = na.Err
+	}
+	lims := [1]Limit{q.limit} // q.all(), without its allocation
+	limits := lims[:]
+	if q.op == opAllowAll {
+		limits = q.limits
+	}
+	r, err := decode(v, limits)
+	if err == nil && r.Allowed && record {
+		r.handle = l.handle(q, keys, id)
+		r.handle.at = r.at
+		r.handle.setEnds(v, limits)
+	}
+	if unacked != nil && err == nil {
+		return Result{}, l.takeBacks.Unacked(ctx, l.takeBack(r.handle), unacked)
+	}
+	return r, err
+}
+
+// send runs the decision's script call through the transport. An
+// acquisition runs detached from the caller's context, so that its
+// take-back, if its caller leaves, follows it (internal/takeback); with
+// WithReplicas, an admission whose caller leaves is taken back after the
+// script answered, in order too. A panic of the client (a reply it cannot
+// read) is its error (ErrPanic).
+func (l *Limiter) send(ctx context.Context, q *request, keys []string, args []any, id [idLen]byte) (v any, err error) {
+	defer panics().To(func(e error) { v, err = nil, e })
+	var take func(v any) // WithReplicas: takes back what the admission recorded, given its reply
+	if l.acks != nil && q.op != opPeek {
+		h := l.handle(q, keys, id)
+		take = func(v any) { l.takeBacks.Add(l.takeBack(h.timedBy(v))) }
+	}
+	if q.op == opAcquire {
+		h := l.handle(q, keys, id)
+		job := func(v any) takeback.Job { return l.takeBack(h.timedBy(v)) }
+		return l.takeBacks.Detached(ctx, job, func(ctx context.Context) (any, error) {
+			return l.transport.Send(ctx, keys, args, take)
+		})
+	}
+	return l.transport.Send(ctx, keys, args, take)
+}
+
+// maxPeriodTries is how many times a decision sends the calendar periods
+// of the time Redis answered it needs: once is enough unless a period ends
+// between the two calls, and then twice.
+const maxPeriodTries = 3
+
+// handle names the events q records, with the first id id, in its logs
+// keys: what Refund takes back. A calendar quota's count is named by its
+// key and (setEnds) its period's end.
+func (l *Limiter) handle(q *request, keys []string, id [idLen]byte) Handle {
+	h := Handle{key: keys[0], id: id, n: q.n, user: q.key, window: q.limit.Window}
+	if q.op != opAllowAll && !q.limit.Calendar() {
+		if q.limit.Events > l.compactAbove && q.op != opAcquire {
+			h.compact, h.given = true, new(atomic.Bool)
+		}
+		return h
+	}
+	limits := q.all()
+	var logs []string
+	var quotas []quota
+	for i, lim := range limits {
+		if lim.Calendar() {
+			quotas = append(quotas, quota{key: keys[i]})
+			continue
+		}
+		logs = append(logs, keys[i])
+		h.window = max(h.window, lim.Window)
+		h.compact = h.compact || lim.Events > l.compactAbove
+	}
+	h.all = &logs
+	if len(quotas) > 0 || h.compact {
+		h.given = new(atomic.Bool)
+	}
+	if len(quotas) > 0 {
+		h.quotas = &quotas
+	}
+	return h
+}
+
+// allArgsAt is the script call of an AllowAll, or of a decision on a
+// calendar quota: a log (or a quota) per limit, then the index of the
+// windows, and with quotas the index of the periods; a quota's periods are
+// those around at. arg is the id (nil: Peek).
+func (l *Limiter) allArgsAt(q *request, at time.Time, arg *idArg) (keys []string, args []any) {
+	limits := q.all()
+	base, index := l.allKeys(q.key)
+	keys = make([]string, 0, len(limits)+2)
+	args = make([]any, 0, 3+2*len(limits))
+	mark := "*" // "*L": AllowAll over L limits; "+L": some of them quotas
+	for _, lim := range limits {
+		if lim.Calendar() {
+			mark = "+"
+		}
+	}
+	var id any = "" // Peek: no id
+	if arg != nil {
+		id = arg
+	}
+	args = append(args, mark+strconv.Itoa(len(limits)), q.n, id)
+	for _, lim := range limits {
+		if lim.Calendar() {
+			keys = append(keys, quotaKey(base, lim))
+			args = append(args, lim.Events, lim.calendar().Bounds(at))
+			continue
+		}
+		keys = append(keys, windowKey(base, lim.Window))
+		if lim.Events > l.compactAbove {
+			args = append(args, lim.Events, -lim.micros())
+			continue
+		}
+		args = append(args, lim.Events, lim.micros())
+	}
+	keys = append(keys, index)
+	if mark == "+" {
+		keys = append(keys, periodsKey(base))
+	}
+	return keys, args
+}
+
+// Where a key's logs live in Redis.
+//
+// The single-limit log of key is K = prefix+key (Allow, AllowN, Peek). The
+// AllowAll logs of key, one per window, and their index (the windows in
+// use, so that Reset finds them) sit beside it under one hash tag that
+// hashes, in Redis Cluster and in a go-redis Ring alike, as K does:
+//
+//	K without a hash tag or '}'   prefix + "{" + K + "}:" + window     ("slidelog:{slidelog:acct}:60000000")
+//	K with a hash tag t           prefix + "{" + t + "}" + key + ":" + window
+//	K with a '}' and no hash tag  prefix + "{" + c + "}" + key + ":" + window
+//
+// with the index at the same start followed by "windows" instead of a
+// window in µs, and c a short string of letters and digits chosen to hash
+// to the Cluster slot of K. So every log of a key sits on one Cluster slot
+// (and on one Ring shard, but for keys of the third kind), whatever bytes
+// the key holds ("}x", "{}", "a{b}c"): AllowAll's script reaches all its
+// logs, and Reset removes them all in one atomic script. The start, the
+// index and the slot are computed in internal/keylayout, which the CLI's
+// inspect command uses too.
+
+// checkPrefix reports why a prefix cannot keep a key's logs on one Cluster
+// slot: a '{' that does not open a hash tag ("svc{}:", "svc{:") makes
+// Redis hash each whole key, so the logs of one key would scatter.
+func checkPrefix(prefix string) error {
+	if _, ok := keylayout.HashTag(prefix); strings.Contains(prefix, "{") && !ok {
+		return fmt.Errorf("slidelog: WithPrefix(%q): a '{' in a prefix must open a non-empty hash tag (like \"{rl}:\"), or the logs of one key land on different Cluster slots", prefix)
+	}
+	return nil
+}
+
+// allKeys is where AllowAll keeps key's logs: the common start of the
+// per-window keys (their window follows) and the index.
+func (l *Limiter) allKeys(key string) (base, index string) {
+	base = keylayout.Start(l.prefix, key)
+	return base, keylayout.Index(base)
+}
+
+// windowKey is the AllowAll log of one window.
+func windowKey(base string, window time.Duration) string {
+	return base + strconv.FormatInt(int64(window/time.Microsecond), 10)
+}
+
+// quotaKey is where a calendar quota of the key counts (a sorted set: the
+// end of the period it counts, the count, and its last admission's id and
+// time), beside the AllowAll logs: "day:" or "month:" and the anchor day,
+// then the location's name (internal/keylayout).
+func quotaKey(base string, lim Limit) string {
+	if lim.period == day {
+		return keylayout.Daily(base, lim.loc.String())
+	}
+	return keylayout.Monthly(base, lim.anchor, lim.loc.String())
+}
+
+// periodsKey is the index of a key's calendar quotas (a sorted set: member
+// a quota's key, score the end of its period in µs), so that Reset finds
+// them; it lives until the last of their periods ends.
+func periodsKey(base string) string { return keylayout.Periods(base) }
+
+// Reset forgets every event of key: its single-limit log, every AllowAll
+// log and every calendar quota's count, in one atomic script (on a
+// Cluster too: they share a slot). The key's in-flight slots (AcquireN) are not events of a rate: a Reset
+// leaves them held, to be released or to end with their lease. A
+// decision that runs after Reset sees none of them; one that ran before is
+// not undone.
+//
+// With WithDenyCache, this instance forgets its remembered denial for the
+// key; other instances go on denying until theirs expire (at most the
+// RetryAfter they were given).
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if key == "" {
+		return ErrEmptyKey
+	}
+	if l.deny != nil {
+		l.deny.Forget(key)
+	}
+	base, index := l.allKeys(key)
+	return wrap(ctx, "reset", resetScript.Run(ctx, l.rdb, []string{l.prefix + key, index, periodsKey(base)}, base).Err())
+}
+
+// Wait is shorthand for WaitN(ctx, key, limit, 1).
+func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, error) {
+	return l.WaitN(ctx, key, limit, 1)
+}
+
+// WaitN blocks until n events for key fit limit, and records them: it asks
+// (AllowN), and while denied sleeps exactly the RetryAfter the denial
+// named, then asks again. It returns the admission's Result.
+//
+// If the context has a deadline that comes before the request could fit,
+// WaitN returns at once with an error wrapping ErrWaitDeadline (and the
+// denial's Result), instead of sleeping until the deadline; if the context
+// ends while waiting, ctx.Err(). Bad input and Redis failures are returned
+// as AllowN returns them (a policy may answer a failure with an admission).
+//
+// Callers of one Limiter that wait on one key take turns: only the first
+// asks Redis, the others wait for it to be admitted before they ask. When a
+// slot frees, each instance sends one request for it, not one per waiter.
+// Waiters are admitted in about the order they came, per instance.
+func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
+	return waiting.For(ctx, &l.waits, "slidelog", key, n, limit, func() (Result, bool, time.Duration, error) {
+		r, err := l.AllowN(ctx, key, limit, n)
+		return r, r.Allowed, r.RetryAfter, err
+	})
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 const ms = time.Millisecond
@@ -88,9 +90,10 @@ func TestAllowNRecordsDistinctEvents(t *testing.T) {
 	if want := 8 + 2*MaxAcquireN; len(members) != want {
 		t.Fatalf("%d members, want %d", len(members), want)
 	}
+	pre := ids.Process().Prefix()
 	for _, mem := range members {
-		if len(mem) != idLen || mem[:idPrefixLen] != string(ids.prefix[:]) {
-			t.Fatalf("member %x: want %d bytes starting with %x", mem, idLen, ids.prefix)
+		if len(mem) != idLen || mem[:ids.PrefixLen] != string(pre[:]) {
+			t.Fatalf("member %x: want %d bytes starting with %x", mem, idLen, pre)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/breaker"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -172,10 +173,10 @@ func TestLoadingShortDeadlines(t *testing.T) {
 					return l.Allow(ctx, "k", lim)
 				}
 				var errs []error
-				for range breakerFailures {
+				for range breaker.Failures {
 					_, err := allow()
 					errs = append(errs, err)
-					settled(t, &l.breaker)
+					settled(t, l.breaker)
 				}
 				r, err := allow()
 				switch {
@@ -203,7 +204,7 @@ func TestLoadingShortDeadlines(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	for i, l := range open {
-		for start := time.Now(); l.breaker.open.Load(); time.Sleep(time.Millisecond) {
+		for start := time.Now(); l.breaker.Open(); time.Sleep(time.Millisecond) {
 			if time.Since(start) > time.Minute {
 				t.Fatalf("limiter %d: the breaker still open a minute after a server serves again", i)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // bytesPerEvent fills a fresh key with events events and divides its MEMORY
@@ -43,15 +44,17 @@ func bytesPerEvent(t *testing.T, rdb *redis.Client, fill func(key string, events
 func TestMemoryPerEvent(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	slidelogFill := func(key string, events int) {
-		l := New(rdb, WithPrefix(""))
-		lim := Limit{Events: events, Window: time.Hour}
-		for left := events; left > 0; {
-			n := min(left, 1000)
-			if r, err := l.AllowN(ctx, key, lim, n); err != nil || !r.Allowed {
-				t.Fatalf("AllowN(%d): %+v %v", n, r, err)
+	fill := func(opts ...Option) func(key string, events int) {
+		return func(key string, events int) {
+			l := New(rdb, append(opts, WithPrefix(""))...)
+			lim := Limit{Events: events, Window: time.Hour}
+			for left := events; left > 0; {
+				n := min(left, 1000)
+				if r, err := l.AllowN(ctx, key, lim, n); err != nil || !r.Allowed {
+					t.Fatalf("AllowN(%d): %+v %v", n, r, err)
+				}
+				left -= n
 			}
-			left -= n
 		}
 	}
 	uuidFill := func(key string, events int) {
@@ -67,12 +70,8 @@ func TestMemoryPerEvent(t *testing.T) {
 			}
 		}
 	}
-	ours, ref := bytesPerEvent(t, rdb, slidelogFill), bytesPerEvent(t, rdb, uuidFill)
-	sorted := func(events int) float64 { // slidelog's sorted set, whatever the limit
-		SetCompactAbove(1 << 30)
-		defer SetCompactAbove(128)
-		return ours(events)
-	}
+	ours, ref := bytesPerEvent(t, rdb, fill()), bytesPerEvent(t, rdb, uuidFill)
+	sorted := bytesPerEvent(t, rdb, fill(compactAbove(1<<30))) // slidelog's sorted set, whatever the limit
 	// targets: the sorted set's while it is a listpack; the compact log's
 	// from 10 000 events
 	targets := map[int]float64{100: 25, 128: 25, 10000: 10, 100000: 8, 1000000: 8}
@@ -138,7 +137,6 @@ func commandUsec(t *testing.T, rdb *redis.Client, cmd string) int64 {
 func TestResetBlocks(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	defer SetCompactAbove(128)
 	fill := func(l *Limiter, key string, events int) {
 		lim := Limit{Events: events, Window: time.Hour}
 		for left := events; left > 0; left -= 1000 {
@@ -151,8 +149,7 @@ func TestResetBlocks(t *testing.T) {
 		name  string
 		above int
 	}{{"compact log", 128}, {"sorted set", 1 << 30}} {
-		SetCompactAbove(st.above)
-		l := New(rdb, WithPrefix(uniqueKey(t)+":"), WithoutBatching())
+		l := New(rdb, compactAbove(st.above), WithPrefix(uniqueKey(t)+":"), WithoutBatching())
 		fill(l, "k", 1000000)
 		if err := resetScript.Load(ctx, rdb).Err(); err != nil {
 			t.Fatal(err)
@@ -168,7 +165,7 @@ func TestResetBlocks(t *testing.T) {
 		rdb.Do(ctx, "LATENCY", "RESET")
 		rdb.ConfigSet(ctx, "latency-monitor-threshold", "1")
 		rdb.PExpire(ctx, l.prefix+"e", time.Millisecond)
-		waitFor(t, "the key to expire", func() bool { return rdb.Exists(ctx, l.prefix+"e").Val() == 0 })
+		redistest.WaitFor(t, "the key to expire", func() bool { return rdb.Exists(ctx, l.prefix+"e").Val() == 0 })
 		time.Sleep(200 * time.Millisecond)
 		latest := rdb.Do(ctx, "LATENCY", "LATEST").Val()
 		rdb.ConfigSet(ctx, "latency-monitor-threshold", "0")
@@ -182,30 +179,28 @@ func TestResetBlocks(t *testing.T) {
 // TestConvertBlocks measures Redis' time in the admission that turns a
 // sorted set of 4 096 live events into a compact log.
 func TestConvertBlocks(t *testing.T) {
-	defer SetCompactAbove(compactAbove)
 	rdb := realRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(t)+":"), WithoutBatching())
+	prefix := uniqueKey(t) + ":"
+	older, l := New(rdb, compactAbove(1<<30), WithPrefix(prefix), WithoutBatching()), New(rdb, WithPrefix(prefix), WithoutBatching()) // older: its logs are sorted sets
 	lim := Limit{Events: 5000, Window: time.Hour}
-	SetCompactAbove(1 << 30)
-	admit := func(key string, n int) {
+	admit := func(l *Limiter, key string, n int) {
 		t.Helper()
 		if r, err := l.AllowN(ctx, key, lim, n); err != nil || !r.Allowed {
 			t.Fatal(key, n, r, err)
 		}
 	}
 	for range 4 {
-		admit("k", 1000)
+		admit(older, "k", 1000)
 	}
-	admit("k", 95)
-	admit("k2", 1)
-	SetCompactAbove(128)
-	admit("k2", 1) // (the script loaded)
+	admit(older, "k", 95)
+	admit(older, "k2", 1)
+	admit(l, "k2", 1) // (the script loaded)
 	before := commandUsec(t, rdb, "evalsha")
-	admit("k", 1)
+	admit(l, "k", 1)
 	conv := commandUsec(t, rdb, "evalsha") - before
 	before = commandUsec(t, rdb, "evalsha")
-	admit("k", 1)
+	admit(l, "k", 1)
 	next := commandUsec(t, rdb, "evalsha") - before
 	t.Logf("the admission that converts 4 096 events: %d µs in Redis; the next: %d µs (type %s)", conv, next, storeOf(t, rdb, l.prefix+"k"))
 }

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/transport"
 )
 
 // Option configures a Limiter. Options are checked by New: a mistake
@@ -42,73 +45,40 @@ import (
 //     so a shadowed key's later answers are Cached and admitted.
 //   - WithHook (and WithName) observes every call last, cached, degraded
 //     and shadowed ones included.
-type Option func(*config)
-
-// config is what the options set: each option records its value, and New
-// checks them all at once (check), then builds the Limiter from them.
-type config struct {
-	prefix    string
-	timeout   time.Duration
-	maxEvents int          // WithMaxEvents; 0 (not given): no cap
-	capped    bool         // WithMaxEvents was given
-	batching  batching     // WithBatching, WithoutBatching: the last given wins
-	batchMax  int          // WithBatching's max
-	denyCache bool         // WithDenyCache
-	policy    Policy       // WithPolicy
-	shadow    bool         // WithShadow
-	hook      Hook         // WithHook
-	name      string       // WithName
-	replicas  *replicasSet // WithReplicas
-	noBreaker bool         // WithoutBreaker
-}
-
-// replicasSet is what WithReplicas was given.
-type replicasSet struct {
-	n       int
-	timeout time.Duration
-}
-
-// batching is how decisions travel.
-type batching int
-
-const (
-	batchDefault batching = iota // on, where the client can pipeline
-	batchOn                      // WithBatching: the client must pipeline
-	batchOff                     // WithoutBatching
-)
+type Option func(*config.Config)
 
 // check lists every option set wrong for rdb: New panics with all of them.
 // One rule for every value: one that cannot work is a mistake.
-func (c *config) check(rdb redis.Scripter) []string {
+func check(c *config.Config, rdb redis.Scripter) []string {
 	var mistakes []string
-	if err := checkPrefix(c.prefix); err != nil {
+	if err := checkPrefix(c.Prefix); err != nil {
 		mistakes = append(mistakes, err.Error())
 	}
 	switch {
-	case c.timeout < 0:
-		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v): a negative timeout", c.timeout))
-	case c.timeout > 0 && contextTimeoutsOff(rdb):
-		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v) on a client without ContextTimeoutEnabled: go-redis would not bound its commands by the deadline", c.timeout))
+	case c.Timeout < 0:
+		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v): a negative timeout", c.Timeout))
+	case c.Timeout > 0 && contextTimeoutsOff(rdb):
+		mistakes = append(mistakes, fmt.Sprintf("WithTimeout(%v) on a client without ContextTimeoutEnabled: go-redis would not bound its commands by the deadline", c.Timeout))
 	}
-	if c.capped && c.maxEvents < 1 {
-		mistakes = append(mistakes, fmt.Sprintf("WithMaxEvents(%d): a cap below 1 admits nothing", c.maxEvents))
+	if c.Capped && c.MaxEvents < 1 {
+		mistakes = append(mistakes, fmt.Sprintf("WithMaxEvents(%d): a cap below 1 admits nothing", c.MaxEvents))
 	}
-	if c.batching == batchOn {
-		if c.batchMax < 1 {
-			mistakes = append(mistakes, fmt.Sprintf("WithBatching(%d): a pipeline of fewer than 1 decision carries none (the default is %d)", c.batchMax, defaultBatch))
+	if c.Batching == config.BatchOn {
+		if c.BatchMax < 1 {
+			mistakes = append(mistakes, fmt.Sprintf("WithBatching(%d): a pipeline of fewer than 1 decision carries none (the default is %d)", c.BatchMax, config.DefaultBatch))
 		}
-		if _, ok := rdb.(pipeliner); !ok {
+		if _, ok := rdb.(transport.Pipeliner); !ok {
 			mistakes = append(mistakes, fmt.Sprintf("WithBatching needs a client with Pipeline() (a %T has none)", rdb))
 		}
 	}
-	if r := c.replicas; r != nil {
-		if r.n < 1 {
-			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): n below 1 waits for no replica", r.n, r.timeout))
+	if r := c.Replicas; r != nil {
+		if r.N < 1 {
+			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): n below 1 waits for no replica", r.N, r.Timeout))
 		}
-		if r.timeout <= 0 {
-			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): the timeout must be positive (WAIT without one blocks until acknowledged, forever if a replica never comes back)", r.n, r.timeout))
+		if r.Timeout <= 0 {
+			mistakes = append(mistakes, fmt.Sprintf("WithReplicas(%d, %v): the timeout must be positive (WAIT without one blocks until acknowledged, forever if a replica never comes back)", r.N, r.Timeout))
 		}
-		if err := canAcknowledge(rdb, r.n, r.timeout); err != nil {
+		if err := transport.CanAcknowledge(rdb, r.N, r.Timeout); err != nil {
 			mistakes = append(mistakes, err.Error())
 		}
 	}
@@ -119,7 +89,7 @@ func (c *config) check(rdb redis.Scripter) []string {
 // A '{' in it must open a non-empty hash tag ("{rl}:"), or New panics: the
 // logs of one key would scatter over Cluster slots. Default: "slidelog:".
 func WithPrefix(prefix string) Option {
-	return func(c *config) { c.prefix = prefix }
+	return func(c *config.Config) { c.Prefix = prefix }
 }
 
 // WithTimeout bounds how long a decision may wait for Redis: past d, the
@@ -131,7 +101,7 @@ func WithPrefix(prefix string) Option {
 // the client's options say ContextTimeoutEnabled is off. Default: none
 // (the caller's context).
 func WithTimeout(d time.Duration) Option {
-	return func(c *config) { c.timeout = d }
+	return func(c *config.Config) { c.Timeout = d }
 }
 
 // contextTimeoutsOff reports whether rdb is a go-redis client whose options
@@ -157,7 +127,7 @@ func contextTimeoutsOff(rdb redis.Scripter) bool {
 // keys x max x ~104 bytes. Default: no cap; 10 000 is a sensible one. New
 // panics if max < 1.
 func WithMaxEvents(max int) Option {
-	return func(c *config) { c.maxEvents, c.capped = max, true }
+	return func(c *config.Config) { c.MaxEvents, c.Capped = max, true }
 }
 
 // WithBatching sets the most decisions one pipeline carries, and makes New
@@ -177,14 +147,14 @@ func WithMaxEvents(max int) Option {
 // slidelog does not know, each decision is its own call in the pipeline.
 // Decisions are as exact as without batching. Default: on, 256.
 func WithBatching(max int) Option {
-	return func(c *config) { c.batching, c.batchMax = batchOn, max }
+	return func(c *config.Config) { c.Batching, c.BatchMax = config.BatchOn, max }
 }
 
 // WithoutBatching sends every decision in a round trip of its own. For a
 // client whose calls must not share a pipeline (a wrapper that counts or
 // rewrites each command), or to compare. Default: batching on.
 func WithoutBatching() Option {
-	return func(c *config) { c.batching = batchOff }
+	return func(c *config.Config) { c.Batching = config.BatchOff }
 }
 
 // WithDenyCache answers, locally and exactly, the requests that Redis is
@@ -202,13 +172,13 @@ func WithoutBatching() Option {
 // the remembered RetryAfter has passed. It assumes every caller of a key
 // uses one Limit for it. Default: off.
 func WithDenyCache() Option {
-	return func(c *config) { c.denyCache = true }
+	return func(c *config.Config) { c.DenyCache = true }
 }
 
 // WithPolicy sets what a decision is when Redis is unavailable. Default:
 // FailClosed.
 func WithPolicy(p Policy) Option {
-	return func(c *config) { c.policy = p }
+	return func(c *config.Config) { c.Policy = p }
 }
 
 // WithShadow decides and reports every request as usual, but admits them
@@ -219,15 +189,70 @@ func WithPolicy(p Policy) Option {
 // and the request is admitted, with Result.Degraded set; only bad input is
 // an error. Default: off.
 func WithShadow() Option {
-	return func(c *config) { c.shadow = true }
+	return func(c *config.Config) { c.Shadow = true }
 }
 
 // WithHook sets the hook told of every call. Default: none.
 func WithHook(h Hook) Option {
-	return func(c *config) { c.hook = h }
+	return func(c *config.Config) { c.Hook = h }
 }
 
 // WithName names the limiter in Observations (and HTTP headers). Default: "".
 func WithName(name string) Option {
-	return func(c *config) { c.name = name }
+	return func(c *config.Config) { c.Name = name }
+}
+
+// WithoutBreaker sends every decision to Redis, also while Redis is known
+// to be unreachable: each then fails after its own deadline. Default: the
+// breaker is on for a single server or a Sentinel failover client
+// (decisions fail at once with ErrBreakerOpen, through the Policy, while
+// Redis is unreachable; see ErrBreakerOpen), off for a Cluster and a Ring.
+func WithoutBreaker() Option {
+	return func(c *config.Config) { c.NoBreaker = true }
+}
+
+// WithReplicas answers an admission allowed only once n replicas have
+// acknowledged its write: after the decision script admits, Redis' WAIT n
+// timeout runs on the same connection (WAIT is refused inside scripts), on
+// the master that holds the key. Redis replication is asynchronous, so
+// without it a master that fails over before its replicas received the last
+// admissions loses them, and the promoted replica admits them again: a
+// window can hold more than the limit. With it, every event a caller was
+// told is admitted is on n replicas when the call returns, and a failover to
+// one of them keeps it.
+//
+// If fewer than n replicas acknowledge within timeout (or the WAIT fails),
+// the call returns an error wrapping ErrNotReplicated, and the events it
+// recorded are taken back (Refund) while the master can still be reached,
+// so that a slow or lost replica does not spend the quota. ErrNotReplicated
+// is an unavailability: WithPolicy answers for it (FailOpen admits, Degraded).
+//
+// What waits: Allow, AllowN, AllowAll and AcquireN when they admit. A denial or a
+// Peek writes no event and answers at once; Refund and Reset do not wait
+// either (losing one of them in a failover brings events back, which makes
+// the limit stricter, never looser). With batching (the default), the
+// decisions of a pipeline run on one connection to their master and one
+// WAIT after the pipeline covers all of its admissions (on a Cluster, one
+// per master); its denials and Peeks are answered before the WAIT. A call
+// cut short by its context is not answered allowed. Its events are taken
+// back once its outcome is known: a batched call's when its pipeline
+// answers, any call's when its context ends during the WAIT. A call cut
+// while its script runs on its own is like any call whose outcome is
+// unknown: its events may stay recorded (stricter, never looser).
+//
+// Cost: an admission takes a second round trip (the WAIT, which lasts until
+// the replicas have acknowledged: about one round trip from the master to
+// them) and a connection of the pool for both; denials cost nothing more.
+//
+// The client must be one whose master slidelog can hold a connection to:
+// a *redis.Client (a single server with replicas), a Sentinel failover
+// client, or a *redis.ClusterClient (a UniversalClient holding one of
+// them). New panics on a *redis.Ring, whose shards have no replicas to wait
+// for, if n < 1, or if timeout <= 0: WAIT with no timeout would block until
+// acknowledged, forever if a replica never comes back, so pass a long
+// timeout instead. timeout is rounded up to whole milliseconds (WAIT's
+// unit); choose it below the callers' deadlines, so that a failed
+// acknowledgment is told as ErrNotReplicated rather than as a deadline.
+func WithReplicas(n int, timeout time.Duration) Option {
+	return func(c *config.Config) { c.Replicas = &config.Replicas{N: n, Timeout: timeout} }
 }

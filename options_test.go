@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/transport"
 )
 
 // A configuration mistake panics in New, naming what is wrong; every
@@ -35,8 +38,8 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 		{"max events 0", []Option{WithMaxEvents(0)}, "WithMaxEvents"},
 		{"prefix with an empty tag", []Option{WithPrefix("svc{}:")}, "WithPrefix"},
 		{"batching without Pipeline", []Option{WithBatching(8)}, "Pipeline"},
-		// one rule for every value that cannot work: before, WithBatching(0)
-		// meant 256 while WithMaxEvents(0) panicked
+		// one rule for every value that cannot work: WithBatching(0)
+		// panics as WithMaxEvents(0) does
 		{"batching of 0", []Option{WithBatching(0)}, "WithBatching(0)"},
 		{"batching of -1", []Option{WithBatching(-1)}, "WithBatching(-1)"},
 		{"replicas 0", []Option{WithReplicas(0, time.Second)}, "WithReplicas(0, 1s): n below 1"},
@@ -62,7 +65,7 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 // it), and off on request.
 func TestOptionsBuild(t *testing.T) {
 	rdb := newMini(t).rdb
-	if l := New(rdb); !l.plain || l.batch == nil || l.batch.max != defaultBatch || l.batch.merge != mergeAll || l.deny != nil {
+	if l := New(rdb); !l.plain || l.batch == nil || l.batch.Max() != config.DefaultBatch || l.batch.Merge() != transport.MergeAll || l.deny != nil {
 		t.Errorf("New(rdb): plain %v batch %+v deny %v", l.plain, l.batch, l.deny)
 	}
 	if l := New(rdb, WithoutBatching()); l.batch != nil {
@@ -74,7 +77,7 @@ func TestOptionsBuild(t *testing.T) {
 	timed := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = timed.Close() })
 	l := New(timed, WithTimeout(time.Second), WithMaxEvents(10), WithPrefix("{rl}:"), WithBatching(8), WithDenyCache(), WithName("n"))
-	if l.plain || l.batch == nil || l.batch.max != 8 || l.batch.merge != mergeAll || l.deny == nil {
+	if l.plain || l.batch == nil || l.batch.Max() != 8 || l.batch.Merge() != transport.MergeAll || l.deny == nil {
 		t.Errorf("options not applied: %+v", l)
 	}
 }

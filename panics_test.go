@@ -15,52 +15,28 @@ import (
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
-// liar is a fake Redis server (redistest.Fake) that lies as a broken proxy
-// might: it answers the handshake, then every command with a bulk length of
-// 2^63-1 (redistest.Lie), which makes go-redis panic (makeslice) in the
-// goroutine that reads it. Once honest, it answers each script call with an
-// admission instead.
-type liar struct {
-	addr   string
-	honest atomic.Bool
-	lies   atomic.Int64
-}
-
-func newLiar(t *testing.T) *liar {
-	s := &liar{}
-	s.addr = redistest.Fake(t, s.reply)
-	return s
-}
-
-func (s *liar) reply(cmd []string) string {
-	switch name := strings.ToUpper(cmd[0]); {
-	case name == "HELLO":
-		return "-ERR unknown command 'HELLO'\r\n"
-	case name == "CLIENT" || name == "SELECT":
-		return "+OK\r\n"
-	case s.honest.Load() && (name == "EVALSHA" || name == "EVAL"):
-		now := time.Now().UnixMicro()
-		v := fmt.Sprintf("1 %d 1 0 %d", now, now)
-		return fmt.Sprintf("$%d\r\n%s\r\n", len(v), v)
-	default:
-		s.lies.Add(1)
-		return redistest.Lie
+// honest answers each script call with an admission, once the liar
+// (redistest.NewLiar) turns honest.
+func honest(cmd []string) (string, bool) {
+	if name := strings.ToUpper(cmd[0]); name != "EVALSHA" && name != "EVAL" {
+		return "", false
 	}
+	now := time.Now().UnixMicro()
+	v := fmt.Sprintf("1 %d 1 0 %d", now, now)
+	return fmt.Sprintf("$%d\r\n%s\r\n", len(v), v), true
 }
 
 // A reply go-redis panics on never crashes the process: 16 concurrent
 // callers of a batching limiter (which read replies on its own goroutines)
 // and of an unbatched one each get an error wrapping ErrPanic, and then,
 // with the server honest again, a lone caller sends its own call at once
-// (the batcher learned that the call that panicked is over). Before, the
-// panic escaped the batcher's goroutine and ended the test binary; a
-// caller that recovered a lone call's panic left the batcher counting it
-// in flight for ever.
+// (the batcher learned that the call that panicked is over: it does not
+// count it in flight for ever).
 func TestClientPanicIsAnError(t *testing.T) {
 	for _, batched := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
-			s := newLiar(t)
-			rdb := redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 16, MaxRetries: -1})
+			s := redistest.NewLiar(t, honest)
+			rdb := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 16, MaxRetries: -1})
 			t.Cleanup(func() { _ = rdb.Close() })
 			var opts []Option
 			if !batched {
@@ -87,16 +63,14 @@ func TestClientPanicIsAnError(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if panics.Load() == 0 || s.lies.Load() == 0 {
-				t.Fatalf("%d calls failed with ErrPanic, %d lies told: the test did not exercise the panic", panics.Load(), s.lies.Load())
+			if panics.Load() == 0 || s.Lies.Load() == 0 {
+				t.Fatalf("%d calls failed with ErrPanic, %d lies told: the test did not exercise the panic", panics.Load(), s.Lies.Load())
 			}
 			if l.batch != nil {
 				// a pipeline's goroutine ends just after it answered its callers
 				var flushing, queued int
 				for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
-					l.batch.mu.Lock()
-					flushing, queued = l.batch.flushing, len(l.batch.queue)
-					l.batch.mu.Unlock()
+					flushing, queued = l.batch.State()
 					if flushing == 0 && queued == 0 {
 						break
 					}
@@ -105,7 +79,7 @@ func TestClientPanicIsAnError(t *testing.T) {
 					t.Errorf("after every call ended: %d sends in flight, %d queued; want none", flushing, queued)
 				}
 			}
-			s.honest.Store(true)
+			s.Honest.Store(true)
 			r, err := l.Allow(context.Background(), "after", PerSecond(10))
 			if err != nil || !r.Allowed {
 				t.Errorf("with the server honest again: %+v, %v; want admitted", r, err)

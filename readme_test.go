@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"os"

@@ -23,7 +23,7 @@ func startReplicatedCluster(t *testing.T) (r *replicated, masterAddr, replicaAdd
 		"--cluster-node-timeout", "1000", "--repl-diskless-sync-delay", "0"}
 	masterAddr = redistest.Start(t, args...)
 	replicaAddr, pid := redistest.StartProcess(t, args...)
-	r = &replicated{master: client(t, masterAddr), replica: client(t, replicaAddr), pid: pid}
+	r = &replicated{master: redistest.Client(t, masterAddr), replica: redistest.Client(t, replicaAddr), pid: pid}
 	slots := []any{"CLUSTER", "ADDSLOTS"}
 	for i := range 16384 {
 		slots = append(slots, i)
@@ -36,7 +36,7 @@ func startReplicatedCluster(t *testing.T) (r *replicated, masterAddr, replicaAdd
 		t.Fatal(err)
 	}
 	id := r.master.Do(ctx, "CLUSTER", "MYID").Val()
-	waitFor(t, "the replica to know the master", func() bool {
+	redistest.WaitFor(t, "the replica to know the master", func() bool {
 		return strings.Contains(r.replica.Do(ctx, "CLUSTER", "NODES").String(), id.(string))
 	})
 	if err := r.replica.Do(ctx, "CLUSTER", "REPLICATE", id).Err(); err != nil {
@@ -51,8 +51,8 @@ func startReplicatedCluster(t *testing.T) (r *replicated, masterAddr, replicaAdd
 func waitOnline(t *testing.T, master, replica *redis.Client) {
 	t.Helper()
 	ctx := context.Background()
-	waitFor(t, "the replica online, the cluster ok", func() bool {
-		return strings.Contains(infoField(master, "slave0"), "state=online") && infoField(replica, "master_link_status") == "up" &&
+	redistest.WaitFor(t, "the replica online, the cluster ok", func() bool {
+		return strings.Contains(redistest.Info(master, "slave0"), "state=online") && redistest.Info(replica, "master_link_status") == "up" &&
 			strings.Contains(master.ClusterInfo(ctx).Val(), "cluster_state:ok") && strings.Contains(replica.ClusterInfo(ctx).Val(), "cluster_state:ok")
 	})
 }
@@ -63,6 +63,9 @@ func waitOnline(t *testing.T, master, replica *redis.Client) {
 // slot map still names the old master, now a replica, which answers MOVED:
 // the limiter reloads the map and decides on the new master.
 func TestReplicasCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a Cluster of masters and replicas, and a failover: run without -short")
+	}
 	r, masterAddr, replicaAddr := startReplicatedCluster(t)
 	// RESP2: go-redis (v9.22.0 and v9.23.0 at least) races with itself under
 	// -race when a node client's first connections open through Conn() (as

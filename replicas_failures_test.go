@@ -25,7 +25,7 @@ func TestReplicasWaitRefused(t *testing.T) {
 	if err := r.master.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
 		t.Fatal(err)
 	}
-	limited := client(t, r.master.Options().Addr, "nowait", "pw")
+	limited := redistest.Client(t, r.master.Options().Addr, "nowait", "pw")
 	prefix := uniqueKey(t) + ":"
 	for _, mode := range batchingModes {
 		l := New(limited, WithPrefix(prefix), WithReplicas(1, time.Second), WithPolicy(FailOpen), mode.opt)
@@ -92,13 +92,13 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 	wg.Wait()
 	for key := range keys {
 		if strings.HasPrefix(key, "unbatched") {
-			waitFor(t, "the unbatched events taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
+			redistest.WaitFor(t, "the unbatched events taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
 		}
 	}
 	r.resume(t)
 	stopped = false
 	for key := range keys {
-		waitFor(t, "every event taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
+		redistest.WaitFor(t, "every event taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
 	}
 }
 
@@ -121,7 +121,7 @@ func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotReplicated) || res.Allowed {
 		t.Errorf("Allow past its deadline: %+v, %v; want context.DeadlineExceeded and ErrNotReplicated", res, err)
 	}
-	waitFor(t, "the events taken back", func() bool { return events(t, r.master, prefix+"k") == 0 })
+	redistest.WaitFor(t, "the events taken back", func() bool { return events(t, r.master, prefix+"k") == 0 })
 }
 
 // A master demoted by a failover answers a batched pipeline READONLY; the
@@ -181,7 +181,7 @@ func TestReplicasMasterDemotedDuringWait(t *testing.T) {
 					answers <- answer{r, err}
 				}()
 			}
-			waitFor(t, "two WAITs blocked", func() bool { return infoField(rdb, "blocked_clients") == "2" })
+			redistest.WaitFor(t, "two WAITs blocked", func() bool { return redistest.Info(rdb, "blocked_clients") == "2" })
 			if err := rdb.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
 				t.Fatal(err)
 			}

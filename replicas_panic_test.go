@@ -31,13 +31,10 @@ func newFake(t *testing.T) *fake {
 }
 
 func (f *fake) reply(cmd []string) string {
+	if r, ok := redistest.Handshake(cmd); ok {
+		return r
+	}
 	switch name := strings.ToUpper(cmd[0]); name {
-	case "HELLO":
-		return "-ERR unknown command 'HELLO'\r\n"
-	case "CLIENT", "SELECT":
-		return "+OK\r\n"
-	case "PING":
-		return "+PONG\r\n"
 	case "WAIT":
 		if f.lieWait.Add(-1) >= 0 {
 			return redistest.Lie

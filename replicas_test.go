@@ -31,9 +31,9 @@ func startReplicated(t *testing.T) *replicated {
 	master := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	host, port, _ := net.SplitHostPort(master)
 	addr, pid := redistest.StartProcess(t, "--replicaof", host, port)
-	r := &replicated{master: client(t, master), replica: client(t, addr), pid: pid}
-	waitFor(t, "the replica online", func() bool {
-		return strings.Contains(infoField(r.master, "slave0"), "state=online") && infoField(r.replica, "master_link_status") == "up"
+	r := &replicated{master: redistest.Client(t, master), replica: redistest.Client(t, addr), pid: pid}
+	redistest.WaitFor(t, "the replica online", func() bool {
+		return strings.Contains(redistest.Info(r.master, "slave0"), "state=online") && redistest.Info(r.replica, "master_link_status") == "up"
 	})
 	return r
 }
@@ -202,7 +202,7 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 			results <- err
 		}()
 	}
-	waitFor(t, "the admissions recorded on the master", func() bool { return events(t, r.master, prefix+"k") == admissions })
+	redistest.WaitFor(t, "the admissions recorded on the master", func() bool { return events(t, r.master, prefix+"k") == admissions })
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -298,12 +298,12 @@ func TestReplicasMistakes(t *testing.T) {
 		})
 	}
 	// Right: a plain client, a Cluster client; the timeout in whole ms.
-	if l := New(m.rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.timeout != 2*time.Millisecond || l.acks.single == nil || l.batch.acks != l.acks {
+	if l := New(m.rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.Timeout() != 2*time.Millisecond || l.acks.Cluster() || l.batch.Acks() != l.acks {
 		t.Errorf("acks %+v", l.acks)
 	}
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
 	t.Cleanup(func() { _ = cluster.Close() })
-	if l := New(cluster, WithReplicas(1, time.Second)); l.acks.cluster == nil {
+	if l := New(cluster, WithReplicas(1, time.Second)); !l.acks.Cluster() {
 		t.Errorf("acks %+v", l.acks)
 	}
 }

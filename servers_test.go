@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -71,3 +72,32 @@ func TestMain(m *testing.M) {
 func uniqueKey(t testing.TB) string {
 	return fmt.Sprintf("%s:%d", t.Name(), time.Now().UnixNano())
 }
+
+func mustLoad(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatalf("tzdata: %v", err)
+	}
+	return loc
+}
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// compactFromFirst makes a limiter's logs of limits over 128 events compact
+// logs from their first admission, not past a listpack's 128 events;
+// compactScript is the decision script of such a limiter.
+var (
+	compactFromFirst = Option(optiontest.ConvertPast(0))
+	compactScript    = decideScriptFor(0)
+)
+
+// compactAbove makes a limiter keep the logs of limits over events
+// compactly (optiontest.CompactAbove).
+func compactAbove(events int) Option { return Option(optiontest.CompactAbove(events)) }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -68,21 +67,11 @@ func one(t *testing.T, r Report, check string, sev Severity, want ...string) Fin
 	return f
 }
 
-func client(t *testing.T, addr string, user ...string) *redis.Client {
-	opts := &redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1}
-	if len(user) == 2 {
-		opts.Username, opts.Password = user[0], user[1]
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
 // A safe server passes, with a finding for every check and no warning;
 // the check writes no key.
 func TestCheckSafeServer(t *testing.T) {
 	addr := redistest.Start(t, redistest.Safe()...)
-	rdb := client(t, addr)
+	rdb := redistest.Client(t, addr)
 	r := runCheck(t, rdb)
 	if !r.OK() {
 		t.Errorf("not OK: %v", r.Problems())
@@ -97,7 +86,7 @@ func TestCheckSafeServer(t *testing.T) {
 	if want := []string{"server", "maxmemory-policy", "persistence", "replication", "script", "acl"}; !slices.Equal(checks, want) {
 		t.Errorf("checks %v, want %v", checks, want)
 	}
-	version := infoField(rdb, "redis_version")
+	version := redistest.Info(rdb, "redis_version")
 	if version == "" {
 		t.Fatal("INFO gave no redis_version")
 	}
@@ -115,33 +104,12 @@ func TestCheckSafeServer(t *testing.T) {
 	one(t, runCheck(t, rdb), "script", SeverityInfo, "EVALSHA works and a script may call TIME")
 }
 
-// infoField is a field of INFO.
-func infoField(rdb *redis.Client, field string) string {
-	for _, line := range strings.Split(rdb.Info(context.Background()).Val(), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 func toAny(s []string) []any {
 	a := make([]any, len(s))
 	for i := range s {
 		a[i] = s[i]
 	}
 	return a
-}
-
-// waitFor polls cond until it holds (a server's state that changes by
-// itself, such as a replica's link); it fails the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after a minute", what)
-		}
-	}
 }
 
 // A Ring is checked shard by shard, in the order of the addresses.
@@ -176,14 +144,14 @@ func TestCheckErrors(t *testing.T) {
 	dead := ln.Addr().String()
 	_ = ln.Close()
 	ctx := context.Background()
-	if _, err := Run(ctx, client(t, dead), Options{}); err == nil || !strings.Contains(err.Error(), "slidelog: check "+dead+": ") {
+	if _, err := Run(ctx, redistest.Client(t, dead), Options{}); err == nil || !strings.Contains(err.Error(), "slidelog: check "+dead+": ") {
 		t.Errorf("dead server: %v", err)
 	}
-	wrapped := struct{ redis.Scripter }{client(t, dead)}
+	wrapped := struct{ redis.Scripter }{redistest.Client(t, dead)}
 	if _, err := Run(ctx, wrapped, Options{}); err == nil || !strings.Contains(err.Error(), "cannot inspect a struct") {
 		t.Errorf("unknown client: %v", err)
 	}
-	if _, err := Run(ctx, client(t, dead), Options{Replicas: -1}); err == nil || !strings.Contains(err.Error(), "Options.Replicas -1") {
+	if _, err := Run(ctx, redistest.Client(t, dead), Options{Replicas: -1}); err == nil || !strings.Contains(err.Error(), "Options.Replicas -1") {
 		t.Errorf("Replicas -1: %v", err)
 	}
 }

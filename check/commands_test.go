@@ -18,7 +18,7 @@ import (
 func TestCheckACL(t *testing.T) {
 	ctx := context.Background()
 	addr := redistest.Start(t, redistest.Safe()...)
-	admin := client(t, addr)
+	admin := redistest.Client(t, addr)
 	for user, rules := range map[string][]string{
 		"managed": {"~slidelog:*", "+@all", "-config", "-acl"},
 		"nothing": {"+@connection"},
@@ -31,7 +31,7 @@ func TestCheckACL(t *testing.T) {
 	}
 
 	t.Run("managed", func(t *testing.T) {
-		r := runCheck(t, client(t, addr, "managed", "pw"))
+		r := runCheck(t, redistest.Client(t, addr, "managed", "pw"))
 		if !r.OK() {
 			t.Errorf("problems %v", r.Problems())
 		}
@@ -41,7 +41,7 @@ func TestCheckACL(t *testing.T) {
 		one(t, r, "script", SeverityInfo)
 	})
 	t.Run("nothing", func(t *testing.T) {
-		r := runCheck(t, client(t, addr, "nothing", "pw"))
+		r := runCheck(t, redistest.Client(t, addr, "nothing", "pw"))
 		for _, c := range []string{"server", "maxmemory-policy", "persistence", "replication", "acl"} {
 			one(t, r, c, SeverityWarning, "could not check", "NOPERM")
 		}
@@ -51,21 +51,21 @@ func TestCheckACL(t *testing.T) {
 		}
 	})
 	t.Run("nozadd", func(t *testing.T) {
-		r := runCheck(t, client(t, addr, "nozadd", "pw"))
+		r := runCheck(t, redistest.Client(t, addr, "nozadd", "pw"))
 		f := one(t, r, "acl", SeverityProblem, "user nozadd may not run what slidelog sends on slidelog:check: ZADD (", "'zadd'")
 		if strings.Count(f.Text, "(") != 1 || len(r.Problems()) != 1 {
 			t.Errorf("problems %v, want ZADD alone", r.Problems())
 		}
 	})
 	t.Run("other prefix", func(t *testing.T) {
-		r := runCheck(t, client(t, addr, "other", "pw"), Options{Prefix: "other:"})
+		r := runCheck(t, redistest.Client(t, addr, "other", "pw"), Options{Prefix: "other:"})
 		if !r.OK() {
 			t.Errorf("problems %v", r.Problems())
 		}
 		one(t, r, "acl", SeverityInfo, "user other may run every command slidelog sends on other:*")
 	})
 	t.Run("other keys", func(t *testing.T) {
-		r := runCheck(t, client(t, addr, "other", "pw"))
+		r := runCheck(t, redistest.Client(t, addr, "other", "pw"))
 		f := one(t, r, "acl", SeverityProblem, "user other may not run", "'slidelog:check' key")
 		for _, c := range []string{"EVALSHA", "EVAL", "ZADD", "ZCARD", "ZRANGE", "ZCOUNT", "ZREMRANGEBYSCORE", "PEXPIREAT", "ZSCORE", "ZREM", "DEL"} {
 			if !strings.Contains(f.Text, c+" (") {
@@ -92,7 +92,7 @@ func TestCheckLuaReplicateCommands(t *testing.T) {
 		{"", SeverityInfo, "EVALSHA, NOSCRIPT then EVAL, and TIME in a script work"},
 	} {
 		t.Run(c.setting, func(t *testing.T) {
-			rdb := client(t, redistest.Start(t, redistest.Safe()...))
+			rdb := redistest.Client(t, redistest.Start(t, redistest.Safe()...))
 			rdb.AddHook(serverAnswers(func(cmd redis.Cmder) {
 				switch {
 				case isCmd(cmd, "info") && cmd.Err() == nil:

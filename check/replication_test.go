@@ -17,12 +17,12 @@ func TestCheckReplication(t *testing.T) {
 	master := redistest.Start(t, redistest.Safe()...)
 	host, port, _ := net.SplitHostPort(master)
 	replica := redistest.Start(t, append(redistest.Safe(), "--replicaof", host, port)...)
-	m := client(t, master)
-	waitFor(t, "the replica's link", func() bool {
-		return infoField(m, "connected_slaves") == "1"
+	m := redistest.Client(t, master)
+	redistest.WaitFor(t, "the replica's link", func() bool {
+		return redistest.Info(m, "connected_slaves") == "1"
 	})
 	one(t, runCheck(t, m), "replication", SeverityInfo, "role master, 1 replica connected")
-	r := runCheck(t, client(t, replica))
+	r := runCheck(t, redistest.Client(t, replica))
 	if r.OK() {
 		t.Error("a replica is OK")
 	}
@@ -34,7 +34,7 @@ func TestCheckReplication(t *testing.T) {
 func TestCheckCluster(t *testing.T) {
 	ctx := context.Background()
 	addr := redistest.Start(t, append(redistest.Safe(), "--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1")...)
-	plain := client(t, addr)
+	plain := redistest.Client(t, addr)
 	r := runCheck(t, plain)
 	if len(r.Problems()) != 2 {
 		t.Errorf("problems %v, want the client's and the state's", r.Problems())
@@ -52,7 +52,7 @@ func TestCheckCluster(t *testing.T) {
 	if err := plain.Do(ctx, slots...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "cluster_state ok", func() bool { return strings.Contains(plain.ClusterInfo(ctx).Val(), "cluster_state:ok") })
+	redistest.WaitFor(t, "cluster_state ok", func() bool { return strings.Contains(plain.ClusterInfo(ctx).Val(), "cluster_state:ok") })
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, MaxRetries: -1})
 	defer func() { _ = cc.Close() }()
 	r = runCheck(t, cc)
@@ -70,11 +70,11 @@ func TestCheckReplicaSyncing(t *testing.T) {
 	master := redistest.Start(t, append(redistest.Safe(), "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "60")...)
 	host, port, _ := net.SplitHostPort(master)
 	redistest.Start(t, append(redistest.Safe(), "--replicaof", host, port)...)
-	m := client(t, master)
-	waitFor(t, "the replica's link", func() bool {
-		return infoField(m, "connected_slaves") == "1"
+	m := redistest.Client(t, master)
+	redistest.WaitFor(t, "the replica's link", func() bool {
+		return redistest.Info(m, "connected_slaves") == "1"
 	})
-	if s := infoField(m, "slave0"); !strings.Contains(s, "state=wait_bgsave") {
+	if s := redistest.Info(m, "slave0"); !strings.Contains(s, "state=wait_bgsave") {
 		t.Fatalf("slave0:%s, want state=wait_bgsave", s)
 	}
 	const syncing = "; 1 of the 1 connected still in their first sync, acknowledging no write yet"
@@ -93,10 +93,10 @@ func TestCheckReplicaSyncing(t *testing.T) {
 func TestReplicasCheck(t *testing.T) {
 	master := redistest.Start(t, append(redistest.Safe(), "--repl-diskless-sync-delay", "0")...)
 	host, port, _ := net.SplitHostPort(master)
-	replica := client(t, redistest.Start(t, append(redistest.Safe(), "--replicaof", host, port)...))
-	m := client(t, master)
-	waitFor(t, "the replica online", func() bool {
-		return strings.Contains(infoField(m, "slave0"), "state=online") && infoField(replica, "master_link_status") == "up"
+	replica := redistest.Client(t, redistest.Start(t, append(redistest.Safe(), "--replicaof", host, port)...))
+	m := redistest.Client(t, master)
+	redistest.WaitFor(t, "the replica online", func() bool {
+		return strings.Contains(redistest.Info(m, "slave0"), "state=online") && redistest.Info(replica, "master_link_status") == "up"
 	})
 	one(t, runCheck(t, m, Options{Replicas: 1}), "replication", SeverityInfo, "1 replica connected; WithReplicas: an admission waits until 1 of them")
 	one(t, runCheck(t, m, Options{Replicas: 2}), "replication", SeverityProblem, "1 of the 2 replicas WithReplicas waits for connected", "ErrNotReplicated")
@@ -105,7 +105,7 @@ func TestReplicasCheck(t *testing.T) {
 	if err := m.Do(context.Background(), "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
 		t.Fatal(err)
 	}
-	limited := client(t, master, "nowait", "pw")
+	limited := redistest.Client(t, master, "nowait", "pw")
 	one(t, runCheck(t, limited, Options{Replicas: 1}), "acl", SeverityProblem, "WAIT")
 	one(t, runCheck(t, limited), "acl", SeverityInfo, "may run every command")
 }

@@ -23,7 +23,7 @@ func TestCheckEvictingPolicies(t *testing.T) {
 		{[]string{"--maxmemory-policy", "volatile-ttl", "--maxmemory", "100mb"}, "set maxmemory-policy noeviction"},
 	} {
 		t.Run(c.args[1], func(t *testing.T) {
-			r := runCheck(t, client(t, redistest.Start(t, append(redistest.Safe(), c.args...)...)))
+			r := runCheck(t, redistest.Client(t, redistest.Start(t, append(redistest.Safe(), c.args...)...)))
 			if r.OK() || len(r.Problems()) != 1 {
 				t.Errorf("OK %v with problems %v, want 1 problem", r.OK(), r.Problems())
 			}
@@ -31,7 +31,7 @@ func TestCheckEvictingPolicies(t *testing.T) {
 		})
 	}
 	// The other policies, set on a running server.
-	rdb := client(t, redistest.Start(t, redistest.Safe()...))
+	rdb := redistest.Client(t, redistest.Start(t, redistest.Safe()...))
 	for _, p := range []string{"allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-random"} {
 		if err := rdb.ConfigSet(ctx, "maxmemory-policy", p).Err(); err != nil {
 			t.Fatal(err)
@@ -48,7 +48,7 @@ func TestCheckEvictingPolicies(t *testing.T) {
 // never a problem.
 func TestCheckPersistence(t *testing.T) {
 	ctx := context.Background()
-	rdb := client(t, redistest.Start(t, "--save", ""))
+	rdb := redistest.Client(t, redistest.Start(t, "--save", ""))
 	for _, c := range []struct {
 		set  []string // CONFIG SET pairs
 		sev  Severity
@@ -89,7 +89,7 @@ func TestCheckSentinel(t *testing.T) {
 			t.Errorf("%v: server %q, want the master %s", f, f.Server, master)
 		}
 	}
-	r = runCheck(t, client(t, sentinel))
+	r = runCheck(t, redistest.Client(t, sentinel))
 	if len(r.Findings) != 1 {
 		t.Errorf("findings %v, want the one problem", r.Findings)
 	}
@@ -99,7 +99,7 @@ func TestCheckSentinel(t *testing.T) {
 // Valkey 8 names its mode server_mode (not redis_mode): the server finding
 // says it, and a Valkey Sentinel is told for what it is.
 func TestCheckValkeyMode(t *testing.T) {
-	rdb := client(t, redistest.Start(t, redistest.Safe()...))
+	rdb := redistest.Client(t, redistest.Start(t, redistest.Safe()...))
 	rdb.AddHook(asValkey8)
 	if !strings.Contains(rdb.Info(context.Background()).Val(), "server_mode:standalone") {
 		t.Fatal("INFO not rewritten")
@@ -111,7 +111,7 @@ func TestCheckValkeyMode(t *testing.T) {
 	one(t, r, "server", SeverityInfo, "Valkey 8.1.1 (standalone)")
 
 	sentinel := redistest.Sentinel(t, "main", redistest.Start(t, redistest.Safe()...))
-	s := client(t, sentinel)
+	s := redistest.Client(t, sentinel)
 	s.AddHook(asValkey8)
 	r = runCheck(t, s)
 	if len(r.Findings) != 1 {

@@ -1,6 +1,6 @@
 // Package keylayout names the Redis keys where slidelog keeps a key's logs,
 // and computes the Redis Cluster slot they share. It is written once, for
-// the library (keys.go) and for the CLI's inspect command alike, so that
+// the library (limiter.go) and for the CLI's inspect command alike, so that
 // inspect reads exactly the keys the library writes.
 //
 // The single-limit log of key is K = prefix + key (Allow, AllowN, Peek).
@@ -140,37 +140,33 @@ var crc16tab = func() (t [256]uint16) {
 
 // slotTags holds, for every slot, the shortest string of letters and digits
 // (the first in order) that hashes to it: a hash tag that puts a key in a
-// chosen slot, whatever bytes the rest of the key holds. Filled on first
+// chosen slot, whatever bytes the rest of the key holds. Computed on first
 // use (about a millisecond: every string of up to 3 characters).
-var slotTags struct {
-	once sync.Once
-	tag  [16384]string
-}
+var slotTags = sync.OnceValue(func() *[16384]string {
+	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	var tag [16384]string
+	left := len(tag)
+	var grow func(prefix []byte, depth int)
+	grow = func(prefix []byte, depth int) {
+		for i := 0; i < len(alphabet) && left > 0; i++ {
+			b := append(prefix, alphabet[i])
+			if len(b) == depth {
+				if k := Slot(string(b)); tag[k] == "" {
+					tag[k] = string(b)
+					left--
+				}
+				continue
+			}
+			grow(b, depth)
+		}
+	}
+	for depth := 1; left > 0; depth++ {
+		grow(make([]byte, 0, depth), depth)
+	}
+	return &tag
+})
 
 // TagOf returns a hash tag (no braces) whose slot is s: the first, in the
 // order of digits, upper-case and then lower-case letters, of the shortest
 // such strings.
-func TagOf(s int) string {
-	slotTags.once.Do(func() {
-		const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-		left := len(slotTags.tag)
-		var grow func(prefix []byte, depth int)
-		grow = func(prefix []byte, depth int) {
-			for i := 0; i < len(alphabet) && left > 0; i++ {
-				b := append(prefix, alphabet[i])
-				if len(b) == depth {
-					if k := Slot(string(b)); slotTags.tag[k] == "" {
-						slotTags.tag[k] = string(b)
-						left--
-					}
-					continue
-				}
-				grow(b, depth)
-			}
-		}
-		for depth := 1; left > 0; depth++ {
-			grow(make([]byte, 0, depth), depth)
-		}
-	})
-	return slotTags.tag[s]
-}
+func TagOf(s int) string { return slotTags()[s] }

@@ -1,15 +1,15 @@
-package slidelog
+// Package calendar computes the calendar periods of slidelog's quotas
+// (Daily, Monthly) in Go, with the zone rules of the process's tzdata:
+// Redis' scripts have no time zones (no os.date in any Redis), so the
+// client sends a period's bounds and the script finds the one that holds
+// Redis' TIME (script.lua).
+package calendar
 
 import (
 	"strconv"
 	"time"
 )
 
-// Calendar periods, computed here in Go with the zone rules of the
-// process's tzdata: Redis' scripts have no time zones (no os.date in any
-// Redis), so the client sends a period's bounds and the script finds the
-// one that holds Redis' TIME (script.lua).
-//
 // A day of loc starts at the first instant whose wall clock there reads
 // its date or later, and ends where the next date starts: a date whose
 // midnight does not exist (America/Santiago 2026-09-06) starts at its
@@ -109,25 +109,40 @@ func wallDate(t time.Time, loc *time.Location) civil {
 // its first day.
 func anchored(y, m, anchor int) civil { return civil{y, m, min(anchor, daysIn(y, m))} }
 
-// periodAt is the calendar period of l that holds t: [start, end) in
-// seconds since the epoch.
-func (l Limit) periodAt(t time.Time) (start, end int64) {
+// Kind is the kind of a calendar period.
+type Kind uint8
+
+const (
+	Day   Kind = iota + 1 // a day of the location's calendar
+	Month                 // a billing month from the anchor day
+)
+
+// Period is a calendar quota's period: its kind, a billing month's anchor
+// day (1-31) and the location its dates are in.
+type Period struct {
+	Kind   Kind
+	Anchor int
+	Loc    *time.Location
+}
+
+// At is the period that holds t: [start, end) in seconds since the epoch.
+func (p Period) At(t time.Time) (start, end int64) {
 	s := t.Unix()
-	if l.period == day {
-		c := wallDate(t, l.loc)
+	if p.Kind == Day {
+		c := wallDate(t, p.Loc)
 		// the latest date that has started by t (a wall clock set back
 		// across midnight reads an earlier date after a later one began)
-		for first(c.next(), l.loc) <= s {
+		for first(c.next(), p.Loc) <= s {
 			c = c.next()
 		}
-		for first(c, l.loc) > s {
+		for first(c, p.Loc) > s {
 			c = c.prev()
 		}
-		return first(c, l.loc), first(c.next(), l.loc)
+		return first(c, p.Loc), first(c.next(), p.Loc)
 	}
-	w := wallDate(t, l.loc)
-	c := civil{w.y, w.m, l.anchor} // the month, with the anchor as its day
-	at := func(c civil) int64 { return first(anchored(c.y, c.m, c.d), l.loc) }
+	w := wallDate(t, p.Loc)
+	c := civil{w.y, w.m, p.Anchor} // the month, with the anchor as its day
+	at := func(c civil) int64 { return first(anchored(c.y, c.m, c.d), p.Loc) }
 	for at(c.nextMonth()) <= s {
 		c = c.nextMonth()
 	}
@@ -137,27 +152,16 @@ func (l Limit) periodAt(t time.Time) (start, end int64) {
 	return at(c), at(c.nextMonth())
 }
 
-// PeriodAt is the calendar period of a Daily or Monthly limit that holds
-// t, [start, end) in the limit's location; for a sliding limit (or a
-// calendar limit that Validate refuses), ok is false.
-func (l Limit) PeriodAt(t time.Time) (start, end time.Time, ok bool) {
-	if l.period == sliding || l.validateCalendar() != nil {
-		return time.Time{}, time.Time{}, false
-	}
-	s, e := l.periodAt(t)
-	return time.Unix(s, 0).In(l.loc), time.Unix(e, 0).In(l.loc), true
-}
-
-// bounds are the periods the script may need for a decision at t, as
+// Bounds are the periods the script may need for a decision at t, as
 // script.lua takes them: the bounds of the period before t's, t's own and
 // the one after it, in µs, separated by spaces ("b0 b1 b2 b3": the
 // periods [b0, b1), [b1, b2), [b2, b3)). Redis' TIME within an hour or so
 // of t finds its period among them; one further off has the script ask for
-// the periods of its own time (needPeriod).
-func (l Limit) bounds(t time.Time) string {
-	start, end := l.periodAt(t)
-	before, _ := l.periodAt(time.Unix(start-1, 0))
-	_, after := l.periodAt(time.Unix(end, 0))
+// the periods of its own time.
+func (p Period) Bounds(t time.Time) string {
+	start, end := p.At(t)
+	before, _ := p.At(time.Unix(start-1, 0))
+	_, after := p.At(time.Unix(end, 0))
 	b := make([]byte, 0, 4*17)
 	for i, s := range [4]int64{before, start, end, after} {
 		if i > 0 {

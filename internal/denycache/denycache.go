@@ -1,4 +1,8 @@
-package slidelog
+// Package denycache is the exact deny cache (WithDenyCache): the last
+// denial of one event Redis gave a key, answered locally while it holds.
+// L is the limit a denial was given under (the root's Limit): a request
+// under another limit is never answered from it.
+package denycache
 
 import (
 	"hash/maphash"
@@ -6,7 +10,18 @@ import (
 	"time"
 )
 
-// denyCache remembers, per key, the last denial Redis gave and until when
+// Answer is what a denial says, as the Limiter answers it: the events that
+// could still be admitted (none, for a denial of one event), when the same
+// request fits and when the window empties, and the server time of the
+// decision (µs).
+type Answer struct {
+	Remaining  int
+	RetryAfter time.Duration
+	ResetAfter time.Duration
+	At         int64
+}
+
+// Cache remembers, per key, the last denial Redis gave and until when
 // it holds, so that a flood of requests for a full window is answered
 // without asking Redis again.
 //
@@ -26,40 +41,40 @@ import (
 // named; those are always asked of Redis. The local clock only measures the
 // elapsed time since sent (Go's monotonic clock): clocks of different
 // machines never meet.
-type denyCache struct {
-	now    func() time.Time // Go's clock; tests set their own
+type Cache[L comparable] struct {
+	now    func() time.Time // the clock New was given (the Limiter's: time.Now)
 	seed   maphash.Seed
-	shards [64]denyShard
+	shards [64]shard[L]
 }
 
-type denyShard struct {
+type shard[L comparable] struct {
 	mu      sync.Mutex
 	epoch   uint64 // counts forgets: a denial sent before one is not recorded
-	m       map[string]denial
-	flights map[string]*flight // the Redis call in flight for a key, if any
-	sweep   int                // the size at which the shard next drops its expired denials
+	m       map[string]denial[L]
+	flights map[string]*Flight[L] // the Redis call in flight for a key, if any
+	sweep   int                   // the size at which the shard next drops its expired denials
 }
 
-// flight is one Redis call for a key that the cache could not answer.
+// Flight is one Redis call for a key that the cache could not answer.
 // Calls of one event for the same key, under the same limit, that miss the
 // cache meanwhile wait for it instead of asking Redis too: if Redis denies
 // the first, the denial covers them (the cache answers them); if it admits,
 // each asks Redis itself. When a remembered denial
 // expires under a flood, an instance thus sends one call, not one per
 // waiting goroutine.
-type flight struct {
-	limit   Limit
+type Flight[L comparable] struct {
+	limit   L
 	done    chan struct{}
 	waiters int // callers waiting for it (under the shard's lock)
 }
 
 // denial is Redis' answer to a request for one event sent at sent, whose
 // reply arrived at received.
-type denial struct {
-	limit    Limit
+type denial[L comparable] struct {
+	limit    L
 	sent     time.Time
 	received time.Time
-	res      Result
+	res      Answer
 }
 
 // sweepAt is the least size at which a shard drops its expired denials;
@@ -67,36 +82,36 @@ type denial struct {
 // costs O(1) per record however many denials are live.
 const sweepAt = 4096
 
-func newDenyCache(now func() time.Time) *denyCache {
-	d := &denyCache{now: now, seed: maphash.MakeSeed()}
+func New[L comparable](now func() time.Time) *Cache[L] {
+	d := &Cache[L]{now: now, seed: maphash.MakeSeed()}
 	for i := range d.shards {
-		d.shards[i].m = map[string]denial{}
-		d.shards[i].flights = map[string]*flight{}
+		d.shards[i].m = map[string]denial[L]{}
+		d.shards[i].flights = map[string]*Flight[L]{}
 		d.shards[i].sweep = sweepAt
 	}
 	return d
 }
 
-func (d *denyCache) shard(key string) *denyShard {
+func (d *Cache[L]) shard(key string) *shard[L] {
 	return &d.shards[maphash.String(d.seed, key)%uint64(len(d.shards))]
 }
 
-// lookup answers a request locally if a remembered denial still covers it.
+// Lookup answers a request locally if a remembered denial still covers it.
 // stale reports a denial that covered it until now: the moment when every
-// waiting caller would ask Redis at once, so they share one call (join).
-func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (r Result, ok, stale bool) {
+// waiting caller would ask Redis at once, so they share one call (Join).
+func (d *Cache[L]) Lookup(key string, limit L, n int, now time.Time) (r Answer, ok, stale bool) {
 	s := d.shard(key)
 	s.mu.Lock()
 	e, found := s.m[key]
 	s.mu.Unlock()
 	if !found || e.limit != limit || n != 1 {
-		return Result{}, false, false
+		return Answer{}, false, false
 	}
 	// Whole microseconds since the request was sent, rounded up: the
 	// server's clock has moved at most this far since its denial.
 	elapsed := (now.Sub(e.sent) + time.Microsecond - 1).Truncate(time.Microsecond)
 	if elapsed >= e.res.RetryAfter {
-		return Result{}, false, true
+		return Answer{}, false, true
 	}
 	// Whole microseconds since the reply arrived, rounded down: the
 	// server's clock has moved at least this far since its denial.
@@ -104,23 +119,23 @@ func (d *denyCache) lookup(key string, limit Limit, n int, now time.Time) (r Res
 	r = e.res
 	r.RetryAfter -= since
 	r.ResetAfter = max(r.ResetAfter-since, r.RetryAfter)
-	r.at += since.Microseconds() // the earliest server time this instant can be
+	r.At += since.Microseconds() // the earliest server time this instant can be
 	return r, true, false
 }
 
-// record remembers a denial of one event, sent at sent and whose reply
+// Record remembers a denial of one event, sent at sent and whose reply
 // arrived now (the cache's clock), and forgets the key's denial after any
 // other answer.
 //
-// epoch is the shard's epoch when the request was sent (at): a Reset or a
-// Refund since (forget) may have freed the window after Redis answered, so
+// epoch is the shard's epoch when the request was sent (At): a Reset or a
+// Refund since (Forget) may have freed the window after Redis answered, so
 // such a denial is not remembered.
-func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, epoch uint64, r Result) {
+func (d *Cache[L]) Record(key string, limit L, n int, sent time.Time, epoch uint64, allowed bool, r Answer) {
 	received := d.now()
 	s := d.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r.Allowed || r.RetryAfter <= 0 || n != 1 || s.epoch != epoch {
+	if allowed || r.RetryAfter <= 0 || n != 1 || s.epoch != epoch {
 		delete(s.m, key)
 		return
 	}
@@ -133,11 +148,11 @@ func (d *denyCache) record(key string, limit Limit, n int, sent time.Time, epoch
 		}
 		s.sweep = max(sweepAt, 2*len(s.m))
 	}
-	s.m[key] = denial{limit: limit, sent: sent, received: received, res: r}
+	s.m[key] = denial[L]{limit: limit, sent: sent, received: received, res: r}
 }
 
-// forget drops the key's denial (Reset, Refund).
-func (d *denyCache) forget(key string) {
+// Forget drops the key's denial (Reset, Refund).
+func (d *Cache[L]) Forget(key string) {
 	s := d.shard(key)
 	s.mu.Lock()
 	delete(s.m, key)
@@ -145,18 +160,18 @@ func (d *denyCache) forget(key string) {
 	s.mu.Unlock()
 }
 
-// at is the shard's epoch for key now, for record.
-func (d *denyCache) at(key string) uint64 {
+// At is the shard's epoch for key now, for Record.
+func (d *Cache[L]) At(key string) uint64 {
 	s := d.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.epoch
 }
 
-// join returns the flight to wait for (leader false), or starts one that
+// Join returns the flight to wait for (leader false), or starts one that
 // the caller leads (leader true) and must land. Only calls of one event
 // share flights.
-func (d *denyCache) join(key string, limit Limit, n int) (f *flight, leader bool) {
+func (d *Cache[L]) Join(key string, limit L, n int) (f *Flight[L], leader bool) {
 	if n != 1 {
 		return nil, false
 	}
@@ -170,13 +185,13 @@ func (d *denyCache) join(key string, limit Limit, n int) (f *flight, leader bool
 		}
 		return nil, false // in flight, but its answer would not cover this call
 	}
-	f = &flight{limit: limit, done: make(chan struct{})}
+	f = &Flight[L]{limit: limit, done: make(chan struct{})}
 	s.flights[key] = f
 	return f, true
 }
 
-// land ends a flight: its answer is recorded, its waiters go on.
-func (d *denyCache) land(key string, f *flight) {
+// Land ends a flight: its answer is recorded, its waiters go on.
+func (d *Cache[L]) Land(key string, f *Flight[L]) {
 	s := d.shard(key)
 	s.mu.Lock()
 	if s.flights[key] == f {
@@ -184,4 +199,21 @@ func (d *denyCache) land(key string, f *flight) {
 	}
 	s.mu.Unlock()
 	close(f.done)
+}
+
+// Now is the cache's clock.
+func (d *Cache[L]) Now() time.Time { return d.now() }
+
+// Done is closed once the flight has landed.
+func (f *Flight[L]) Done() <-chan struct{} { return f.done }
+
+// Waiters is how many callers wait for the flight of key now.
+func (d *Cache[L]) Waiters(key string) int {
+	s := d.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.flights[key]; f != nil {
+		return f.waiters
+	}
+	return 0
 }

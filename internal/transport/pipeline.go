@@ -1,4 +1,4 @@
-package slidelog
+package transport
 
 import (
 	"context"
@@ -7,11 +7,14 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/keylayout"
+	"github.com/slidelog/slidelog/internal/reply"
 )
 
-// A pipeline of script calls: which decisions share a call (merge), the
+// A pipeline of script calls: which decisions share a call (Merge), the
 // calls sent in one pipeline and their replies handed to each decision.
-// The batcher (batch.go) and WithReplicas' pipelines (replicas.go) both
+// The Batcher (batch.go) and WithReplicas' pipelines (acks.go) both
 // send theirs here; nothing here calls back into either.
 
 // pending is one decision waiting for its pipeline.
@@ -23,11 +26,11 @@ type pending struct {
 	val  any // the script's reply
 	err  error
 
-	// take: the events the decision records if it admits, taken back if
+	// take takes back what the decision recorded, given its reply, if
 	// its caller leaves before the answer: with WithReplicas, every
-	// admission's; an acquisition's (no holder would release them); nil
-	// otherwise.
-	take *Handle
+	// admission's; nil otherwise (a Peek). Non-nil, the decision may admit
+	// and waits for the replicas.
+	take func(v any)
 
 	answered atomic.Bool // reply was called: val and err are final
 }
@@ -55,36 +58,36 @@ func failAll(batch []*pending, err error) {
 // of its decisions on its own, its id marked as re-sent: should an earlier
 // decision have recorded events after all, it finds them and stays
 // admitted, and the failing one gets its own error.
-func runCalls(ctx context.Context, p pipeliner, calls []shared) {
-	again := deliver(run(ctx, p, calls))
+func runCalls(ctx context.Context, p Pipeliner, script *redis.Script, calls []shared) {
+	again := deliver(run(ctx, p, script, calls))
 	if len(again) > 0 {
 		alone := make([]shared, len(again))
 		for i, q := range again {
 			alone[i] = q.alone()
 		}
-		deliver(run(ctx, p, alone))
+		deliver(run(ctx, p, script, alone))
 	}
 }
 
 // alone is the script call that carries p by itself.
 func (p *pending) alone() shared { return shared{p.keys, p.args, []*pending{p}} }
 
-// merge says which decisions of a batch may share a call.
-type merge int
+// Merge says which decisions of a batch may share a call.
+type Merge int
 
 const (
-	mergeNone merge = iota // every decision is its own call (a Ring)
-	mergeAll               // any decisions (one server holds every key)
-	mergeSlot              // decisions whose keys share a hash slot (Cluster)
+	MergeNone Merge = iota // every decision is its own call (a Ring)
+	MergeAll               // any decisions (one server holds every key)
+	MergeSlot              // decisions whose keys share a hash slot (Cluster)
 )
 
-// mergeMax is the most decisions one script call takes: enough to spread
+// MergeMax is the most decisions one script call takes: enough to spread
 // the call's own cost thin, few enough (tens of microseconds) not to hold
 // Redis up for other clients.
-const mergeMax = 64
+const MergeMax = 64
 
 // shared is one script call of a pipeline and the decisions it carries:
-// one, or (merge) up to mergeMax.
+// one, or (Merge) up to MergeMax.
 type shared struct {
 	keys []string
 	args []any
@@ -92,19 +95,19 @@ type shared struct {
 }
 
 // plan turns a batch into script calls: with merge, decisions share calls
-// (a decision's keys are on one slot: keys.go); without, each is its own.
-func (m merge) plan(batch []*pending) []shared {
+// (a decision's keys are on one slot: internal/keylayout); without, each is its own.
+func (m Merge) plan(batch []*pending) []shared {
 	var calls []shared
 	var groups [][]*pending // decisions that may share calls
-	index := map[int]int{}  // a group's slot (mergeSlot; else -1) -> its index
+	index := map[int]int{}  // a group's slot (MergeSlot; else -1) -> its index
 	for _, p := range batch {
-		if m == mergeNone {
+		if m == MergeNone {
 			calls = append(calls, p.alone())
 			continue
 		}
 		k := -1
-		if m == mergeSlot {
-			k = slot(p.keys[0])
+		if m == MergeSlot {
+			k = keylayout.Slot(p.keys[0])
 		}
 		g, ok := index[k]
 		if !ok {
@@ -116,7 +119,7 @@ func (m merge) plan(batch []*pending) []shared {
 	}
 	for _, group := range groups {
 		for len(group) > 0 {
-			g := group[:min(len(group), mergeMax)]
+			g := group[:min(len(group), MergeMax)]
 			group = group[len(g):]
 			c := shared{keys: make([]string, 0, len(g)), args: make([]any, 0, 4*len(g)), of: g}
 			for _, p := range g {
@@ -132,11 +135,11 @@ func (m merge) plan(batch []*pending) []shared {
 // run sends calls in one pipeline of p (EVALSHA), and those Redis does not
 // know the script for (a restarted or flushed server) again with EVAL, which
 // also loads it for the next pipelines.
-func run(ctx context.Context, p pipeliner, calls []shared) ([]shared, []*redis.Cmd) {
+func run(ctx context.Context, p Pipeliner, script *redis.Script, calls []shared) ([]shared, []*redis.Cmd) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := p.Pipeline()
 	for i, c := range calls {
-		cmds[i] = decideScript.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, err := pipe.Exec(ctx) // errors are read per command below
 	settle(cmds, err)
@@ -150,7 +153,7 @@ func run(ctx context.Context, p pipeliner, calls []shared) ([]shared, []*redis.C
 		pipe := p.Pipeline()
 		retried := make([]*redis.Cmd, len(again))
 		for j, i := range again {
-			cmds[i] = decideScript.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+			cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 			retried[j] = cmds[i]
 		}
 		_, err := pipe.Exec(ctx)
@@ -199,8 +202,8 @@ func deliver(calls []shared, cmds []*redis.Cmd) (again []*pending) {
 			switch {
 			case err != nil:
 				p.reply(nil, err)
-			case isFailed(vals[j]):
-				p.reply(nil, replyError(vals[j].(string)[1:]))
+			case reply.IsFailed(vals[j]):
+				p.reply(nil, reply.Error(vals[j].(string)[1:]))
 			default:
 				p.reply(vals[j], nil)
 			}

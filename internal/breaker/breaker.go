@@ -1,4 +1,7 @@
-package slidelog
+// Package breaker knows whether Redis is reachable: while it is known not
+// to be, decisions fail at once (an Error, wrapping the root's
+// ErrBreakerOpen) instead of each paying its whole deadline.
+package breaker
 
 import (
 	"context"
@@ -9,25 +12,30 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/fault"
 )
 
-// ErrBreakerOpen: Redis was found unreachable, so the decision was not sent
-// and failed at once (the breaker is open). The error also wraps the
-// failure that made Redis unreachable, as the breaker's probe met it: a
-// dial's error (errors.Is(err, syscall.ECONNREFUSED) for a closed port),
-// go-redis' own (its read timeout for a server that accepts connections
-// and answers nothing), or the reply of a Redis that cannot serve now
-// (LOADING). It is an unavailability: the Policy answers for it.
-var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker open)")
+// Config is what a Breaker is built from.
+type Config struct {
+	Client  redis.Scripter
+	Off     bool                         // WithoutBreaker, or a client of several nodes: it never opens
+	Open    error                        // the sentinel its Error wraps (ErrBreakerOpen)
+	Panics  fault.Panics                 // a client's panic in a probe: its error
+	Observe func(open bool, cause error) // told when it opens (with the cause) and closes
+}
 
-// breaker is what a Limiter knows of Redis being reachable. After
-// breakerFailures decisions in a row failed without being served (a
+// New returns a closed Breaker.
+func New(c Config) *Breaker { return &Breaker{c: c} }
+
+// Breaker is what a Limiter knows of Redis being reachable. After
+// Failures decisions in a row failed without being served (a
 // connection refused or reset, a timeout, no connection in the pool, a
 // caller's deadline that ended the call, a reply such as LOADING: see
 // unreachable), it asks Redis itself: a probe (a script that reads nothing,
 // on the node of the key that failed last). The failures only make it ask:
 // a caller's deadline says nothing of Redis, only the probe's own answer
-// decides. Served within breakerConfirm, or later but within go-redis' own
+// decides. Served within Confirm, or later but within go-redis' own
 // timeouts (a slow Redis, a paused one), the failures were the callers' and
 // nothing changes; answered LOADING, BUSY or another reply of a Redis that
 // cannot serve now, the breaker opens with it. Not answered quickly, the
@@ -35,11 +43,11 @@ var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker
 // go-redis' retries: a dial that fails (connection refused) opens the
 // breaker at once, with the dial's error as its cause; a dial that succeeds
 // leaves the verdict to the script's answer, bounded by go-redis' own
-// timeouts and breakerProbe, and no answer opens it.
+// timeouts and ProbeTimeout, and no answer opens it.
 //
-// While open, decisions fail at once with ErrBreakerOpen (wrapping the
-// cause), which the Policy answers, instead of each paying its whole
-// deadline. One probe at a time asks Redis every breakerEvery, the same way
+// While open, decisions fail at once with an Error (the root's ErrBreakerOpen, wrapping
+// the cause), which the Policy answers, instead of each paying its whole
+// deadline. One probe at a time asks Redis every Every, the same way
 // (a dial, then the script); the first that is served, even late, or any
 // decision served meanwhile, closes it. The hook hears it open and close
 // (Observation.Op "breaker_open", with the cause as Err, and
@@ -50,13 +58,10 @@ var ErrBreakerOpen = errors.New("slidelog: Redis unreachable, not asked (breaker
 //
 // It is off for a Cluster and a Ring (New): their nodes fail one at a time,
 // and one node down must not stop the decisions the others can take.
-type breaker struct {
-	rdb     redis.Scripter
-	observe func(Observation) // the Limiter's hook
-	name    string            // the Limiter's WithName
-	off     bool              // WithoutBreaker, or a client of several nodes
-	open    atomic.Bool       // decisions fail at once
-	failed  atomic.Int32      // decisions in a row that failed without being served
+type Breaker struct {
+	c       Config
+	open    atomic.Bool  // decisions fail at once
+	failed  atomic.Int32 // decisions in a row that failed without being served
 	mu      sync.Mutex
 	cause   error  // what made Redis unreachable, the latest known
 	key     string // the Redis key of the decision that failed last (a probe goes to its node)
@@ -64,51 +69,45 @@ type breaker struct {
 }
 
 const (
-	// breakerFailures is how many decisions in a row must fail without an
+	// Failures is how many decisions in a row must fail without an
 	// answer before a probe asks Redis: one slow call is no outage.
-	breakerFailures = 3
-	// breakerConfirm is how long the first probe waits for Redis' answer
+	Failures = 3
+	// Confirm is how long the first probe waits for Redis' answer
 	// before it dials the server to learn why there is none: a healthy
 	// Redis answers a script that reads nothing in well under a
 	// millisecond.
-	breakerConfirm = 100 * time.Millisecond
-	// breakerEvery is how often a probe asks Redis while the breaker is open.
-	breakerEvery = 100 * time.Millisecond
-	// breakerProbe bounds a probe whose dial succeeded (with
+	Confirm = 100 * time.Millisecond
+	// Every is how often a probe asks Redis while the breaker is open.
+	Every = 100 * time.Millisecond
+	// ProbeTimeout bounds a probe whose dial succeeded (with
 	// ContextTimeoutEnabled: go-redis bounds it by its dial and read
 	// timeouts otherwise, 3s by default): a Redis that accepts connections
 	// but answers nothing for that long is down; one that answers sooner,
 	// however late, is not.
-	breakerProbe = 5 * time.Second
+	ProbeTimeout = 5 * time.Second
 )
 
 // probeScript reads nothing and writes nothing: it tells whether the
 // server that holds KEYS[1] answers.
-var probeScript = redis.NewScript("return 1")
+var probeScript = redis.NewScript(ProbeSource)
 
-// WithoutBreaker sends every decision to Redis, also while Redis is known
-// to be unreachable: each then fails after its own deadline. Default: the
-// breaker is on for a single server or a Sentinel failover client
-// (decisions fail at once with ErrBreakerOpen, through the Policy, while
-// Redis is unreachable; see ErrBreakerOpen), off for a Cluster and a Ring.
-func WithoutBreaker() Option {
-	return func(c *config) { c.noBreaker = true }
-}
+// ProbeSource is the probe's script.
+const ProbeSource = "return 1"
 
-// check fails a decision at once while the breaker is open.
-func (b *breaker) check() error {
-	if b.off || !b.open.Load() {
+// Check fails a decision at once while the breaker is open.
+func (b *Breaker) Check() error {
+	if b.c.Off || !b.open.Load() {
 		return nil
 	}
 	b.mu.Lock()
 	cause := b.cause
 	b.mu.Unlock()
-	return breakerError{cause}
+	return Error{Sentinel: b.c.Open, Cause: cause}
 }
 
-// record learns from the outcome of a decision sent on the Redis key key.
-func (b *breaker) record(err error, key string) {
-	if b.off {
+// Record learns from the outcome of a decision sent on the Redis key key.
+func (b *Breaker) Record(err error, key string) {
+	if b.c.Off {
 		return
 	}
 	if served(err) {
@@ -123,7 +122,7 @@ func (b *breaker) record(err error, key string) {
 	if !unreachable(err) {
 		return
 	}
-	if b.failed.Add(1) < breakerFailures {
+	if b.failed.Add(1) < Failures {
 		return
 	}
 	b.mu.Lock()
@@ -137,26 +136,26 @@ func (b *breaker) record(err error, key string) {
 }
 
 // close closes the breaker (a decision was answered), once.
-func (b *breaker) close() {
+func (b *Breaker) close() {
 	b.mu.Lock()
 	was := b.open.Swap(false)
 	b.failed.Store(0)
 	b.mu.Unlock()
 	if was {
-		b.observe(Observation{Op: opBreakerClose, Name: b.name})
+		b.c.Observe(false, nil)
 	}
 }
 
 // probe asks Redis whether it answers: first to confirm the failures,
-// then, while open, every breakerEvery until it answers or a decision
+// then, while open, every Every until it answers or a decision
 // closes the breaker. It is the only goroutine that probes (probing), and
 // it stops probing under mu, in the same step that finds the breaker
 // closed or closes it.
-func (b *breaker) probe() {
+func (b *Breaker) probe() {
 	b.mu.Lock()
 	key := b.key
 	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), breakerConfirm)
+	ctx, cancel := context.WithTimeout(context.Background(), Confirm)
 	err := b.ask(ctx, key)
 	cancel()
 	if !answered(err) {
@@ -174,10 +173,10 @@ func (b *breaker) probe() {
 	opened := !b.open.Swap(true)
 	b.mu.Unlock()
 	if opened {
-		b.observe(Observation{Op: opBreakerOpen, Name: b.name, Err: err})
+		b.c.Observe(true, err)
 	}
 	for {
-		time.Sleep(breakerEvery)
+		time.Sleep(Every)
 		b.mu.Lock()
 		if !b.open.Load() { // a decision was answered
 			b.probing = false
@@ -194,7 +193,7 @@ func (b *breaker) probe() {
 			b.probing = false
 			b.mu.Unlock()
 			if was {
-				b.observe(Observation{Op: opBreakerClose, Name: b.name})
+				b.c.Observe(false, nil)
 			}
 			return
 		}
@@ -207,10 +206,10 @@ func (b *breaker) probe() {
 // which tells a refused connection at once (go-redis retries a failed dial
 // for as long as its caller waits, and its caller then learns only that
 // its deadline passed), then the script, which a server that accepts
-// connections answers within go-redis' own timeouts and breakerProbe, or
+// connections answers within go-redis' own timeouts and ProbeTimeout, or
 // is down.
-func (b *breaker) reach(key string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), breakerProbe)
+func (b *Breaker) reach(key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ProbeTimeout)
 	defer cancel()
 	if err := b.dial(ctx); err != nil {
 		return err
@@ -222,9 +221,9 @@ func (b *breaker) reach(key string) error {
 // dialer, with its address, TLS and dial timeout; a Sentinel client's
 // dials the current master), without its retries, and hangs up. A client
 // that tells no options (not a *redis.Client) is not dialed.
-func (b *breaker) dial(ctx context.Context) (err error) {
-	defer recoverTo(func(e error) { err = e })
-	c, ok := b.rdb.(interface{ Options() *redis.Options })
+func (b *Breaker) dial(ctx context.Context) (err error) {
+	defer b.c.Panics.To(func(e error) { err = e })
+	c, ok := b.c.Client.(interface{ Options() *redis.Options })
 	if !ok {
 		return nil
 	}
@@ -252,27 +251,27 @@ func answered(err error) bool {
 // LOADING or BUSY: an unavailability, which the breaker counts as a
 // failure).
 func served(err error) bool {
-	return err == nil || redisAnswered(err) && !unavailable(err)
+	return err == nil || fault.Answered(err) && !fault.Unavailable(err)
 }
 
 // ask runs the probe, whose panic (the client's) is its error.
-func (b *breaker) ask(ctx context.Context, key string) (err error) {
-	defer recoverTo(func(e error) { err = e })
-	return probeScript.Run(ctx, b.rdb, []string{key}).Err()
+func (b *Breaker) ask(ctx context.Context, key string) (err error) {
+	defer b.c.Panics.To(func(e error) { err = e })
+	return probeScript.Run(ctx, b.c.Client, []string{key}).Err()
 }
 
-// breakerError is a decision's error while the breaker is open:
-// ErrBreakerOpen and the cause.
-type breakerError struct{ cause error }
+// Error is a decision's error while the breaker is open: Sentinel (the
+// root's ErrBreakerOpen) and the cause.
+type Error struct{ Sentinel, Cause error }
 
-func (e breakerError) Error() string {
-	if e.cause == nil {
-		return ErrBreakerOpen.Error()
+func (e Error) Error() string {
+	if e.Cause == nil {
+		return e.Sentinel.Error()
 	}
-	return fmt.Sprintf("%v: %v", ErrBreakerOpen, e.cause)
+	return fmt.Sprintf("%v: %v", e.Sentinel, e.Cause)
 }
 
-func (e breakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.cause} }
+func (e Error) Unwrap() []error { return []error{e.Sentinel, e.Cause} }
 
 // unreachable reports whether err means that Redis could not be reached,
 // did not answer in time, or answered that it cannot serve now (LOADING,
@@ -280,24 +279,21 @@ func (e breakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.cause}
 // caller may only see the deadline), rather than served the call, or was
 // never asked because of the caller (its context canceled).
 func unreachable(err error) bool {
-	if served(err) || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrPanic) || errors.Is(err, context.Canceled) {
+	if served(err) || errors.As(err, new(fault.NotAcked)) || fault.IsPanic(err) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	return unavailable(err)
+	return fault.Unavailable(err)
 }
 
-// redisAnswered reports whether err is a reply of Redis (an error reply).
-func redisAnswered(err error) bool {
-	var reply redis.Error
-	return errors.As(err, &reply)
+// State reports whether the breaker is open and whether a probe runs.
+func (b *Breaker) State() (open, probing bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.open.Load(), b.probing
 }
 
-// severalNodes reports whether rdb spreads keys over several servers (a
-// Cluster, a Ring, or a type that embeds one), where the breaker is off.
-func severalNodes(rdb redis.Scripter) bool {
-	switch rdb.(type) {
-	case interface{ Options() *redis.ClusterOptions }, interface{ Options() *redis.RingOptions }:
-		return true
-	}
-	return false
-}
+// Off reports whether the breaker never opens.
+func (b *Breaker) Off() bool { return b.c.Off }
+
+// Open reports whether the breaker is open.
+func (b *Breaker) Open() bool { return b.open.Load() }

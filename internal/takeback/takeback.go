@@ -1,20 +1,5 @@
-package slidelog
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
-	"sync"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/slidelog/slidelog/internal/deadline"
-)
-
-// Take-backs. Events that no caller was told were admitted would stay
-// recorded with nobody to refund them: an acquisition's slots (held for a
+// Package takeback is the queue of take-backs. Events that no caller was
+// told were admitted would stay recorded with nobody to refund them: an acquisition's slots (held for a
 // whole lease, as a dead holder's), and with WithReplicas, an admission the
 // replicas did not acknowledge. That happens when the caller's context ends
 // while its call is under way (a client that went away), when the reply is
@@ -35,13 +20,13 @@ import (
 //     before (a read timeout is seconds), or the server closed the
 //     connection, and with it every command it had not run.
 //
-// One bound for all of them: at most takeBackWorkers refunds run at once;
-// the queue holds a Handle per take-back and nothing else, and forgets a
+// One bound for all of them: at most Workers refunds run at once;
+// the queue holds a Job per take-back and nothing else, and forgets a
 // take-back once its events have left their window anyway (they no longer
 // count), so it never outgrows the events admitted in a window. A refund
 // that fails is tried again, pausing longer each time, until then; one that
 // can never succeed (an error that is no unavailability), or whose window
-// ends first, is given up and reported to the Hook (Observation.Op
+// ends first, is given up and reported (Config.Report: the Hook's Observation.Op
 // "take_back", Err the last failure, N the events). None is dropped
 // silently.
 //
@@ -55,53 +40,84 @@ import (
 // more answers than the limit. Such a take-back is given up instead:
 // its events may stay recorded until their window ends, stricter, never
 // looser.
-type takeBacks struct {
-	rdb     redis.Scripter
-	within  time.Duration     // bounds each refund: takeBackTimeout, or WithReplicas' timeout
-	observe func(Observation) // the Limiter's hook
-	name    string            // the Limiter's WithName
+package takeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/slidelog/slidelog/internal/deadline"
+	"github.com/slidelog/slidelog/internal/fault"
+	"github.com/slidelog/slidelog/internal/reply"
+)
+
+// Job is one take-back: the refund of N events that count for Window
+// after their admission. Once: the refund must not run twice (its logs are
+// compact logs or calendar quotas, which tell a second run from the first
+// only while they remember it), so one that may have run is never sent
+// again.
+type Job struct {
+	N      int
+	Window time.Duration
+	Once   bool
+	Refund func(context.Context) error
+}
+
+// Config is what a Queue is built from.
+type Config struct {
+	Within time.Duration          // bounds each refund: Timeout, or WithReplicas' timeout
+	Report func(n int, err error) // a take-back of n events given up after err
+	Panics fault.Panics           // a client's panic in a refund: its error
+}
+
+// New returns an empty Queue.
+func New(c Config) *Queue { return &Queue{c: c} }
+
+type Queue struct {
+	c Config
 
 	mu      sync.Mutex
 	queue   []takeBack
 	workers int
-	busy    sync.WaitGroup // queued take-backs and detached calls not over yet (for tests)
 }
 
 // takeBack is one take-back in the queue.
 type takeBack struct {
-	h     Handle
+	j     Job
 	until time.Time     // when its events have left their window (this process's clock)
 	pause time.Duration // before the next retry
 	err   error         // the last failure
 }
 
 const (
-	// takeBackTimeout bounds each refund (without WithReplicas, whose
-	// timeout bounds its own).
-	takeBackTimeout = time.Second
-	// takeBackWorkers is the most refunds of take-backs that one Limiter
-	// runs at once.
-	takeBackWorkers = 4
-	// take-backs that fail pause this long before their first retry, then
-	// twice as long each time, up to a second
-	takeBackPause, takeBackMaxPause = 10 * time.Millisecond, time.Second
+	// Timeout bounds each refund (without WithReplicas, whose timeout
+	// bounds its own).
+	Timeout = time.Second
+	// Workers is the most refunds of take-backs that one Queue runs at
+	// once.
+	Workers = 4
+	// Take-backs that fail pause this long before their first retry, then
+	// twice as long each time, up to a second.
+	Pause, MaxPause = 10 * time.Millisecond, time.Second
 )
 
-// add queues the take-back of h's events.
-func (t *takeBacks) add(h Handle) {
-	if h.n == 0 {
+// Add queues the take-back j.
+func (t *Queue) Add(j Job) {
+	if j.N == 0 {
 		return
 	}
-	t.busy.Add(1)
-	t.queued(takeBack{h: h, until: time.Now().Add(h.window), pause: takeBackPause})
+	t.queued(takeBack{j: j, until: time.Now().Add(j.Window), pause: Pause})
 }
 
 // queued puts tb in the queue, and starts a worker for it if fewer than
 // takeBackWorkers run.
-func (t *takeBacks) queued(tb takeBack) {
+func (t *Queue) queued(tb takeBack) {
 	t.mu.Lock()
 	t.queue = append(t.queue, tb)
-	start := t.workers < takeBackWorkers && t.workers < len(t.queue)
+	start := t.workers < Workers && t.workers < len(t.queue)
 	if start {
 		t.workers++
 	}
@@ -112,7 +128,7 @@ func (t *takeBacks) queued(tb takeBack) {
 }
 
 // work refunds queued take-backs until the queue is empty.
-func (t *takeBacks) work() {
+func (t *Queue) work() {
 	for {
 		t.mu.Lock()
 		if len(t.queue) == 0 {
@@ -128,88 +144,70 @@ func (t *takeBacks) work() {
 }
 
 // run refunds tb once, and queues it again, reports it or is done with it.
-func (t *takeBacks) run(tb takeBack) {
+func (t *Queue) run(tb takeBack) {
 	if !time.Now().Before(tb.until) {
 		t.give(tb) // left its window: it no longer counts
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.within)
-	err := t.refund(ctx, tb.h)
+	ctx, cancel := context.WithTimeout(context.Background(), t.c.Within)
+	err := t.refund(ctx, tb.j)
 	cancel()
 	switch {
 	case err == nil:
-		t.busy.Done()
-	case !unavailable(err) && !errors.Is(err, ErrPanic), once(tb.h) && mayHaveRun(err):
+	case !fault.Unavailable(err) && !fault.IsPanic(err), tb.j.Once && fault.MayHaveRun(err):
 		tb.err = err
 		t.give(tb)
 	default: // Redis unavailable (and a second run takes back nothing more): again after a pause
 		tb.err = err
 		pause := tb.pause
-		tb.pause = min(2*tb.pause, takeBackMaxPause)
+		tb.pause = min(2*tb.pause, MaxPause)
 		time.AfterFunc(pause, func() { t.queued(tb) })
 	}
 }
 
-// refund runs refund.lua for h's events, as Refund does (without telling
-// the deny cache: a take-back undoes an admission no caller heard of, and a
-// denial the cache remembers meanwhile is of another call, only ever too
-// strict until it expires); its panic (the client's) is its error.
-func (t *takeBacks) refund(ctx context.Context, h Handle) (err error) {
-	defer recoverTo(func(e error) { err = e })
-	return refundEvents(ctx, t.rdb, h)
+// refund runs j's refund; its panic (the client's) is its error.
+func (t *Queue) refund(ctx context.Context, j Job) (err error) {
+	defer t.c.Panics.To(func(e error) { err = e })
+	return j.Refund(ctx)
 }
 
 // give gives tb up: reported to the hook if a refund failed (its events
 // stay recorded until their window ends).
-func (t *takeBacks) give(tb takeBack) {
-	defer t.busy.Done()
+func (t *Queue) give(tb takeBack) {
 	if tb.err != nil {
-		t.report(tb.h, tb.err)
+		t.c.Report(tb.j.N, tb.err)
 	}
 }
 
-// report tells the hook of the take-back of h given up after err.
-func (t *takeBacks) report(h Handle, err error) {
-	t.observe(Observation{Op: opTakeBack, Name: t.name, N: h.n, Err: err})
-}
-
-// once reports whether h's refund must not run twice: its logs are
-// compact logs or calendar quotas, which tell a second run from the first
-// only while they remember it (refundEvents), so a refund of h that may
-// have run is never sent again.
-func once(h Handle) bool { return h.given != nil }
-
-// detached runs call, whose admission h is to be taken back if its caller
-// leaves before its answer, on a context the caller's ending does not cut,
-// and waits for it as long as ctx allows. If ctx ends first, the caller gets
-// left{ctx.Err()}, and once call has answered, its events are taken back if
-// it admitted (or if its reply was lost: it may have). A call whose context
-// had ended already is not sent at all.
-func (t *takeBacks) detached(ctx context.Context, h Handle, call func(context.Context) (any, error)) (any, error) {
+// Detached runs call, whose admission is to be taken back (job, given the
+// call's reply) if its caller leaves before its answer, on a context the
+// caller's ending does not cut, and waits for it as long as ctx allows. If
+// ctx ends first, the caller gets a fault.Left with ctx's error, and once
+// call has answered, its events are taken back if it admitted (or if its
+// reply was lost: it may have). A call whose context had ended already is
+// not sent at all.
+func (t *Queue) Detached(ctx context.Context, job func(reply any) Job, call func(context.Context) (any, error)) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	done := make(chan answer, 1)
-	t.busy.Add(1)
 	go func() {
 		var a answer
 		defer func() { done <- a }()
-		defer recoverTo(func(err error) { a = answer{nil, err} })
+		defer t.c.Panics.To(func(err error) { a = answer{nil, err} })
 		a.v, a.err = call(context.WithoutCancel(ctx))
 	}()
 	select {
 	case a := <-done:
-		t.busy.Done()
 		return a.v, a.err
 	case <-ctx.Done():
 		go func() {
-			defer t.busy.Done()
 			a := <-done
-			if (a.err == nil && replyAdmits(a.v)) || (a.err != nil && mayHaveRun(a.err)) || notAckedReply(a) {
-				t.add(h.timedBy(a.v))
+			if (a.err == nil && reply.Admits(a.v)) || (a.err != nil && fault.MayHaveRun(a.err)) || notAckedReply(a) {
+				t.Add(job(a.v))
 			}
 		}()
-		return nil, left{ctx.Err()}
+		return nil, fault.Left{Err: ctx.Err()}
 	}
 }
 
@@ -222,36 +220,19 @@ type answer struct {
 // notAckedReply: an admission the replicas did not acknowledge (its reply
 // comes with the error).
 func notAckedReply(a answer) bool {
-	var na notAcked
-	return a.v != nil && errors.As(a.err, &na) && replyAdmits(a.v)
+	var na fault.NotAcked
+	return a.v != nil && errors.As(a.err, &na) && reply.Admits(a.v)
 }
 
-// mayHaveRun reports whether a script call that failed with err may have
-// run in Redis all the same: its reply was lost (a timeout, the caller's
-// context, a connection broken after the write), rather than answered (an
-// error reply: the script wrote nothing) or never sent (no connection could
-// be had, or the client is closed).
-func mayHaveRun(err error) bool {
-	var reply redis.Error
-	var op *net.OpError
-	switch {
-	case errors.As(err, &reply), errors.Is(err, redis.ErrClosed):
-		return false
-	case errors.As(err, &op) && op.Op == "dial":
-		return false
-	}
-	return !unsent(err)
-}
-
-// unacked refunds the events of an admission that the replicas did not
+// Unacked refunds the events of an admission that the replicas did not
 // acknowledge, and returns the error that tells the caller so. The refund
 // runs within the caller's context; when that context ends first (it may be
 // what ended the WAIT), the refund goes on in the background, bounded by
 // the WAIT's timeout, unless it may have run and must not run twice (once:
 // then it is given up, and reported to the hook).
-func (t *takeBacks) unacked(ctx context.Context, h Handle, unacked error) error {
+func (t *Queue) Unacked(ctx context.Context, j Job, unacked error) error {
 	if deadline.Ended(ctx) == nil {
-		err := t.refund(ctx, h)
+		err := t.refund(ctx, j)
 		if err == nil {
 			return fmt.Errorf("%w; its events were taken back", unacked)
 		}
@@ -259,8 +240,8 @@ func (t *takeBacks) unacked(ctx context.Context, h Handle, unacked error) error 
 		if done == nil {
 			return fmt.Errorf("%w; taking its events back failed: %w", unacked, err)
 		}
-		if once(h) && mayHaveRun(err) {
-			t.report(h, err)
+		if j.Once && fault.MayHaveRun(err) {
+			t.c.Report(j.N, err)
 			err = fmt.Errorf("%w; taking its events back was cut short (they may stay recorded until their window ends): %w", unacked, err)
 			if !errors.Is(err, done) {
 				err = fmt.Errorf("%w: %w", done, err)
@@ -268,10 +249,18 @@ func (t *takeBacks) unacked(ctx context.Context, h Handle, unacked error) error 
 			return err
 		}
 	}
-	t.add(h)
+	t.Add(j)
 	err := fmt.Errorf("%w; its events are being taken back", unacked)
 	if done := deadline.Ended(ctx); !errors.Is(err, done) {
 		err = fmt.Errorf("%w: %w", done, err)
 	}
 	return err
+}
+
+// Len is how many take-backs are queued or being refunded now (one paused
+// before its retry is neither).
+func (t *Queue) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queue) + t.workers
 }
