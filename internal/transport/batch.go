@@ -127,8 +127,7 @@ func NewBatcher(c BatchConfig) *Batcher {
 // (flush), 3 does as well as 4 or better on both workloads at 4, 16 and 64
 // callers (over 10 000 keys at 16 callers 1.04-1.14x the decisions of 4, on
 // one hot key 1.11-1.30x), and 2 leaves Redis idle at 64 callers.
-// Measured side by side: docs/performance.md, "Three pipelines in flight,
-// after the yield".
+// Measured side by side with slidelog bench (docs/performance.md).
 const PipelinesInFlight = 3
 
 // AckedPipelinesInFlight is the same with WithReplicas: 4, since each of
@@ -213,7 +212,7 @@ func (b *Batcher) abandoned(p *pending) {
 // is not already running: with nothing else runnable the yield returns at
 // once. At 16 callers a pipeline carries twice the decisions it would
 // without the yield (6.0, not 2.9) and the CPU per decision is a quarter
-// less (docs/performance.md, "A pipeline yields before it leaves"). In a process whose processors are
+// less (measured with slidelog bench, docs/performance.md). In a process whose processors are
 // all busy with other goroutines a yield can take milliseconds; the
 // yielder then stops yielding for a while (yielder).
 func (b *Batcher) flush() {
