@@ -32,9 +32,16 @@ var (
 	// exactly what its writer can never write.
 	sizesLua = fmt.Sprintf("local maxSlots = %d -- MaxEvents (limit.go)\n", MaxEvents)
 
-	// The sources as Redis runs them: the clock, the sizes, the compact
-	// log's code, the event ids' derivation, then the script.
-	decideSrc = clockLua + sizesLua + compactLua + idsLua + scriptLua
+	// thresholdsLua gives script.lua its thresholds: convertPast, the live
+	// events past which an admission turns a sorted set the client keeps
+	// compactly (a negated window) into a compact log: a listpack's 128
+	// members, past which Redis keeps a sorted set as a skiplist.
+	thresholdsLua = "local convertPast = 128 -- a listpack's members (zset-max-listpack-entries)\n"
+
+	// The sources as Redis runs them: the clock, the sizes and thresholds,
+	// the compact log's code, the event ids' derivation, then the script.
+	// scripts/luaops.lua joins the same files in the same order.
+	decideSrc = clockLua + sizesLua + thresholdsLua + compactLua + idsLua + scriptLua
 	renewSrc  = clockLua + idsLua + renewLua
 	refundSrc = sizesLua + compactLua + idsLua + refundLua
 

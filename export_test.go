@@ -46,9 +46,9 @@ func ConvertPast(t testing.TB, events int) {
 }
 
 func setConvertPast(events int) {
-	src := strings.Replace(decideSrc, "count + n > 128", fmt.Sprintf("count + n > %d", events), 1)
+	src := strings.Replace(decideSrc, "local convertPast = 128", fmt.Sprintf("local convertPast = %d", events), 1)
 	if src == decideSrc && events != 128 {
-		panic("script.lua no longer converts past 'count + n > 128': update setConvertPast")
+		panic("embed.go no longer joins 'local convertPast = 128': update setConvertPast")
 	}
 	decideScript = redis.NewScript(src)
 }

@@ -24,8 +24,8 @@
 -- KEYS  the log, a sorted set: score = an admitted event's Redis TIME in
 --       microseconds, member = the event's id; or a compact log, a string
 --       (compact.lua), which a log of a negated window becomes at the
---       admission that takes it past 128 events. A key is read as what it
---       is, whatever its limit.
+--       admission that takes it past convertPast events (128: embed.go).
+--       A key is read as what it is, whatever its limit.
 --
 -- An AllowAll decision over L limits is marked by a first argument "*L",
 -- then n and id, then events and window for each limit; its keys are the
@@ -114,8 +114,8 @@ local state
 -- time. A log is compact when it is one already (a key is read in the
 -- store it is in, whatever its limit now, so that no key ever splits its
 -- events), or from the admission that takes a sorted set of a negated
--- window (a log the client keeps compactly: docs/semantics.md) past 128
--- events (step 3). The last compact log read is also in clog (its key in
+-- window (a log the client keeps compactly: docs/semantics.md) past
+-- convertPast events (step 3). The last compact log read is also in clog (its key in
 -- clogkey): a call of single-limit decisions makes no table cs.
 local cs, clib, clog, clogkey
 
@@ -434,12 +434,13 @@ while argAt < nargs do
           key, limit, window, count = state[b + 1], state[b + 2], state[b + 3], state[b + 4]
           gone, unknown, oldest, cutoff = state[b + 5], state[b + 6], state[b + 7], state[b + 8]
         end
-        if count + n > 128 and count <= 4096 and not (clogkey == key or cs and cs[key])
+        if count + n > convertPast and count <= 4096 and not (clogkey == key or cs and cs[key])
           and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then -- ('-': a window the client keeps compactly)
           -- a sorted set of a limit the client keeps compactly, which this
-          -- admission takes past a listpack's 128 members: it becomes a
-          -- compact log of its live events, in place, and is admitted as
-          -- one (a larger one, an older slidelog's, stays a sorted set)
+          -- admission takes past convertPast live events (a listpack's 128
+          -- members: embed.go): it becomes a compact log of its live
+          -- events, in place, and is admitted as one (a larger one, an
+          -- older slidelog's, stays a sorted set)
           clib = clib or compactLib()
           local lg = clib.convert(key, limit, now - window, n)
           count, gone, unknown = lg.T, 0, false
