@@ -13,6 +13,8 @@ import (
 var (
 	//go:embed clock.lua
 	clockLua string
+	//go:embed log.lua
+	logLua string
 	//go:embed compact.lua
 	compactLua string
 	//go:embed script.lua
@@ -38,12 +40,15 @@ var (
 	// members, past which Redis keeps a sorted set as a skiplist.
 	thresholdsLua = "local convertPast = 128 -- a listpack's members (zset-max-listpack-entries)\n"
 
-	// The sources as Redis runs them: the clock, the sizes and thresholds,
-	// the compact log's code, the event ids' derivation, then the script.
-	// scripts/luaops.lua joins the same files in the same order.
-	decideSrc = clockLua + sizesLua + thresholdsLua + compactLua + idsLua + scriptLua
+	// The sources as Redis runs them: the sizes and thresholds, a log's
+	// layout (log.lua: a quota's code) and the compact log's code, the event
+	// ids' derivation, the clock, then the script. The functions of the
+	// shared files come before the clock, whose locals (call, tonumber,
+	// KEYS, ARGV) they would otherwise capture, which every call would pay
+	// for. scripts/luaops.lua joins what decideSrc names, in its order.
+	decideSrc = sizesLua + thresholdsLua + logLua + compactLua + idsLua + clockLua + scriptLua
 	renewSrc  = clockLua + idsLua + renewLua
-	refundSrc = sizesLua + compactLua + idsLua + refundLua
+	refundSrc = sizesLua + logLua + compactLua + idsLua + refundLua
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
 	// AcquireN, and batches of them.
