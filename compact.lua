@@ -246,7 +246,6 @@ end
 -- struct library where it can and leaves the rest to compactLib (its
 -- argument: an upvalue would cost every call), made once, by lib().
 local function compactSteps(compactLib)
-  local call, fmt, sub = redis.call, string.format, string.sub
   local struct = rawget(_G, 'struct') or false -- (none on miniredis)
   local steps, made = {}, nil
 
@@ -268,7 +267,7 @@ local function compactSteps(compactLib)
       local recorded = redis.pcall('ZSCORE', keys[i], first)
       if type(recorded) == 'table' then
         recorded = steps.lib().found(keys[i], first, 97)
-        recorded = recorded and fmt('%d', recorded)
+        recorded = recorded and string.format('%d', recorded)
       end
       if recorded then
         return recorded
@@ -290,10 +289,10 @@ local function compactSteps(compactLib)
       return nil, card -- another type (WRONGTYPE), or no key
     end
     local lg
-    if #h == 40 and sub(h, 1, 4) == 'slc1' and struct then
+    if #h == 40 and string.sub(h, 1, 4) == 'slc1' and struct then
       local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
       lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
-    elseif #h == 40 and sub(h, 1, 4) == 'slc1' then
+    elseif #h == 40 and string.sub(h, 1, 4) == 'slc1' then
       lg = steps.lib().open(key, h)
     end
     -- a header no compact log has (another program's string that starts
@@ -307,12 +306,12 @@ local function compactSteps(compactLib)
       lg.f = lg.T
     elseif lg.F < lg.T and lg.oldest > cut then
       lg.f = lg.F
-    elseif call('STRLEN', key) == sized then
+    elseif redis.call('STRLEN', key) == sized then
       lg.f = steps.lib().first(lg, cut)
       lg.sized = true
     end
     if not lg.f or (lg.C > 0 and not lg.sized and (peek or lg.T - lg.f + n <= limit)
-      and call('STRLEN', key) ~= sized) then
+      and redis.call('STRLEN', key) ~= sized) then
       return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
     end
     return lg
@@ -326,7 +325,7 @@ local function compactSteps(compactLib)
     local t, ts = nows, now
     if lg.newest > now then
       ts = lg.newest
-      t = fmt('%d', ts)
+      t = string.format('%d', ts)
     end
     local p = 0
     if lg.C > 0 then
@@ -335,13 +334,13 @@ local function compactSteps(compactLib)
     if struct and count + n <= lg.C and p + n <= lg.C then
       -- in place: its slots, then the header and its table entry
       local slot = struct.pack('>I7', ts)
-      call('SETRANGE', lg.key, 296 + 7 * p, n > 1 and string.rep(slot, n) or slot)
+      redis.call('SETRANGE', lg.key, 296 + 7 * p, n > 1 and string.rep(slot, n) or slot)
       local od = lg.oldest
       if count == 0 then
         od = ts
       end
-      call('SETRANGE', lg.key, '11', struct.pack('>I7I7I7I7B', lg.T + n, lg.f, ts, od, (lg.cur + 1) % 16))
-      call('SETRANGE', lg.key, 40 + 16 * lg.cur, first .. slot .. 'a')
+      redis.call('SETRANGE', lg.key, '11', struct.pack('>I7I7I7I7B', lg.T + n, lg.f, ts, od, (lg.cur + 1) % 16))
+      redis.call('SETRANGE', lg.key, 40 + 16 * lg.cur, first .. slot .. 'a')
       lg.T, lg.F, lg.newest, lg.oldest = lg.T + n, lg.f, ts, od
     else -- growing, wrapping, or on miniredis
       steps.lib().record(lg, n, ts, first, lg.f, count, limit)
@@ -356,12 +355,12 @@ local function compactSteps(compactLib)
   function steps.answer(lg, short)
     local kth, newest = '0', '0'
     if short == 1 then
-      kth = fmt('%d', lg.oldest) -- (the time of event f)
+      kth = string.format('%d', lg.oldest) -- (the time of event f)
     elseif short > 1 then
-      kth = fmt('%d', steps.lib().ts(lg, lg.f + short - 1))
+      kth = string.format('%d', steps.lib().ts(lg, lg.f + short - 1))
     end
     if lg.T > 0 then
-      newest = fmt('%d', lg.newest)
+      newest = string.format('%d', lg.newest)
     end
     return kth, newest
   end

@@ -44,15 +44,15 @@
 -- and its window), so that Reset finds every log. With calendar quotas,
 -- its periods index: member a quota's key, score the end of its period.
 --
--- allowAllLib below reads and writes the quotas and the indexes.
+-- quotaLib and indexLib below read and write them: each returns its
+-- functions, made by the first decision (or refund) of a call that needs
+-- them, as what a call allocates (a closure, a table) costs Redis
+-- hundreds of instructions and more (its garbage), and an upvalue more
+-- (docs/performance.md): their functions call the globals (redis.call,
+-- tonumber: log.lua runs before clock.lua's locals).
 
--- allowAllLib: the steps on the sorted sets an AllowAll keeps beside its
--- logs, made by the first decision or refund of a call that needs one (a
--- closure made by every call costs Redis hundreds of instructions:
--- docs/performance.md).
-local function allowAllLib()
-  local call, pcall, tonumber, fmt = redis.call, redis.pcall, tonumber, string.format
-  local lib = {}
+-- quotaLib: the steps on a calendar quota: count, admit, giveBack.
+local function quotaLib()
 
   -- members: what a quota's ZRANGE 0 -1 WITHSCORES holds: the end of the
   -- period it counts and its count (numbers), its last admission's id and
@@ -78,7 +78,7 @@ local function allowAllLib()
   -- now (a count of an earlier period is no count), the period's end (a
   -- string of bounds) and its last admission's id. h: its members (a
   -- ZRANGE 0 -1 WITHSCORES). No period holding now: nil.
-  function lib.count(h, bounds, now)
+  local function count(h, bounds, now)
     local pend, count, last = members(h)
     local bound
     for b in string.gmatch(bounds, '%d+') do
@@ -97,11 +97,11 @@ local function allowAllLib()
   -- admit: n more in the period ending at pend (a string), keeping this
   -- admission's id (first) and time (nows) for its retry in place of the
   -- last one's (last). Returns the new count.
-  function lib.admit(key, count, n, pend, last, first, nows)
+  local function admit(key, count, n, pend, last, first, nows)
     count = count + n
-    call('ZADD', key, pend, 'e', fmt('%d', count), 'c', nows, first)
+    redis.call('ZADD', key, pend, 'e', string.format('%d', count), 'c', nows, first)
     if last and last ~= first then
-      call('ZREM', key, last)
+      redis.call('ZREM', key, last)
     end
     return count
   end
@@ -110,91 +110,69 @@ local function allowAllLib()
   -- never below 0; e is that period's end ('0': unknown, then only if the
   -- admission is the quota's last). Nothing once another period counts,
   -- and nothing twice: the refund's id is kept after 'r'.
-  function lib.giveBack(key, e, first, n)
-    local pend, count, last, refunded = members(call('ZRANGE', key, '0', '-1', 'WITHSCORES'))
+  local function giveBack(key, e, first, n)
+    local pend, count, last, refunded = members(redis.call('ZRANGE', key, '0', '-1', 'WITHSCORES'))
     if pend and count and refunded ~= 'r' .. first
       and ((e ~= '0' and pend == tonumber(e)) or (e == '0' and last == first)) then
-      call('ZADD', key, fmt('%d', math.max(count - n, 0)), 'c', '0', 'r' .. first)
+      redis.call('ZADD', key, string.format('%d', math.max(count - n, 0)), 'c', '0', 'r' .. first)
       if refunded then
-        call('ZREM', key, refunded)
+        redis.call('ZREM', key, refunded)
       end
     end
   end
 
-  -- readIndexes: the windows an AllowAll's index names and, with quotas,
-  -- the periods index's quotas and ends, read before its first write, so
-  -- that a key of another type there (WRONGTYPE) fails the decision with
-  -- nothing written: nil and the error.
-  function lib.readIndexes(index, pindex)
-    local named = pcall('ZRANGE', index, '0', '-1')
-    if named.err then
-      return nil, nil, named
-    end
-    local periods
-    if pindex then
-      periods = pcall('ZRANGE', pindex, '0', '-1', 'WITHSCORES')
-      if periods.err then
-        return nil, nil, periods
-      end
-    end
-    return named, periods
-  end
+  return count, admit, giveBack
+end
 
-  -- nameWindows: name the windows of a decision's limits (limit i's is
-  -- args[a + 2 * i]) in its index, which lives
-  -- as long as the longest window it names would from now: no log outlives
-  -- it. Usually every window is named already, and the read (named) tells
-  -- it. Returns that longest window, and whether the index was written.
-  function lib.nameWindows(index, named, args, a, nlimits)
-    local longest = tonumber(named[#named]) or 0
-    local missing = {}
+-- indexLib: the step on an AllowAll's indexes: nameAll.
+local function indexLib()
+  -- nameAll: name the windows of a decision's limits (limit i's is
+  -- args[a + 2 * i]) in its index, and its quotas in its periods index
+  -- (pindex, with their periods' ends as scores), which live as long as
+  -- the longest window, and until the latest period's end, they name:
+  -- no log outlives them, and Reset finds them all. Usually every one is
+  -- named already, and the reads (named, periods: members and scores)
+  -- tell it. logs: the decision's logs' states (script.lua: log i's key at
+  -- 10 * i - 9, a quota's period's end at 10 * i - 3, whether it is a
+  -- quota at 10 * i). Returns that longest window, that latest end, and
+  -- whether the index was written.
+  local function nameAll(index, named, pindex, periods, args, a, logs, nlimits)
+    local longest, latest = tonumber(named[#named]) or 0, 0
+    local ends, missing, stale = {}, {}, {}
+    for j = 1, pindex and #periods or 0, 2 do
+      ends[periods[j]] = tonumber(periods[j + 1])
+      latest = math.max(latest, ends[periods[j]])
+    end
     for i = 1, nlimits do
       local w = args[a + 2 * i]
-      if string.byte(w) == 45 then -- '-': a compact log's
-        w = string.sub(w, 2)
-      end
-      local found = not tonumber(w) -- (a quota's bounds are no window: never named)
-      for j = 1, #named do
-        found = found or named[j] == w
-      end
-      if not found then
-        missing[#missing + 1] = w
-        missing[#missing + 1] = w
-        longest = math.max(longest, tonumber(w))
+      if logs[10 * i] then -- a quota: named with its period's end
+        local key, pend = logs[10 * i - 9], logs[10 * i - 3]
+        latest = math.max(latest, tonumber(pend))
+        if ends[key] ~= tonumber(pend) then
+          stale[#stale + 1], stale[#stale + 2] = pend, key
+        end
+      else
+        if string.byte(w) == 45 then -- '-': a compact log's window
+          w = string.sub(w, 2)
+        end
+        local found = false
+        for j = 1, #named do
+          found = found or named[j] == w
+        end
+        if not found then
+          missing[#missing + 1], missing[#missing + 2] = w, w
+          longest = math.max(longest, tonumber(w))
+        end
       end
     end
     if #missing > 0 then
-      call('ZADD', index, unpack(missing))
-    end
-    return longest, #missing > 0
-  end
-
-  -- namePeriods: name each quota of a decision (logs[i], its state: key,
-  -- quota and oldest, its period's end) in the periods index with its
-  -- period's end (the score): Reset finds the quotas there, and the index
-  -- lives until the last of their periods ends. periods: its members and
-  -- scores. Returns that end.
-  function lib.namePeriods(pindex, periods, logs, nlimits)
-    local latest, ends, stale = 0, {}, {}
-    for j = 1, #periods, 2 do
-      ends[periods[j]] = tonumber(periods[j + 1])
-      latest = math.max(latest, tonumber(periods[j + 1]))
-    end
-    for i = 1, nlimits do
-      local s = logs[i]
-      if s.quota and ends[s.key] ~= tonumber(s.oldest) then
-        stale[#stale + 1] = s.oldest
-        stale[#stale + 1] = s.key
-      end
-      if s.quota then
-        latest = math.max(latest, tonumber(s.oldest))
-      end
+      redis.call('ZADD', index, unpack(missing))
     end
     if #stale > 0 then
-      call('ZADD', pindex, unpack(stale))
+      redis.call('ZADD', pindex, unpack(stale))
     end
-    return latest
+    return longest, latest, #missing > 0
   end
 
-  return lib
+  return nameAll
 end

@@ -27,7 +27,7 @@
 -- was counted in, never below 0, and nothing once another period counts
 -- (or the quota expired with its period); with an unknown end, only if the
 -- admission is the quota's last. The same refund run again (go-redis'
--- retry) finds its id after 'r' and gives nothing more (allowAllLib's
+-- retry) finds its id after 'r' and gives nothing more (quotaLib's
 -- giveBack).
 --
 -- Reply    0.
@@ -43,7 +43,7 @@ if string.byte(ARGV[from]) == 35 and #ARGV[from] ~= 8 then -- '#': quotas
 end
 local first, n = ARGV[from], tonumber(ARGV[from + 1])
 local quota0 = from - q -- (ARGV[quota0 - 1 + i]: the end of quota i's period)
-local clib, quotas
+local clib, giveBack
 for i = 1, #KEYS - q do
   for j = 0, n - 1, 1000 do
     local r = redis.pcall('ZREM', KEYS[i], unpack(eventIds(first, j, math.min(j + 999, n - 1))))
@@ -66,7 +66,9 @@ for i = 1, #KEYS - q do
 end
 for i = 1, q do
   -- a quota (log.lua) gives n back to the period it counted the admission in
-  quotas = quotas or allowAllLib()
-  quotas.giveBack(KEYS[#KEYS - q + i], ARGV[quota0 - 1 + i], first, n)
+  if not giveBack then
+    giveBack = select(3, quotaLib())
+  end
+  giveBack(KEYS[#KEYS - q + i], ARGV[quota0 - 1 + i], first, n)
 end
 return 0

@@ -71,11 +71,10 @@
 --             their time, nothing written (compact.found);
 --   count     each log's live events (a first read that fails, WRONGTYPE,
 --             is the decision's answer): a sorted set's here, a compact
---             log's by compact.open, a quota's by sets.count;
+--             log's by compact.open, a quota's by countQuota;
 --   admit     if it fits: record n events in every log (compact.admit,
---             sets.admit), forget the expired ones; an AllowAll names its
---             windows and quotas in its indexes (sets.readIndexes first,
---             sets.nameWindows, sets.namePeriods);
+--             admitQuota), forget the expired ones; an AllowAll names its
+--             windows and quotas in its indexes (nameAll);
 --   answer    (a denial, a peek, a retry) write nothing; read each log's
 --             answer (compact.answer for a compact log);
 --   expire    each key it wrote, a window after now (at the call's end in
@@ -103,7 +102,7 @@
 -- its own, marked as re-sent.
 
 -- Joined before this script (embed.go): maxSlots and convertPast (the
--- sizes and thresholds), log.lua (allowAllLib), compact.lua (compactLib,
+-- sizes and thresholds), log.lua (quotaLib, indexLib), compact.lua (compactLib,
 -- compactSteps), ids.lua (eventIds), then clock.lua, which has read Redis'
 -- TIME: now (µs, a number), nows (the same as a string), and call,
 -- tonumber, KEYS and ARGV as locals.
@@ -116,14 +115,22 @@
 -- live event (compact.lua), nil for a sorted set; quota, whether it is a
 -- calendar quota, which keeps its period's end in oldest (the time its
 -- count is gone) and its last admission's id in cutoff. A single-limit
--- decision keeps them in these locals; an AllowAll keeps each of its logs'
--- in logs[i] (fields of the same names) while the others are read.
+-- decision keeps them in these locals. An AllowAll keeps each log's in
+-- logs while the others are read: log i's ten, in the order of these
+-- locals, at logs[10 * i - 9] to logs[10 * i] (saved by one multiple
+-- assignment, restored by unpack), then its index's and its periods
+-- index's key, window and compact log (none) at the same offsets (1, 3
+-- and 9), as two more logs. One table per call, made with room for three
+-- logs and the indexes: a table per log, and each time a table grows (a
+-- rehash), cost Redis more than the rest of an AllowAll's bookkeeping
+-- (about 3 500 and 6 000 instructions a decision, callgrind).
 local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota
 local logs
--- The steps on other stores than a sorted set, each set made by the first
--- decision of the call that needs one: compact (compactSteps: compact
--- logs), sets (allowAllLib: calendar quotas and an AllowAll's indexes).
-local compact, sets
+-- The steps beyond a sorted set's, each set made by the first decision of
+-- the call that needs one: compact (compactSteps: compact logs);
+-- countQuota, admitQuota (quotaLib: calendar quotas); nameAll (indexLib:
+-- an AllowAll's indexes).
+local compact, countQuota, admitQuota, nameAll
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -177,12 +184,15 @@ while argAt < nargs do
       nkeys = nlimits + 1
       index = KEYS[keyAt + nlimits + 1]
       argAt = argAt + 1
-      logs = logs or {}
-      sets = sets or allowAllLib()
+      logs = logs or {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+        nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil} -- (room: 40)
     end
     if mark == 43 then
       nkeys = nlimits + 2
       pindex = KEYS[keyAt + nlimits + 2]
+      if not countQuota then
+        countQuota, admitQuota = quotaLib()
+      end
     end
     if ARGV[argAt + 1] ~= '1' then
       n = tonumber(ARGV[argAt + 1])
@@ -253,7 +263,7 @@ while argAt < nargs do
         -- client sent that holds now (none does: the client's clock is off,
         -- and the answer is the time whose periods it needs, nothing written)
         local h = read('ZRANGE', key, '0', '-1', 'WITHSCORES')
-        card, oldest, cutoff = sets.count(h, windowS, now)
+        card, oldest, cutoff = countQuota(h, windowS, now)
         reply = (h.err and h) or (not card and '?' .. nows) or nil
         window = card and tonumber(oldest) - now -- its expiry: the period's end
       elseif type(card) == 'table' then
@@ -289,13 +299,20 @@ while argAt < nargs do
         fits = false
       end
       if index then -- keep this log's state while the others are read
-        logs[i] = {key = key, limit = limit, window = window, count = count, gone = gone, unknown = unknown,
-          oldest = oldest, cutoff = cutoff, lg = lg, quota = quota}
+        local b = 10 * i - 10
+        logs[b + 1], logs[b + 2], logs[b + 3], logs[b + 4], logs[b + 5] = key, limit, window, count, gone
+        logs[b + 6], logs[b + 7], logs[b + 8], logs[b + 9], logs[b + 10] = unknown, oldest, cutoff, lg, quota
       end
     end
 
     if fits and not peek and not retried and index then
-      named, periods, reply = sets.readIndexes(index, pindex)
+      -- the windows its index names and, with quotas, the periods index's
+      -- quotas and ends, read before its first write, so that a key of
+      -- another type there (WRONGTYPE) fails the decision with nothing
+      -- written
+      named = read('ZRANGE', index, '0', '-1')
+      periods = pindex and not named.err and read('ZRANGE', pindex, '0', '-1', 'WITHSCORES')
+      reply = (named.err and named) or (periods and periods.err and periods) or nil
       fits = not reply
     end
     local admitted = 0 -- the logs it writes: all or none
@@ -308,9 +325,7 @@ while argAt < nargs do
     local fresh = true -- whether every event it recorded is new
     for i = 1, admitted do
       if index then
-        local s = logs[i]
-        key, limit, window, count, gone = s.key, s.limit, s.window, s.count, s.gone
-        unknown, oldest, cutoff, lg, quota = s.unknown, s.oldest, s.cutoff, s.lg, s.quota
+        key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota = unpack(logs, 10 * i - 9, 10 * i)
       end
       if count + n > convertPast and count <= 4096 and not lg and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then
         -- a sorted set of a limit the client keeps compactly ('-': a
@@ -324,7 +339,7 @@ while argAt < nargs do
       end
       local newest, added = nows, n -- its newest event's time; the events it added
       if quota then -- n more in its period (oldest: its end)
-        count = sets.admit(key, count, n, oldest, cutoff, first, nows)
+        count = admitQuota(key, count, n, oldest, cutoff, first, nows)
         newest = oldest
       elseif lg then
         count, newest = compact.admit(lg, n, count, first, limit, now, nows)
@@ -353,20 +368,22 @@ while argAt < nargs do
       else
         reply = reply .. ' ' .. fmt('%d', count) .. ' 0 ' .. newest
       end
-      if index then
-        logs[i].count, logs[i].gone, logs[i].unknown, logs[i].lg = count, gone, unknown, lg
+      if index then -- (count, gone, unknown and lg have changed)
+        local b = 10 * i - 10
+        logs[b + 4], logs[b + 5], logs[b + 6], logs[b + 9] = count, gone, unknown, lg
       end
     end
     if admitted > 0 and index then
       -- name its windows and quotas in the indexes, which live as long as
       -- the longest of them (their expiries below, as the logs')
-      local longest, wrote = sets.nameWindows(index, named, ARGV, argAt + 2, nlimits)
-      logs[nlimits + 1] = {key = index, window = longest}
+      nameAll = nameAll or indexLib()
+      local b, longest, latest, wrote = 10 * nlimits, nameAll(index, named, pindex, periods, ARGV, argAt + 2, logs, nlimits)
+      logs[b + 1], logs[b + 3], logs[b + 9] = index, longest, nil
+      if pindex then
+        logs[b + 11], logs[b + 13], logs[b + 19] = pindex, latest - now, nil
+      end
       if wrote and denied then -- the index is a log too, if a key names it
         denied[index] = nil
-      end
-      if pindex then
-        logs[nlimits + 2] = {key = pindex, window = sets.namePeriods(pindex, periods, logs, nlimits) - now}
       end
     end
 
@@ -379,9 +396,7 @@ while argAt < nargs do
     end
     for i = 1, reply and 0 or nlimits do
       if index then
-        local s = logs[i]
-        key, limit, window, count, gone = s.key, s.limit, s.window, s.count, s.gone
-        unknown, oldest, cutoff, lg, quota = s.unknown, s.oldest, s.cutoff, s.lg, s.quota
+        key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota = unpack(logs, 10 * i - 9, 10 * i)
       end
       if unknown then
         gone = call('ZCOUNT', key, '-inf', cutoff)
@@ -406,10 +421,13 @@ while argAt < nargs do
         kth = call('ZRANGE', key, j, j, 'WITHSCORES')[2]
       end
       newest = newest or call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
+      -- a full log's count is its limit: the limit's argument (its decimal
+      -- digits, as the client sent them) costs Redis less than printing it
+      local counted = count == limit and ARGV[argAt + 1 + 2 * i] or fmt('%d', count)
       if i == 1 then
-        reply = (fits and '1 ' or '0 ') .. at .. ' ' .. fmt('%d', count) .. ' ' .. kth .. ' ' .. newest
+        reply = (fits and '1 ' or '0 ') .. at .. ' ' .. counted .. ' ' .. kth .. ' ' .. newest
       else
-        reply = reply .. ' ' .. fmt('%d', count) .. ' ' .. kth .. ' ' .. newest
+        reply = reply .. ' ' .. counted .. ' ' .. kth .. ' ' .. newest
       end
       if last < nargs and not fits and nlimits == 1 then
         -- a denial is never a retry's: its time is the call's
@@ -422,7 +440,7 @@ while argAt < nargs do
     -- indexes live as long as the longest window, or period, they name)
     for i = 1, admitted > 0 and nkeys or 0 do
       if index then
-        key, window, lg = logs[i].key, logs[i].window, logs[i].lg
+        key, window, lg = logs[10 * i - 9], logs[10 * i - 7], logs[10 * i - 1]
       end
       local from = now -- (a compact log's newest event may be later: compact.lua)
       if lg then
