@@ -242,17 +242,14 @@ local function compactLib()
 end
 
 -- compactSteps: a decision's steps on a compact log, made by the first
--- decision of a call that meets one (script.lua). Each packs with Redis'
--- struct library where it can and leaves the rest to compactLib (its
--- argument: an upvalue would cost every call), made once, by lib().
+-- decision of a call that meets one (script.lua), returned as values:
+-- retriedAt, open, admit and answer (a table of them would cost Redis
+-- more than they do: callgrind). Each packs with Redis' struct library where it can and
+-- leaves the rest to compactLib (its argument: an upvalue would cost every
+-- call), made once, in lib.
 local function compactSteps(compactLib)
   local struct = rawget(_G, 'struct') or false -- (none on miniredis)
-  local steps, made = {}, nil
-
-  function steps.lib()
-    made = made or compactLib()
-    return made
-  end
+  local lib
 
   -- retriedAt: a retry of a call that was admitted already (its reply was
   -- lost and the client sent it again) finds its events, in any of its
@@ -262,11 +259,12 @@ local function compactSteps(compactLib)
   -- keeps their ids (a quota, its last admission's); a compact log, its
   -- last admissions' in its table; a key of another type has none (its
   -- decision's first read meets its error).
-  function steps.retriedAt(keys, from, k, first)
+  local function retriedAt(keys, from, k, first)
     for i = from + 1, from + k do
       local recorded = redis.pcall('ZSCORE', keys[i], first)
       if type(recorded) == 'table' then
-        recorded = steps.lib().found(keys[i], first, 97)
+        lib = lib or compactLib()
+        recorded = lib.found(keys[i], first, 97)
         recorded = recorded and string.format('%d', recorded)
       end
       if recorded then
@@ -283,7 +281,7 @@ local function compactSteps(compactLib)
   -- length is read before anything reads its slots or writes to it (a
   -- decision that may admit, or one that scans): a string cut short, or
   -- another program's that starts alike, is no log, and is never written.
-  function steps.open(key, card, now, window, limit, n, peek)
+  local function open(key, card, now, window, limit, n, peek)
     local h = redis.pcall('GETRANGE', key, '0', '39')
     if type(h) ~= 'string' or h == '' then
       return nil, card -- another type (WRONGTYPE), or no key
@@ -293,7 +291,8 @@ local function compactSteps(compactLib)
       local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
       lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
     elseif #h == 40 and string.sub(h, 1, 4) == 'slc1' then
-      lg = steps.lib().open(key, h)
+      lib = lib or compactLib()
+      lg = lib.open(key, h)
     end
     -- a header no compact log has (another program's string that starts
     -- alike, or a log damaged by hand) is no log
@@ -307,7 +306,8 @@ local function compactSteps(compactLib)
     elseif lg.F < lg.T and lg.oldest > cut then
       lg.f = lg.F
     elseif redis.call('STRLEN', key) == sized then
-      lg.f = steps.lib().first(lg, cut)
+      lib = lib or compactLib()
+      lg.f = lib.first(lg, cut)
       lg.sized = true
     end
     if not lg.f or (lg.C > 0 and not lg.sized and (peek or lg.T - lg.f + n <= limit)
@@ -321,7 +321,7 @@ local function compactSteps(compactLib)
   -- clock have stepped back), written in place, the first one's id first;
   -- count: its live events before them. Returns the live events after
   -- them and the time they were recorded at (a string).
-  function steps.admit(lg, n, count, first, limit, now, nows)
+  local function admit(lg, n, count, first, limit, now, nows)
     local t, ts = nows, now
     if lg.newest > now then
       ts = lg.newest
@@ -343,7 +343,8 @@ local function compactSteps(compactLib)
       redis.call('SETRANGE', lg.key, 40 + 16 * lg.cur, first .. slot .. 'a')
       lg.T, lg.F, lg.newest, lg.oldest = lg.T + n, lg.f, ts, od
     else -- growing, wrapping, or on miniredis
-      steps.lib().record(lg, n, ts, first, lg.f, count, limit)
+      lib = lib or compactLib()
+      lib.record(lg, n, ts, first, lg.f, count, limit)
     end
     lg.f = lg.T - count - n
     return count + n, t
@@ -352,12 +353,13 @@ local function compactSteps(compactLib)
   -- answer: the time of the short-th oldest live event (the one a
   -- request short events over the limit waits for; '0' when short < 1),
   -- and of the newest event ('0': none), as strings.
-  function steps.answer(lg, short)
+  local function answer(lg, short)
     local kth, newest = '0', '0'
     if short == 1 then
       kth = string.format('%d', lg.oldest) -- (the time of event f)
     elseif short > 1 then
-      kth = string.format('%d', steps.lib().ts(lg, lg.f + short - 1))
+      lib = lib or compactLib()
+      kth = string.format('%d', lib.ts(lg, lg.f + short - 1))
     end
     if lg.T > 0 then
       newest = string.format('%d', lg.newest)
@@ -365,5 +367,5 @@ local function compactSteps(compactLib)
     return kth, newest
   end
 
-  return steps
+  return retriedAt, open, admit, answer
 end

@@ -68,15 +68,15 @@
 --   known     a denial this call already answered on the same log and
 --             limit: the same answer, nothing read;
 --   retried   a re-sent admission finds its own events: admitted, as of
---             their time, nothing written (compact.found);
+--             their time, nothing written (retriedAt);
 --   count     each log's live events (a first read that fails, WRONGTYPE,
 --             is the decision's answer): a sorted set's here, a compact
---             log's by compact.open, a quota's by countQuota;
---   admit     if it fits: record n events in every log (compact.admit,
+--             log's by openCompact, a quota's by countQuota;
+--   admit     if it fits: record n events in every log (admitCompact,
 --             admitQuota), forget the expired ones; an AllowAll names its
 --             windows and quotas in its indexes (nameAll);
 --   answer    (a denial, a peek, a retry) write nothing; read each log's
---             answer (compact.answer for a compact log);
+--             answer (answerCompact for a compact log);
 --   expire    each key it wrote, a window after now (at the call's end in
 --             a call of several decisions);
 --   reply     one string, alone; else one more in the call's table.
@@ -127,10 +127,11 @@
 local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota
 local logs
 -- The steps beyond a sorted set's, each set made by the first decision of
--- the call that needs one: compact (compactSteps: compact logs);
--- countQuota, admitQuota (quotaLib: calendar quotas); nameAll (indexLib:
--- an AllowAll's indexes).
-local compact, countQuota, admitQuota, nameAll
+-- the call that needs one: retriedAt, openCompact, admitCompact,
+-- answerCompact (compactSteps: retries, compact logs); countQuota,
+-- admitQuota (quotaLib: calendar quotas); nameAll (indexLib: an AllowAll's
+-- indexes).
+local retriedAt, openCompact, admitCompact, answerCompact, countQuota, admitQuota, nameAll
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -218,9 +219,11 @@ while argAt < nargs do
     -- retried: a re-sent admission that finds its events stays admitted,
     -- as of the time they were recorded at (at), and writes nothing
     local at, fits, retried = nows, true, false -- the decision's time; whether the request fits in every log
+    if resent and not retriedAt then
+      retriedAt, openCompact, admitCompact, answerCompact = compactSteps(compactLib)
+    end
     if resent then
-      compact = compact or compactSteps(compactLib)
-      retried = compact.retriedAt(KEYS, keyAt, nlimits, first)
+      retried = retriedAt(KEYS, keyAt, nlimits, first)
       at = retried or nows
     end
 
@@ -258,6 +261,10 @@ while argAt < nargs do
       lg = nil
       quota = pindex and not window
       local card = quota or read('ZCARD', key) -- a sorted set's cardinality, or the error of reading one
+      local other = type(card) == 'table' -- not a sorted set: a compact log, or another type
+      if other and not openCompact then
+        retriedAt, openCompact, admitCompact, answerCompact = compactSteps(compactLib)
+      end
       if quota then
         -- a calendar quota: the count of the period of the bounds the
         -- client sent that holds now (none does: the client's clock is off,
@@ -266,11 +273,10 @@ while argAt < nargs do
         card, oldest, cutoff = countQuota(h, windowS, now)
         reply = (h.err and h) or (not card and '?' .. nows) or nil
         window = card and tonumber(oldest) - now -- its expiry: the period's end
-      elseif type(card) == 'table' then
-        -- not a sorted set: a compact log is read as one; another type
-        -- (WRONGTYPE) fails this decision, with nothing written
-        compact = compact or compactSteps(compactLib)
-        lg, reply = compact.open(key, card, now, window, limit, n, peek)
+      elseif other then
+        -- a compact log is read as one; another type (WRONGTYPE) fails this
+        -- decision, with nothing written
+        lg, reply = openCompact(key, card, now, window, limit, n, peek)
         card = lg and lg.T - lg.f -- its live events
       elseif card + n > limit then
         -- a sorted set that is full unless some expired: its oldest event
@@ -333,16 +339,18 @@ while argAt < nargs do
         -- events (a listpack's 128 members: embed.go): it becomes a compact
         -- log of its live events, in place, and is admitted as one (a larger
         -- one, an older slidelog's, stays a sorted set)
-        compact = compact or compactSteps(compactLib)
-        lg = compact.lib().convert(key, limit, now - window, n)
+        lg = compactLib().convert(key, limit, now - window, n)
         count, gone, unknown = lg.T, 0, false
+      end
+      if lg and not admitCompact then -- (a log converted: the first compact log of its call)
+        retriedAt, openCompact, admitCompact, answerCompact = compactSteps(compactLib)
       end
       local newest, added = nows, n -- its newest event's time; the events it added
       if quota then -- n more in its period (oldest: its end)
         count = admitQuota(key, count, n, oldest, cutoff, first, nows)
         newest = oldest
       elseif lg then
-        count, newest = compact.admit(lg, n, count, first, limit, now, nows)
+        count, newest = admitCompact(lg, n, count, first, limit, now, nows)
       elseif n == 1 then
         added = call('ZADD', key, 'NX', nows, first)
       else -- AllowN: its events' ids derived and recorded (ids.lua)
@@ -413,7 +421,7 @@ while argAt < nargs do
         kth = short > 0 and oldest or '0'
         newest = count > 0 and oldest or '0'
       elseif lg then
-        kth, newest = compact.answer(lg, short)
+        kth, newest = answerCompact(lg, short)
       elseif short == 1 and gone == 0 then
         kth = oldest
       elseif short > 0 then
