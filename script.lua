@@ -38,7 +38,7 @@
 -- decision on one) is marked "+L" instead: a quota's second argument is
 -- the bounds of the periods the client computed ("b0 b1 b2 b3", µs: the
 -- periods [b0, b1), [b1, b2), [b2, b3)), its key a sorted set of at most
--- four members (see the count step), and after the index comes the
+-- four members (log.lua lays out every log), and after the index comes the
 -- periods index: member a quota's key, score the end of its period. A
 -- quota's reply triple is "count end end" (kth and newest: its period's
 -- end, 0 when there is room or no count). When now is outside every period
