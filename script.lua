@@ -219,10 +219,10 @@ while argAt < nargs do
     -- retried: a re-sent admission that finds its events stays admitted,
     -- as of the time they were recorded at (at), and writes nothing
     local at, fits, retried = nows, true, false -- the decision's time; whether the request fits in every log
-    if resent and not retriedAt then
-      retriedAt, openCompact, admitCompact, answerCompact = compactSteps(compactLib)
-    end
     if resent then
+      if not retriedAt then
+        retriedAt, openCompact, admitCompact, answerCompact = compactSteps(compactLib)
+      end
       retried = retriedAt(KEYS, keyAt, nlimits, first)
       at = retried or nows
     end
@@ -398,11 +398,9 @@ while argAt < nargs do
     -- answer: a denial, a peek or a retry writes nothing (expired events
     -- wait for the next admission or the key's expiry); so does an
     -- admission some of whose events were there already (a retry not
-    -- marked as one). Each log's count must be exact now.
-    if not fresh then
-      reply = nil
-    end
-    for i = 1, reply and 0 or nlimits do
+    -- marked as one: its reply is made again here). Each log's count must
+    -- be exact now.
+    for i = 1, (reply and fresh) and 0 or nlimits do
       if index then
         key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota = unpack(logs, 10 * i - 9, 10 * i)
       end
