@@ -9,8 +9,8 @@
 -- sized exactly: SETRANGE past a string's end grows it greedily, up to
 -- twice its size.
 --
--- compactSteps (at the end) takes a decision's usual steps, packing with
--- Redis' struct library. compactLib does the rest (and everything on
+-- openCompact and compactStep (at the end) take a decision's usual steps,
+-- packing with Redis' struct library. compactLib does the rest (and everything on
 -- miniredis, which has neither struct nor bit: string.byte and string.char
 -- only); it is made only by a call that needs it, as its closures cost
 -- Redis about 25 000 instructions (TestScriptPieces).
@@ -241,131 +241,133 @@ local function compactLib()
   return lib
 end
 
--- compactSteps: a decision's steps on a compact log, made by the first
--- decision of a call that meets one (script.lua), returned as values:
--- retriedAt, open, admit and answer (a table of them would cost Redis
--- more than they do: callgrind). Each packs with Redis' struct library where it can and
--- leaves the rest to compactLib (its argument: an upvalue would cost every
--- call), made once, in lib.
-local function compactSteps(compactLib)
-  local struct = rawget(_G, 'struct') or false -- (none on miniredis)
-  local lib
+-- openCompact and compactStep: a decision's usual steps on a compact log
+-- (script.lua), plain functions made once by every call as the script's
+-- body runs: a function a call makes when it meets a compact log (a
+-- closure, and its upvalues) costs Redis some 2 000 instructions each
+-- (callgrind), a call of one made already a few Lua operations. They pack
+-- with Redis' struct library where they can and leave the rest to
+-- compactLib's functions: lib, made by the first step of the call that
+-- needs them (nil until then), which each step takes and returns last, for
+-- the next.
 
-  -- retriedAt: a retry of a call that was admitted already (its reply was
-  -- lost and the client sent it again) finds its events, in any of its
-  -- logs (keys[from + 1] to keys[from + k]: one may have expired since),
-  -- before anything is removed:
-  -- the time they were recorded at (a string), else nil. A sorted set
-  -- keeps their ids (a quota, its last admission's); a compact log, its
-  -- last admissions' in its table; a key of another type has none (its
-  -- decision's first read meets its error).
-  local function retriedAt(keys, from, k, first)
-    for i = from + 1, from + k do
-      local recorded = redis.pcall('ZSCORE', keys[i], first)
-      if type(recorded) == 'table' then
-        lib = lib or compactLib()
-        recorded = lib.found(keys[i], first, 97)
-        recorded = recorded and string.format('%d', recorded)
-      end
-      if recorded then
-        return recorded
-      end
-    end
-    return nil
+-- openCompact: the compact log at key as of now, for a decision of n
+-- events under limit and window, or nil and the decision's error; then
+-- lib. card: the error of the key's ZCARD (not a sorted set); the key
+-- holds a string when its header reads. lg.f is the first live event. Its
+-- string's length is read before anything reads its slots or writes to it
+-- (a decision that may admit, or one that scans): a string cut short, or
+-- another program's that starts alike, is no log, and is never written.
+local function openCompact(lib, key, card, now, window, limit, n, peek)
+  local h = redis.pcall('GETRANGE', key, '0', '39')
+  if type(h) ~= 'string' or h == '' then
+    return nil, card, lib -- another type (WRONGTYPE), or no key
   end
-
-  -- open: the compact log at key as of now, for a decision of n events
-  -- under limit and window, or nil and the decision's error. card: the
-  -- error of the key's ZCARD (not a sorted set); the key holds a string
-  -- when its header reads. lg.f is the first live event. Its string's
-  -- length is read before anything reads its slots or writes to it (a
-  -- decision that may admit, or one that scans): a string cut short, or
-  -- another program's that starts alike, is no log, and is never written.
-  local function open(key, card, now, window, limit, n, peek)
-    local h = redis.pcall('GETRANGE', key, '0', '39')
-    if type(h) ~= 'string' or h == '' then
-      return nil, card -- another type (WRONGTYPE), or no key
-    end
-    local lg
-    if #h == 40 and string.sub(h, 1, 4) == 'slc1' and struct then
+  local lg
+  if #h == 40 and string.sub(h, 1, 4) == 'slc1' then
+    local struct = rawget(_G, 'struct') -- (none on miniredis)
+    if struct then
       local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
       lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
-    elseif #h == 40 and string.sub(h, 1, 4) == 'slc1' then
+    else
       lib = lib or compactLib()
       lg = lib.open(key, h)
     end
-    -- a header no compact log has (another program's string that starts
-    -- alike, or a log damaged by hand) is no log
-    if not lg or lg.C < 1 or lg.C > maxSlots or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
-      or lg.oldest > lg.newest then
-      return nil, card
-    end
-    local cut, sized = now - window, 296 + 7 * lg.C
-    if lg.T == 0 or lg.newest <= cut then
-      lg.f = lg.T
-    elseif lg.F < lg.T and lg.oldest > cut then
-      lg.f = lg.F
-    elseif redis.call('STRLEN', key) == sized then
-      lib = lib or compactLib()
-      lg.f = lib.first(lg, cut)
-      lg.sized = true
-    end
-    if not lg.f or (lg.C > 0 and not lg.sized and (peek or lg.T - lg.f + n <= limit)
-      and redis.call('STRLEN', key) ~= sized) then
-      return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
-    end
-    return lg
   end
-
-  -- admit: n events at now (or at its newest event's time, should Redis'
-  -- clock have stepped back), written in place, the first one's id first;
-  -- count: its live events before them. Returns the live events after
-  -- them and the time they were recorded at (a string).
-  local function admit(lg, n, count, first, limit, now, nows)
-    local t, ts = nows, now
-    if lg.newest > now then
-      ts = lg.newest
-      t = string.format('%d', ts)
-    end
-    local p = 0
-    if lg.C > 0 then
-      p = lg.T % lg.C
-    end
-    if struct and count + n <= lg.C and p + n <= lg.C then
-      -- in place: its slots, then the header and its table entry
-      local slot = struct.pack('>I7', ts)
-      redis.call('SETRANGE', lg.key, 296 + 7 * p, n > 1 and string.rep(slot, n) or slot)
-      local od = lg.oldest
-      if count == 0 then
-        od = ts
-      end
-      redis.call('SETRANGE', lg.key, '11', struct.pack('>I7I7I7I7B', lg.T + n, lg.f, ts, od, (lg.cur + 1) % 16))
-      redis.call('SETRANGE', lg.key, 40 + 16 * lg.cur, first .. slot .. 'a')
-      lg.T, lg.F, lg.newest, lg.oldest = lg.T + n, lg.f, ts, od
-    else -- growing, wrapping, or on miniredis
-      lib = lib or compactLib()
-      lib.record(lg, n, ts, first, lg.f, count, limit)
-    end
-    lg.f = lg.T - count - n
-    return count + n, t
+  -- a header no compact log has (another program's string that starts
+  -- alike, or a log damaged by hand) is no log
+  if not lg or lg.C < 1 or lg.C > maxSlots or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
+    or lg.oldest > lg.newest then
+    return nil, card, lib
   end
+  local cut, sized = now - window, 296 + 7 * lg.C
+  if lg.T == 0 or lg.newest <= cut then
+    lg.f = lg.T
+  elseif lg.F < lg.T and lg.oldest > cut then
+    lg.f = lg.F
+  elseif redis.call('STRLEN', key) == sized then
+    lib = lib or compactLib()
+    lg.f = lib.first(lg, cut)
+    lg.sized = true
+  end
+  if not lg.f or (lg.C > 0 and not lg.sized and (peek or lg.T - lg.f + n <= limit)
+    and redis.call('STRLEN', key) ~= sized) then
+    return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, lib
+  end
+  return lg, nil, lib
+end
 
-  -- answer: the time of the short-th oldest live event (the one a
-  -- request short events over the limit waits for; '0' when short < 1),
-  -- and of the newest event ('0': none), as strings.
-  local function answer(lg, short)
+-- compactStep: the other steps, by name (one function: each one more
+-- costs every call its closure):
+--   'admit', lg, n, count, first, limit, now, nows: n events at now (or
+--         at its newest event's time, should Redis' clock have stepped
+--         back), written in place, the first one's id first; count: its
+--         live events before them. Returns the live events after them,
+--         the time they were recorded at (a string), lib.
+--   'answer', lg, short: the time of the short-th oldest live event (the
+--         one a request short events over the limit waits for; '0' when
+--         short < 1), and of the newest event ('0': none), as strings;
+--         lib.
+--   'retried', keys, from, k, first: a retry of a call that was admitted
+--         already (its reply was lost and the client sent it again) finds
+--         its events, in any of its logs (keys[from + 1] to keys[from +
+--         k]: one may have expired since), before anything is removed: the
+--         time they were recorded at (a string), else nil; lib. A sorted
+--         set keeps their ids (a quota, its last admission's); a compact
+--         log, its last admissions' in its table; a key of another type
+--         has none (its decision's first read meets its error).
+local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
+  if step == 'answer' then
     local kth, newest = '0', '0'
-    if short == 1 then
+    if n == 1 then -- (n: short)
       kth = string.format('%d', lg.oldest) -- (the time of event f)
-    elseif short > 1 then
+    elseif n > 1 then
       lib = lib or compactLib()
-      kth = string.format('%d', lib.ts(lg, lg.f + short - 1))
+      kth = string.format('%d', lib.ts(lg, lg.f + n - 1))
     end
     if lg.T > 0 then
       newest = string.format('%d', lg.newest)
     end
-    return kth, newest
+    return kth, newest, lib
+  elseif step == 'retried' then -- (lg: keys, n: from, count: k)
+    for i = n + 1, n + count do
+      local recorded = redis.pcall('ZSCORE', lg[i], first)
+      if type(recorded) == 'table' then
+        lib = lib or compactLib()
+        recorded = lib.found(lg[i], first, 97)
+        recorded = recorded and string.format('%d', recorded)
+      end
+      if recorded then
+        return recorded, lib
+      end
+    end
+    return nil, lib
   end
-
-  return retriedAt, open, admit, answer
+  local t, ts = nows, now -- admit
+  if lg.newest > now then
+    ts = lg.newest
+    t = string.format('%d', ts)
+  end
+  local p = 0
+  if lg.C > 0 then
+    p = lg.T % lg.C
+  end
+  local struct = rawget(_G, 'struct') -- (none on miniredis)
+  if struct and count + n <= lg.C and p + n <= lg.C then
+    -- in place: its slots, then the header and its table entry
+    local slot = struct.pack('>I7', ts)
+    redis.call('SETRANGE', lg.key, 296 + 7 * p, n > 1 and string.rep(slot, n) or slot)
+    local od = lg.oldest
+    if count == 0 then
+      od = ts
+    end
+    redis.call('SETRANGE', lg.key, '11', struct.pack('>I7I7I7I7B', lg.T + n, lg.f, ts, od, (lg.cur + 1) % 16))
+    redis.call('SETRANGE', lg.key, 40 + 16 * lg.cur, first .. slot .. 'a')
+    lg.T, lg.F, lg.newest, lg.oldest = lg.T + n, lg.f, ts, od
+  else -- growing, wrapping, or on miniredis
+    lib = lib or compactLib()
+    lib.record(lg, n, ts, first, lg.f, count, limit)
+  end
+  lg.f = lg.T - count - n
+  return count + n, t, lib
 end

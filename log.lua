@@ -44,15 +44,70 @@
 -- and its window), so that Reset finds every log. With calendar quotas,
 -- its periods index: member a quota's key, score the end of its period.
 --
--- quotaLib and indexLib below read and write them: each returns its
--- functions, made by the first decision (or refund) of a call that needs
--- them, as what a call allocates (a closure, a table) costs Redis
+-- logLib below reads and writes them: it returns a part's functions,
+-- made by the first decision (or refund) of a call that needs them, as what a call allocates (a closure, a table) costs Redis
 -- hundreds of instructions and more (its garbage), and an upvalue more
 -- (docs/performance.md): their functions call the globals (redis.call,
 -- tonumber: log.lua runs before clock.lua's locals).
 
--- quotaLib: the steps on a calendar quota: count, admit, giveBack.
-local function quotaLib()
+-- logLib(part): the steps on a calendar quota (part 'quota': count,
+-- admit, giveBack) or on an AllowAll's indexes (part 'index': nameAll). One
+-- function of both, as every call makes each function of the script's
+-- body (a closure: some 400 instructions, callgrind); a part's functions are
+-- made only when it is asked for.
+local function logLib(part)
+  if part == 'index' then
+    -- nameAll: name the windows of a decision's limits (limit i's is
+    -- args[a + 2 * i]) in its index, and its quotas in its periods index
+    -- (pindex, with their periods' ends as scores), which live as long as
+    -- the longest window, and until the latest period's end, they name:
+    -- no log outlives them, and Reset finds them all. Usually every one is
+    -- named already, and the reads (named, periods: members and scores)
+    -- tell it. logs: the decision's logs' states (script.lua: log i's key at
+    -- 10 * i - 9, a quota's period's end at 10 * i - 3, whether it is a
+    -- quota at 10 * i). Returns that longest window, that latest end, and
+    -- whether the index was written.
+    local function nameAll(index, named, pindex, periods, args, a, logs, nlimits)
+      local longest, latest = tonumber(named[#named]) or 0, 0
+      local ends, missing, stale = {}, {}, {}
+      for j = 1, pindex and #periods or 0, 2 do
+        ends[periods[j]] = tonumber(periods[j + 1])
+        latest = math.max(latest, ends[periods[j]])
+      end
+      for i = 1, nlimits do
+        local w = args[a + 2 * i]
+        if logs[10 * i] then -- a quota: named with its period's end
+          local key, pend = logs[10 * i - 9], logs[10 * i - 3]
+          latest = math.max(latest, tonumber(pend))
+          if ends[key] ~= tonumber(pend) then
+            stale[#stale + 1], stale[#stale + 2] = pend, key
+          end
+        else
+          if string.byte(w) == 45 then -- '-': a compact log's window
+            w = string.sub(w, 2)
+          end
+          local found = false
+          for j = 1, #named do
+            found = found or named[j] == w
+          end
+          if not found then
+            missing[#missing + 1], missing[#missing + 2] = w, w
+            longest = math.max(longest, tonumber(w))
+          end
+        end
+      end
+      if #missing > 0 then
+        redis.call('ZADD', index, unpack(missing))
+      end
+      if #stale > 0 then
+        redis.call('ZADD', pindex, unpack(stale))
+      end
+      return longest, latest, #missing > 0
+    end
+
+    return nameAll
+  end
+
 
   -- members: what a quota's ZRANGE 0 -1 WITHSCORES holds: the end of the
   -- period it counts and its count (numbers), its last admission's id and
@@ -124,55 +179,3 @@ local function quotaLib()
   return count, admit, giveBack
 end
 
--- indexLib: the step on an AllowAll's indexes: nameAll.
-local function indexLib()
-  -- nameAll: name the windows of a decision's limits (limit i's is
-  -- args[a + 2 * i]) in its index, and its quotas in its periods index
-  -- (pindex, with their periods' ends as scores), which live as long as
-  -- the longest window, and until the latest period's end, they name:
-  -- no log outlives them, and Reset finds them all. Usually every one is
-  -- named already, and the reads (named, periods: members and scores)
-  -- tell it. logs: the decision's logs' states (script.lua: log i's key at
-  -- 10 * i - 9, a quota's period's end at 10 * i - 3, whether it is a
-  -- quota at 10 * i). Returns that longest window, that latest end, and
-  -- whether the index was written.
-  local function nameAll(index, named, pindex, periods, args, a, logs, nlimits)
-    local longest, latest = tonumber(named[#named]) or 0, 0
-    local ends, missing, stale = {}, {}, {}
-    for j = 1, pindex and #periods or 0, 2 do
-      ends[periods[j]] = tonumber(periods[j + 1])
-      latest = math.max(latest, ends[periods[j]])
-    end
-    for i = 1, nlimits do
-      local w = args[a + 2 * i]
-      if logs[10 * i] then -- a quota: named with its period's end
-        local key, pend = logs[10 * i - 9], logs[10 * i - 3]
-        latest = math.max(latest, tonumber(pend))
-        if ends[key] ~= tonumber(pend) then
-          stale[#stale + 1], stale[#stale + 2] = pend, key
-        end
-      else
-        if string.byte(w) == 45 then -- '-': a compact log's window
-          w = string.sub(w, 2)
-        end
-        local found = false
-        for j = 1, #named do
-          found = found or named[j] == w
-        end
-        if not found then
-          missing[#missing + 1], missing[#missing + 2] = w, w
-          longest = math.max(longest, tonumber(w))
-        end
-      end
-    end
-    if #missing > 0 then
-      redis.call('ZADD', index, unpack(missing))
-    end
-    if #stale > 0 then
-      redis.call('ZADD', pindex, unpack(stale))
-    end
-    return longest, latest, #missing > 0
-  end
-
-  return nameAll
-end

@@ -27,7 +27,7 @@
 -- was counted in, never below 0, and nothing once another period counts
 -- (or the quota expired with its period); with an unknown end, only if the
 -- admission is the quota's last. The same refund run again (go-redis'
--- retry) finds its id after 'r' and gives nothing more (quotaLib's
+-- retry) finds its id after 'r' and gives nothing more (logLib's
 -- giveBack).
 --
 -- Reply    0.
@@ -67,7 +67,7 @@ end
 for i = 1, q do
   -- a quota (log.lua) gives n back to the period it counted the admission in
   if not giveBack then
-    giveBack = select(3, quotaLib())
+    giveBack = select(3, logLib('quota'))
   end
   giveBack(KEYS[#KEYS - q + i], ARGV[quota0 - 1 + i], first, n)
 end

@@ -68,15 +68,15 @@
 --   known     a denial this call already answered on the same log and
 --             limit: the same answer, nothing read;
 --   retried   a re-sent admission finds its own events: admitted, as of
---             their time, nothing written (retriedAt);
+--             their time, nothing written (compactStep 'retried');
 --   count     each log's live events (a first read that fails, WRONGTYPE,
 --             is the decision's answer): a sorted set's here, a compact
 --             log's by openCompact, a quota's by countQuota;
---   admit     if it fits: record n events in every log (admitCompact,
+--   admit     if it fits: record n events in every log (compactStep,
 --             admitQuota), forget the expired ones; an AllowAll names its
 --             windows and quotas in its indexes (nameAll);
 --   answer    (a denial, a peek, a retry) write nothing; read each log's
---             answer (answerCompact for a compact log);
+--             answer (compactStep for a compact log);
 --   expire    each key it wrote, a window after now (at the call's end in
 --             a call of several decisions);
 --   reply     one string, alone; else one more in the call's table.
@@ -102,8 +102,8 @@
 -- its own, marked as re-sent.
 
 -- Joined before this script (embed.go): maxSlots and convertPast (the
--- sizes and thresholds), log.lua (quotaLib, indexLib), compact.lua (compactLib,
--- compactSteps), ids.lua (eventIds), then clock.lua, which has read Redis'
+-- sizes and thresholds), log.lua (logLib), compact.lua
+-- (compactLib, openCompact, compactStep), ids.lua (eventIds), then clock.lua, which has read Redis'
 -- TIME: now (µs, a number), nows (the same as a string), and call,
 -- tonumber, KEYS and ARGV as locals.
 
@@ -126,12 +126,12 @@
 -- (about 3 500 and 6 000 instructions a decision, callgrind).
 local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota
 local logs
--- The steps beyond a sorted set's, each set made by the first decision of
--- the call that needs one: retriedAt, openCompact, admitCompact,
--- answerCompact (compactSteps: retries, compact logs); countQuota,
--- admitQuota (quotaLib: calendar quotas); nameAll (indexLib: an AllowAll's
--- indexes).
-local retriedAt, openCompact, admitCompact, answerCompact, countQuota, admitQuota, nameAll
+-- The steps beyond a sorted set's and compact.lua's (openCompact,
+-- compactStep), each set made by the first decision of the call that needs
+-- one: clib (compactLib: a compact log's rarer steps, which compact.lua's
+-- take and return); countQuota, admitQuota (logLib 'quota': calendar quotas);
+-- nameAll (logLib 'index': an AllowAll's indexes).
+local clib, countQuota, admitQuota, nameAll
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -192,7 +192,7 @@ while argAt < nargs do
       nkeys = nlimits + 2
       pindex = KEYS[keyAt + nlimits + 2]
       if not countQuota then
-        countQuota, admitQuota = quotaLib()
+        countQuota, admitQuota = logLib('quota')
       end
     end
     if ARGV[argAt + 1] ~= '1' then
@@ -220,10 +220,7 @@ while argAt < nargs do
     -- as of the time they were recorded at (at), and writes nothing
     local at, fits, retried = nows, true, false -- the decision's time; whether the request fits in every log
     if resent then
-      if not retriedAt then
-        retriedAt, openCompact, admitCompact, answerCompact = compactSteps(compactLib)
-      end
-      retried = retriedAt(KEYS, keyAt, nlimits, first)
+      retried, clib = compactStep('retried', clib, KEYS, keyAt, nlimits, first)
       at = retried or nows
     end
 
@@ -262,9 +259,6 @@ while argAt < nargs do
       quota = pindex and not window
       local card = quota or read('ZCARD', key) -- a sorted set's cardinality, or the error of reading one
       local other = type(card) == 'table' -- not a sorted set: a compact log, or another type
-      if other and not openCompact then
-        retriedAt, openCompact, admitCompact, answerCompact = compactSteps(compactLib)
-      end
       if quota then
         -- a calendar quota: the count of the period of the bounds the
         -- client sent that holds now (none does: the client's clock is off,
@@ -276,7 +270,7 @@ while argAt < nargs do
       elseif other then
         -- a compact log is read as one; another type (WRONGTYPE) fails this
         -- decision, with nothing written
-        lg, reply = openCompact(key, card, now, window, limit, n, peek)
+        lg, reply, clib = openCompact(clib, key, card, now, window, limit, n, peek)
         card = lg and lg.T - lg.f -- its live events
       elseif card + n > limit then
         -- a sorted set that is full unless some expired: its oldest event
@@ -339,18 +333,16 @@ while argAt < nargs do
         -- events (a listpack's 128 members: embed.go): it becomes a compact
         -- log of its live events, in place, and is admitted as one (a larger
         -- one, an older slidelog's, stays a sorted set)
-        lg = compactLib().convert(key, limit, now - window, n)
+        clib = clib or compactLib()
+        lg = clib.convert(key, limit, now - window, n)
         count, gone, unknown = lg.T, 0, false
-      end
-      if lg and not admitCompact then -- (a log converted: the first compact log of its call)
-        retriedAt, openCompact, admitCompact, answerCompact = compactSteps(compactLib)
       end
       local newest, added = nows, n -- its newest event's time; the events it added
       if quota then -- n more in its period (oldest: its end)
         count = admitQuota(key, count, n, oldest, cutoff, first, nows)
         newest = oldest
       elseif lg then
-        count, newest = admitCompact(lg, n, count, first, limit, now, nows)
+        count, newest, clib = compactStep('admit', clib, lg, n, count, first, limit, now, nows)
       elseif n == 1 then
         added = call('ZADD', key, 'NX', nows, first)
       else -- AllowN: its events' ids derived and recorded (ids.lua)
@@ -384,7 +376,7 @@ while argAt < nargs do
     if admitted > 0 and index then
       -- name its windows and quotas in the indexes, which live as long as
       -- the longest of them (their expiries below, as the logs')
-      nameAll = nameAll or indexLib()
+      nameAll = nameAll or logLib('index')
       local b, longest, latest, wrote = 10 * nlimits, nameAll(index, named, pindex, periods, ARGV, argAt + 2, logs, nlimits)
       logs[b + 1], logs[b + 3], logs[b + 9] = index, longest, nil
       if pindex then
@@ -419,7 +411,7 @@ while argAt < nargs do
         kth = short > 0 and oldest or '0'
         newest = count > 0 and oldest or '0'
       elseif lg then
-        kth, newest = answerCompact(lg, short)
+        kth, newest, clib = compactStep('answer', clib, lg, short)
       elseif short == 1 and gone == 0 then
         kth = oldest
       elseif short > 0 then
