@@ -1,39 +1,19 @@
--- slidelog: the compact exact log, joined before script.lua and refund.lua
--- (embed.go). A log whose limit is larger than a sorted set keeps compactly
--- (the client's choice: docs/semantics.md, "Memory") is a Redis string:
---
---   bytes 0-3     "slc1"
---   4-10          C, its capacity: the slots it has (7 bytes each)
---   11-17         T, the events ever recorded in it (event i is in slot
---                 i mod C: the ring holds the last C events)
---   18-24         F, an index at or below its first live event (at most
---                 C below T)
---   25-31         its newest event's time (µs)
---   32-38         the time of event F (when F < T)
---   39            the next entry of the table to write (0 to 15)
---   40-295        the table: 16 entries of 16 bytes, the last admissions
---                 and refunds: the id of the first event (8 bytes), its
---                 time (7), 'a' (admitted) or 'r' (refunded)
---   296-          the ring: C slots, each an event's time in µs
---
--- Every integer is 7 bytes big-endian (exact: below 2^53). Times in the
--- ring never decrease (an event is recorded at the later of now and the
--- newest event's time, should Redis' clock step back), so the live events
--- are the newest ones, from the first live one to T - 1. A decision reads
--- the header (40 bytes); while event F is live it is the first live one,
--- else the first live one is found from F by a scan of a block of slots,
--- then a galloping and a binary search: the cost is the events that
+-- slidelog: the compact exact log's code, joined before script.lua and
+-- refund.lua after log.lua (embed.go), which lays out its bytes. A decision
+-- reads the header (40 bytes); while event F is live it is the first live
+-- one, else the first live one is found from F by a scan of a block of
+-- slots, then a galloping and a binary search: the cost is the events that
 -- expired since the last admission, not the log's size. An admission
 -- writes its slots, the header and its table entry in place. A log grows
 -- (doubling, to its limit at most) by being rewritten whole with SET,
 -- sized exactly: SETRANGE past a string's end grows it greedily, up to
 -- twice its size.
 --
--- script.lua takes the usual decision itself, packing with Redis' struct
--- library. compactLib below does the rest (and everything on miniredis,
--- which has neither struct nor bit: string.byte and string.char only); it
--- is made only by a call that needs it, as its closures cost Redis about
--- 25 000 instructions (TestScriptPieces).
+-- openCompact and compactStep (at the end) take a decision's usual steps,
+-- packing with Redis' struct library. compactLib does the rest (and everything on
+-- miniredis, which has neither struct nor bit: string.byte and string.char
+-- only); it is made only by a call that needs it, as its closures cost
+-- Redis about 25 000 instructions (TestScriptPieces).
 local function compactLib()
   local call, byte, char, sub, rep, floor = redis.call, string.byte, string.char, string.sub, string.rep, math.floor
   local HDR, K, B = 296, 16, 64 -- bytes before the ring, table entries, slots per block read
@@ -261,6 +241,133 @@ local function compactLib()
   return lib
 end
 
--- Redis' struct library once a compact log is read (false on miniredis:
--- compactLib does the packing).
-local struct
+-- openCompact and compactStep: a decision's usual steps on a compact log
+-- (script.lua), plain functions made once by every call as the script's
+-- body runs: a function a call makes when it meets a compact log (a
+-- closure, and its upvalues) costs Redis some 2 000 instructions each
+-- (callgrind), a call of one made already a few Lua operations. They pack
+-- with Redis' struct library where they can and leave the rest to
+-- compactLib's functions: lib, made by the first step of the call that
+-- needs them (nil until then), which each step takes and returns last, for
+-- the next.
+
+-- openCompact: the compact log at key as of now, for a decision of n
+-- events under limit and window, or nil and the decision's error; then
+-- lib. card: the error of the key's ZCARD (not a sorted set); the key
+-- holds a string when its header reads. lg.f is the first live event. Its
+-- string's length is read before anything reads its slots or writes to it
+-- (a decision that may admit, or one that scans): a string cut short, or
+-- another program's that starts alike, is no log, and is never written.
+local function openCompact(lib, key, card, now, window, limit, n, peek)
+  local h = redis.pcall('GETRANGE', key, '0', '39')
+  if type(h) ~= 'string' or h == '' then
+    return nil, card, lib -- another type (WRONGTYPE), or no key
+  end
+  local lg
+  if #h == 40 and string.sub(h, 1, 4) == 'slc1' then
+    local struct = rawget(_G, 'struct') -- (none on miniredis)
+    if struct then
+      local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
+      lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
+    else
+      lib = lib or compactLib()
+      lg = lib.open(key, h)
+    end
+  end
+  -- a header no compact log has (another program's string that starts
+  -- alike, or a log damaged by hand) is no log
+  if not lg or lg.C < 1 or lg.C > maxSlots or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
+    or lg.oldest > lg.newest then
+    return nil, card, lib
+  end
+  local cut, sized = now - window, 296 + 7 * lg.C
+  if lg.T == 0 or lg.newest <= cut then
+    lg.f = lg.T
+  elseif lg.F < lg.T and lg.oldest > cut then
+    lg.f = lg.F
+  elseif redis.call('STRLEN', key) == sized then
+    lib = lib or compactLib()
+    lg.f = lib.first(lg, cut)
+    lg.sized = true
+  end
+  if not lg.f or (lg.C > 0 and not lg.sized and (peek or lg.T - lg.f + n <= limit)
+    and redis.call('STRLEN', key) ~= sized) then
+    return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, lib
+  end
+  return lg, nil, lib
+end
+
+-- compactStep: the other steps, by name (one function: each one more
+-- costs every call its closure):
+--   'admit', lg, n, count, first, limit, now, nows: n events at now (or
+--         at its newest event's time, should Redis' clock have stepped
+--         back), written in place, the first one's id first; count: its
+--         live events before them. Returns the live events after them,
+--         the time they were recorded at (a string), lib.
+--   'answer', lg, short: the time of the short-th oldest live event (the
+--         one a request short events over the limit waits for; '0' when
+--         short < 1), and of the newest event ('0': none), as strings;
+--         lib.
+--   'retried', keys, from, k, first: a retry of a call that was admitted
+--         already (its reply was lost and the client sent it again) finds
+--         its events, in any of its logs (keys[from + 1] to keys[from +
+--         k]: one may have expired since), before anything is removed: the
+--         time they were recorded at (a string), else nil; lib. A sorted
+--         set keeps their ids (a quota, its last admission's); a compact
+--         log, its last admissions' in its table; a key of another type
+--         has none (its decision's first read meets its error).
+local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
+  if step == 'answer' then
+    local kth, newest = '0', '0'
+    if n == 1 then -- (n: short)
+      kth = string.format('%d', lg.oldest) -- (the time of event f)
+    elseif n > 1 then
+      lib = lib or compactLib()
+      kth = string.format('%d', lib.ts(lg, lg.f + n - 1))
+    end
+    if lg.T > 0 then
+      newest = string.format('%d', lg.newest)
+    end
+    return kth, newest, lib
+  elseif step == 'retried' then -- (lg: keys, n: from, count: k)
+    for i = n + 1, n + count do
+      local recorded = redis.pcall('ZSCORE', lg[i], first)
+      if type(recorded) == 'table' then
+        lib = lib or compactLib()
+        recorded = lib.found(lg[i], first, 97)
+        recorded = recorded and string.format('%d', recorded)
+      end
+      if recorded then
+        return recorded, lib
+      end
+    end
+    return nil, lib
+  end
+  local t, ts = nows, now -- admit
+  if lg.newest > now then
+    ts = lg.newest
+    t = string.format('%d', ts)
+  end
+  local p = 0
+  if lg.C > 0 then
+    p = lg.T % lg.C
+  end
+  local struct = rawget(_G, 'struct') -- (none on miniredis)
+  if struct and count + n <= lg.C and p + n <= lg.C then
+    -- in place: its slots, then the header and its table entry
+    local slot = struct.pack('>I7', ts)
+    redis.call('SETRANGE', lg.key, 296 + 7 * p, n > 1 and string.rep(slot, n) or slot)
+    local od = lg.oldest
+    if count == 0 then
+      od = ts
+    end
+    redis.call('SETRANGE', lg.key, '11', struct.pack('>I7I7I7I7B', lg.T + n, lg.f, ts, od, (lg.cur + 1) % 16))
+    redis.call('SETRANGE', lg.key, 40 + 16 * lg.cur, first .. slot .. 'a')
+    lg.T, lg.F, lg.newest, lg.oldest = lg.T + n, lg.f, ts, od
+  else -- growing, wrapping, or on miniredis
+    lib = lib or compactLib()
+    lib.record(lg, n, ts, first, lg.f, count, limit)
+  end
+  lg.f = lg.T - count - n
+  return count + n, t, lib
+end

@@ -16,6 +16,8 @@ import (
 var (
 	//go:embed clock.lua
 	clockLua string
+	//go:embed log.lua
+	logLua string
 	//go:embed compact.lua
 	compactLua string
 	//go:embed script.lua
@@ -35,11 +37,23 @@ var (
 	// exactly what its writer can never write.
 	sizesLua = fmt.Sprintf("local maxSlots = %d -- MaxEvents (limit.go)\n", MaxEvents)
 
-	// The sources as Redis runs them: the clock, the sizes, the compact
-	// log's code, the event ids' derivation, then the script.
-	decideSrc = decideSource(config.DefaultConvertPast)
+	// thresholdsLua gives script.lua its thresholds: convertPast, the live
+	// events past which an admission turns a sorted set the client keeps
+	// compactly (a negated window) into a compact log: a listpack's 128
+	// members, past which Redis keeps a sorted set as a skiplist
+	// (config.DefaultConvertPast; a Limiter configured otherwise runs
+	// decideSource's script).
+	thresholdsLua = "local convertPast = 128 -- a listpack's members (zset-max-listpack-entries)\n"
+
+	// The sources as Redis runs them: the sizes and thresholds, a log's
+	// layout (log.lua: a quota's code) and the compact log's code, the event
+	// ids' derivation, the clock, then the script. The functions of the
+	// shared files come before the clock, whose locals (call, tonumber,
+	// KEYS, ARGV) they would otherwise capture, which every call would pay
+	// for. scripts/luaops.lua joins what decideSrc names, in its order.
+	decideSrc = sizesLua + thresholdsLua + logLua + compactLua + idsLua + clockLua + scriptLua
 	renewSrc  = clockLua + idsLua + renewLua
-	refundSrc = sizesLua + compactLua + idsLua + refundLua
+	refundSrc = sizesLua + logLua + compactLua + idsLua + refundLua
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
 	// AcquireN, and batches of them (of a Limiter with the default
@@ -54,14 +68,11 @@ var (
 )
 
 // decideSource is the decision script's source where a sorted set of a
-// limit kept compactly becomes a compact log past convertPast live events
-// (script.lua reads the local convertPast, joined here like maxSlots).
+// limit kept compactly becomes a compact log past convertPast live events:
+// decideSrc with its thresholdsLua line giving convertPast.
 func decideSource(convertPast int) string {
-	src := clockLua + sizesLua + fmt.Sprintf("local convertPast = %d -- config.Config.ConvertPast\n", convertPast) +
-		compactLua + idsLua + scriptLua
-	// TEMPORARY, until script.lua reads convertPast itself: its literal
-	// threshold is made the local's. Once it does, this finds nothing.
-	return strings.Replace(src, "count + n > 128", "count + n > convertPast", 1)
+	line := fmt.Sprintf("local convertPast = %d -- config.Config.ConvertPast\n", convertPast)
+	return strings.Replace(decideSrc, thresholdsLua, line, 1)
 }
 
 // decideScriptFor is the decision script of a Limiter configured with

@@ -4,7 +4,9 @@ package slidelog
 // name, for the tests of package slidelog_test (script_commands_test.go).
 var ScriptSources = map[string]string{
 	"clock.lua":   clockLua,
+	"log.lua":     logLua,
 	"compact.lua": compactLua,
+	"ids.lua":     idsLua,
 	"script.lua":  scriptLua,
 	"reset.lua":   resetSrc,
 	"refund.lua":  refundLua,

@@ -8,7 +8,8 @@
 --          The ids of the others are derived here (ids.lua): what the
 --          client sends does not grow with n.
 --
--- A compact log (compact.lua, joined before this script) keeps no ids:
+-- log.lua, compact.lua and ids.lua are joined before this script
+-- (embed.go). A compact log keeps no ids:
 -- it takes back n events of the admission's time (events of one time are
 -- alike), the time its table keeps for its last 16 admissions, else the
 -- one sent, and marks the refund in its table, so that the same refund run
@@ -22,13 +23,12 @@
 -- admissions are at most a small limit's n (a larger limit's log is a
 -- compact log) or an in-flight lease's (at most MaxAcquireN).
 --
--- A quota (a sorted set: 'e', score the end of the
--- period it counts; 'c', the count; its last admission's id; 'r' and the
--- id of its last refund) gives n back to the period the admission was
--- counted in, never below 0, and nothing once another period counts (or
--- the quota expired with its period); with an unknown end, only if the
+-- A quota (its layout: log.lua) gives n back to the period the admission
+-- was counted in, never below 0, and nothing once another period counts
+-- (or the quota expired with its period); with an unknown end, only if the
 -- admission is the quota's last. The same refund run again (go-redis'
--- retry) finds its id after 'r' and gives nothing more.
+-- retry) finds its id after 'r' and gives nothing more (logLib's
+-- giveBack).
 --
 -- Reply    0.
 
@@ -43,7 +43,7 @@ if string.byte(ARGV[from]) == 35 and #ARGV[from] ~= 8 then -- '#': quotas
 end
 local first, n = ARGV[from], tonumber(ARGV[from + 1])
 local quota0 = from - q -- (ARGV[quota0 - 1 + i]: the end of quota i's period)
-local clib
+local clib, giveBack
 for i = 1, #KEYS - q do
   for j = 0, n - 1, 1000 do
     local r = redis.pcall('ZREM', KEYS[i], unpack(eventIds(first, j, math.min(j + 999, n - 1))))
@@ -65,26 +65,10 @@ for i = 1, #KEYS - q do
   end
 end
 for i = 1, q do
-  local key, e = KEYS[#KEYS - q + i], ARGV[quota0 - 1 + i]
-  local h = redis.call('ZRANGE', key, '0', '-1', 'WITHSCORES')
-  local pend, count, last, refunded
-  for j = 1, #h, 2 do
-    if h[j] == 'e' then
-      pend = tonumber(h[j + 1])
-    elseif h[j] == 'c' then
-      count = tonumber(h[j + 1])
-    elseif #h[j] == 8 then
-      last = h[j]
-    elseif #h[j] == 9 then
-      refunded = h[j]
-    end
+  -- a quota (log.lua) gives n back to the period it counted the admission in
+  if not giveBack then
+    giveBack = select(3, logLib('quota'))
   end
-  if pend and count and refunded ~= 'r' .. first
-    and ((e ~= '0' and pend == tonumber(e)) or (e == '0' and last == first)) then
-    redis.call('ZADD', key, string.format('%d', math.max(count - n, 0)), 'c', '0', 'r' .. first)
-    if refunded then
-      redis.call('ZREM', key, refunded)
-    end
-  end
+  giveBack(KEYS[#KEYS - q + i], ARGV[quota0 - 1 + i], first, n)
 end
 return 0

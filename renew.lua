@@ -2,7 +2,8 @@
 -- holder's events to now, so that its slot lasts another lease from now.
 --
 -- KEYS[1]  the in-flight log the lease's events are in (a sorted set:
---          score = Redis TIME in microseconds, member = the event's id).
+--          score = Redis TIME in microseconds, member = the event's id;
+--          log.lua lays out every log).
 -- ARGV[1]  the lease in microseconds (the limit's window, integer >= 1).
 -- ARGV[2]  the id of the lease's first event, ARGV[3] its n: the others'
 --          ids are derived (ids.lua, joined before this script), so what

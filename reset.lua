@@ -2,7 +2,8 @@
 --
 -- KEYS[1]  the key's single-limit log (a sorted set).
 -- KEYS[2]  the index of its AllowAll logs: a sorted set whose members are
---          the windows in use, in microseconds.
+--          the windows in use, in microseconds (log.lua lays out every log
+--          and index).
 -- KEYS[3]  the index of its calendar quotas: a sorted set whose members
 --          are the quotas' keys (score: the end of their period).
 -- ARGV[1]  the common start of the AllowAll logs' keys; a log's key is that

@@ -24,8 +24,8 @@
 -- KEYS  the log, a sorted set: score = an admitted event's Redis TIME in
 --       microseconds, member = the event's id; or a compact log, a string
 --       (compact.lua), which a log of a negated window becomes at the
---       admission that takes it past 128 events. A key is read as what it
---       is, whatever its limit.
+--       admission that takes it past convertPast events (128: embed.go).
+--       A key is read as what it is, whatever its limit.
 --
 -- An AllowAll decision over L limits is marked by a first argument "*L",
 -- then n and id, then events and window for each limit; its keys are the
@@ -38,7 +38,7 @@
 -- decision on one) is marked "+L" instead: a quota's second argument is
 -- the bounds of the periods the client computed ("b0 b1 b2 b3", µs: the
 -- periods [b0, b1), [b1, b2), [b2, b3)), its key a sorted set of at most
--- four members (see the count step), and after the index comes the
+-- four members (log.lua lays out every log), and after the index comes the
 -- periods index: member a quota's key, score the end of its period. A
 -- quota's reply triple is "count end end" (kth and newest: its period's
 -- end, 0 when there is room or no count). When now is outside every period
@@ -61,23 +61,31 @@
 --
 -- The window at server time t is (t - window, t].
 --
--- The loop, once per decision of the call:
---   parse     its n, its limits (nlimits; all: an AllowAll), its first id
+-- One pass of the loop per decision of the call, in named steps:
+--   parse     its n, its limits (nlimits; index: an AllowAll's, pindex:
+--             its periods index, with calendar quotas), its first id
 --             (peek: none; resent: a ninth byte);
 --   known     a denial this call already answered on the same log and
 --             limit: the same answer, nothing read;
 --   retried   a re-sent admission finds its own events: admitted, as of
---             their time, nothing written;
---   1-2 count each log's live events (a first read that fails, WRONGTYPE,
---             is the decision's answer);
---   3 admit   if it fits: record n events in every log (and, for all, name
---             the windows in the index), forget the expired ones;
---   4 deny    (or peek, or a retry) write nothing; read each log's answer;
---   5 expire  each key it wrote, a window after now (at the call's end in
+--             their time, nothing written (compactStep 'retried');
+--   count     each log's live events (a first read that fails, WRONGTYPE,
+--             is the decision's answer): a sorted set's here, a compact
+--             log's by openCompact, a quota's by countQuota;
+--   admit     if it fits: record n events in every log (compactStep,
+--             admitQuota), forget the expired ones; an AllowAll names its
+--             windows and quotas in its indexes (nameAll);
+--   answer    (a denial, a peek, a retry) write nothing; read each log's
+--             answer (compactStep for a compact log);
+--   expire    each key it wrote, a window after now (at the call's end in
 --             a call of several decisions);
 --   reply     one string, alone; else one more in the call's table.
--- Why each step is where it is, and what it costs: the comments at each
--- step, and docs/performance.md ("The decision script: what shapes it").
+-- A single-limit decision on a sorted set takes no function: its steps are
+-- inline, as a function call costs Lua operations, and the functions are
+-- made only by a call that needs one (a closure made by every call costs
+-- Redis hundreds of instructions). Why each step is where it is, and what
+-- it costs: the comments at each step, and docs/performance.md ("The
+-- decision script: what shapes it").
 --
 -- Redis replicates a script's effects (not the script) by default since 5.0,
 -- so a write after TIME needs no redis.replicate_commands() on the servers
@@ -93,39 +101,45 @@
 -- write, so nothing was written) has the client send each decision again on
 -- its own, marked as re-sent.
 
--- clock.lua, which runs before this script (the library joins the two),
--- has read Redis' TIME: now (µs, a number), nows (the same as a string),
--- and call, tonumber, KEYS and ARGV as locals.
+-- Joined before this script (embed.go): maxSlots and convertPast (the
+-- sizes and thresholds), log.lua (logLib), compact.lua
+-- (compactLib, openCompact, compactStep), ids.lua (eventIds), then clock.lua, which has read Redis'
+-- TIME: now (µs, a number), nows (the same as a string), and call,
+-- tonumber, KEYS and ARGV as locals.
 
 -- A log's state between reading it and acting on it: its key, limit and
 -- window; count, its live events; gone, its expired events (known, or
 -- unknown: not yet counted); oldest, the score of its oldest event, read
 -- when it is full; cutoff, the score at and below which an event has
--- expired (now - window, a string). A single-limit decision keeps them in
--- these locals. An AllowAll decision keeps each of its keys' in state, 8
--- fields per key in this order (key, limit, window, count, gone, unknown,
--- oldest, cutoff: state[8*i-7] to state[8*i] for its i-th key), while the
--- others are read: one table per call, where a table per key, or a closure,
--- would cost Redis more (docs/performance.md).
-local key, limit, window, count, gone, unknown, oldest, cutoff
-local state
--- The compact logs (compact.lua) a decision of this call read: cs[key] =
--- the log, with f, the index of its first live event, at the decision's
--- time. A log is compact when it is one already (a key is read in the
--- store it is in, whatever its limit now, so that no key ever splits its
--- events), or from the admission that takes a sorted set of a negated
--- window (a log the client keeps compactly: docs/semantics.md) past 128
--- events (step 3). The last compact log read is also in clog (its key in
--- clogkey): a call of single-limit decisions makes no table cs.
-local cs, clib, clog, clogkey
+-- expired (now - window, a string); lg, a compact log's header and first
+-- live event (compact.lua), nil for a sorted set; quota, whether it is a
+-- calendar quota, which keeps its period's end in oldest (the time its
+-- count is gone) and its last admission's id in cutoff. A single-limit
+-- decision keeps them in these locals. An AllowAll keeps each log's in
+-- logs while the others are read: log i's ten, in the order of these
+-- locals, at logs[10 * i - 9] to logs[10 * i] (saved by one multiple
+-- assignment, restored by unpack), then its index's and its periods
+-- index's key, window and compact log (none) at the same offsets (1, 3
+-- and 9), as two more logs. One table per call, made with room for three
+-- logs and the indexes: a table per log, and each time a table grows (a
+-- rehash), cost Redis more than the rest of an AllowAll's bookkeeping
+-- (about 3 500 and 6 000 instructions a decision, callgrind).
+local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota
+local logs
+-- The steps beyond a sorted set's and compact.lua's (openCompact,
+-- compactStep), each set made by the first decision of the call that needs
+-- one: clib (compactLib: a compact log's rarer steps, which compact.lua's
+-- take and return); countQuota, admitQuota (logLib 'quota': calendar quotas);
+-- nameAll (logLib 'index': an AllowAll's indexes).
+local clib, countQuota, admitQuota, nameAll
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
 -- time, because a relative PEXPIRE counts from Redis' millisecond clock,
 -- which lags TIME by up to 1ms (the key would vanish while its newest event
--- still counts). The expiry is set after the decision's last read (step 5)
--- and, in a call of several decisions, at the call's end, in the order of
--- the decisions (the last one's, an index's longest window, stands): the
+-- still counts). The expiry is set after the decision's last read and, in
+-- a call of several decisions, at the call's end, in the order of the
+-- decisions (the last one's, an index's longest window, stands): the
 -- script may run past a short window's end in real time, and Redis (7.0
 -- at least) deletes a key whose expiry has passed at once, while the reads
 -- after it are still taken at now and must see its events.
@@ -142,35 +156,44 @@ local replies -- the replies of a batch
 local denied
 local keyAt, argAt = 0, 0 -- the KEYS and ARGV the decisions before this one took
 -- The decisions of a call mostly share their limits: the last limit and
--- window read (their strings and numbers), the cutoff of the last window
--- and the last expiry are kept, so that the next decision on the same
--- limit compares strings (interned: a pointer) instead of converting
--- again (tonumber and string.format cost Redis more than a command's
--- argument; docs/performance.md).
+-- window read (their strings and numbers; the window's absolute value), the
+-- cutoff of the last window and the last expiry are kept, so that the next
+-- decision on the same limit compares strings (interned: a pointer)
+-- instead of converting again (tonumber and string.format cost Redis more
+-- than a command's argument; docs/performance.md).
 local limitS, limitN, windowS, windowN, cutW, cutS, expAt, expS
 local nargs = #ARGV
 -- A decision's first read of each log is a redis.pcall: a key of another
 -- type fails only that decision (its reply is the error; alone in its
 -- call, the call's, with nothing written), and a log of the other store
 -- (a sorted set, a compact log) is read as what it is.
-local read, type = redis.pcall, type
+local read, type, fmt = redis.pcall, type, string.format
+
 while argAt < nargs do
   -- parse. (n and nlimits are almost always 1; comparing interned
   -- strings costs nothing.) nkeys: its keys, the logs and an AllowAll's
-  -- index; all: an AllowAll, whose logs keep their state in state.
+  -- indexes.
   local n, nlimits, nkeys = 1, 1, 1
-  local all = false -- true: an AllowAll; 2: one with calendar quotas
+  -- index: an AllowAll's index of windows; pindex: with calendar quotas,
+  -- its periods index; reply: the decision's answer (a table: the error of
+  -- a first read); named, periods: what the indexes hold
+  local index, pindex, reply, named, periods
   if ARGV[argAt + 1] ~= '1' then
-    if string.byte(ARGV[argAt + 1]) == 42 then -- '*': AllowAll over nlimits limits
+    local mark = string.byte(ARGV[argAt + 1])
+    if mark == 42 or mark == 43 then -- '*L': an AllowAll over L limits; '+L': one with calendar quotas
       nlimits = tonumber(string.sub(ARGV[argAt + 1], 2))
       nkeys = nlimits + 1
-      all = true
+      index = KEYS[keyAt + nlimits + 1]
       argAt = argAt + 1
-    elseif string.byte(ARGV[argAt + 1]) == 43 then -- '+': the same, with quotas and the periods index
-      nlimits = tonumber(string.sub(ARGV[argAt + 1], 2))
+      logs = logs or {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+        nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil} -- (room: 40)
+    end
+    if mark == 43 then
       nkeys = nlimits + 2
-      all = 2
-      argAt = argAt + 1
+      pindex = KEYS[keyAt + nlimits + 2]
+      if not countQuota then
+        countQuota, admitQuota = logLib('quota')
+      end
     end
     if ARGV[argAt + 1] ~= '1' then
       n = tonumber(ARGV[argAt + 1])
@@ -187,48 +210,32 @@ while argAt < nargs do
   local peek = first == '' -- decides exactly like an admission, writes nothing
   local last = argAt + 2 + 2 * nlimits -- its last argument; the call's last decision's is nargs
 
-  local reply, wrote -- the decision's answer (a table: the error of a first read); whether it wrote its logs
-  -- known: a denial already answered in this call, on the same log, limit and n
+  -- known: a denial already answered in this call, on the same log, limit
+  -- and n, is answered the same, nothing read
   local known = denied and not resent and nlimits == 1 and denied[KEYS[keyAt + 1]]
   if known and known[1] == ARGV[argAt + 3] and known[2] == ARGV[argAt + 4] and known[3] == n then
     reply = known[4]
   else
-    -- retried: a retry of a call that was admitted already (its reply was lost and the
-    -- client sent it again) finds its events, in any of its logs (one may
-    -- have expired since), before anything is removed: it stays admitted, as
-    -- of the time its events were recorded at, and writes nothing.
-    local at, retried = nows, false -- the decision's time
+    -- retried: a re-sent admission that finds its events stays admitted,
+    -- as of the time they were recorded at (at), and writes nothing
+    local at, fits, retried = nows, true, false -- the decision's time; whether the request fits in every log
     if resent then
-      for i = 1, nlimits do
-        local recorded = read('ZSCORE', KEYS[keyAt + i], first) -- (a quota keeps its last admission's)
-        if type(recorded) == 'table' then
-          -- not a sorted set: a compact log keeps its last admissions' ids
-          -- (an error: the count step meets it again)
-          clib = clib or compactLib()
-          recorded = clib.found(KEYS[keyAt + i], first, 97)
-          if recorded then
-            recorded = string.format('%d', recorded)
-          end
-        end
-        if recorded then
-          at, retried = recorded, true
-          break
-        end
-      end
+      retried, clib = compactStep('retried', clib, KEYS, keyAt, nlimits, first)
+      at = retried or nows
     end
 
-    -- 1-2. Count each log's live events: all (ZCARD), less the expired ones
-    --      at the head of the set. Nothing is written before the decision:
-    --      Redis refuses a script for maxmemory only up to its first write,
-    --      and a first write that frees memory (ZREMRANGEBYSCORE) would let
-    --      every later ZADD through. So the first write is a ZADD (over
-    --      maxmemory an admission fails whole with OOM; denials stay exact),
-    --      and WRONGTYPE stops the script here, with nothing written. When a
-    --      log is full unless something expired, its oldest event tells
-    --      whether anything did, and it is the event one more event waits
-    --      for. When the request fits anyway, an admission learns how many
-    --      expired from their removal (ZREMRANGEBYSCORE's reply): unknown.
-    local fits = true
+    -- count each log's live events: all (ZCARD), less the expired ones at
+    -- the head of the set. Nothing is written before the decision: Redis
+    -- refuses a script for maxmemory only up to its first write, and a
+    -- first write that frees memory (ZREMRANGEBYSCORE) would let every
+    -- later ZADD through. So the first write is a ZADD (over maxmemory an
+    -- admission fails whole with OOM; denials stay exact), and WRONGTYPE
+    -- stops the decision here, with nothing written. When a log is full
+    -- unless something expired, its oldest event tells whether anything
+    -- did, and it is the event one more event waits for; the expired
+    -- events are counted then (ZCOUNT). Else they are counted when the
+    -- answer needs them, and an admission learns how many expired from
+    -- their removal (ZREMRANGEBYSCORE's reply): unknown.
     for i = 1, nlimits do
       key = KEYS[keyAt + i]
       local c = argAt + 2 * i
@@ -239,491 +246,213 @@ while argAt < nargs do
       if ARGV[c + 2] ~= windowS then
         windowS = ARGV[c + 2]
         windowN = tonumber(windowS)
+        -- its magnitude: negated, it is a log the client keeps compactly
+        -- (nil: a quota's bounds)
+        windowN = windowN and windowN < 0 and -windowN or windowN
       end
+      -- (one assignment each: a multiple assignment costs a copy more each)
       limit = limitN
       window = windowN
-      if all == 2 and not window then
-        -- A calendar quota: a sorted set of at most four members, 'e'
-        -- (score: the end of the period it counts), 'c' (the count), its
-        -- last admission's id (score: its time) and, after a refund, 'r'
-        -- and the refund's id; and the bounds of the periods the client
-        -- sent: the one that holds now is counted, and its end (a string
-        -- of the bounds: oldest) is the answer's. A count of an earlier
-        -- period is no count.
-        local h = read('ZRANGE', key, '0', '-1', 'WITHSCORES')
-        if h.err then
-          reply, fits = h, false
-          break
-        end
-        local pend, pcount
-        cutoff = false -- (its last admission's id, replaced by the next)
-        for j = 1, #h, 2 do
-          if h[j] == 'e' then
-            pend = tonumber(h[j + 1])
-          elseif h[j] == 'c' then
-            pcount = tonumber(h[j + 1])
-          elseif #h[j] == 8 then
-            cutoff = h[j]
-          end
-        end
-        local bound
-        oldest = nil
-        for b in string.gmatch(ARGV[c + 2], '%d+') do
-          local at = tonumber(b)
-          if bound and bound <= now and now < at then
-            oldest = b
-            break
-          end
-          bound = at
-        end
-        if not oldest then
-          -- now is outside the periods sent (the client's clock is off):
-          -- the answer is the time whose periods it needs, nothing written
-          reply, fits = '?' .. nows, false
-          break
-        end
-        window = tonumber(oldest) - now -- its expiry: the period's end
-        gone, unknown = 0, false
-        count = 0
-        if pend == tonumber(oldest) and pcount then
-          count = pcount
-        end
-      else
-      local h, card -- a compact log's header; a sorted set's cardinality
-      if window < 0 then -- the client keeps this log compactly once it outgrows a listpack (step 3)
-        window = -window
-      end
-      card = read('ZCARD', key)
-      if type(card) == 'table' then
-        -- not a sorted set: a compact log is read as one; another type
-        -- (WRONGTYPE) fails this decision, with nothing written
-        h = read('GETRANGE', key, '0', '39')
-        if type(h) ~= 'string' or h == '' then
-          reply, fits = card, false
-          break
-        end
-      end
-      if h then
-        -- a compact log (compact.lua): its live events are its newest,
-        -- from the first live one: event F while it is live, else found
-        -- from F by compactLib
-        local lg
-        if struct == nil then
-          struct = rawget(_G, 'struct') or false
-        end
-        if #h == 40 and string.sub(h, 1, 4) == 'slc1' then
-          if struct then
-            local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
-            lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
-          else
-            clib = clib or compactLib()
-            lg = clib.open(key, h)
-          end
-          -- a header no compact log has (another program's string that
-          -- starts alike, or a log damaged by hand) is no log
-          if lg and (lg.C < 1 or lg.C > maxSlots or lg.F > lg.T or lg.T - lg.F > lg.C or lg.cur > 15
-            or lg.oldest > lg.newest) then
-            lg = nil
-          end
-        end
-        if not lg then
-          reply, fits = card or {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, false
-          break
-        end
-        -- Its string's length is read before anything reads its slots or
-        -- writes to it (a decision that may admit, or one that scans): a
-        -- string cut short, or another program's that starts alike, is no
-        -- log, and is never written.
-        local cut = now - window
-        if lg.T == 0 or lg.newest <= cut then
-          lg.f = lg.T
-        elseif lg.F < lg.T and lg.oldest > cut then
-          lg.f = lg.F
-        elseif call('STRLEN', key) ~= 296 + 7 * lg.C then
-          lg = nil
-        else
-          clib = clib or compactLib()
-          lg.f = clib.first(lg, cut)
-          lg.sized = true
-        end
-        if lg and lg.C > 0 and not lg.sized and (peek or lg.T - lg.f + n <= limit)
-          and call('STRLEN', key) ~= 296 + 7 * lg.C then
-          lg = nil
-        end
-        if not lg then
-          reply, fits = {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, false
-          break
-        end
-        clog, clogkey = lg, key
-        if all then
-          cs = cs or {}
-          cs[key] = lg
-        end
-        count = lg.T - lg.f
-        gone = 0
-        unknown = false
-      else
-      if clogkey == key then
-        clogkey = nil
-      end
-      if cs then
-        cs[key] = nil
-      end
-      -- (one assignment each: a multiple assignment costs a copy more each;
-      -- oldest and cutoff are read only where this log's read set them)
       gone = 0
       unknown = false
-      if card + n > limit then
+      lg = nil
+      quota = pindex and not window
+      local card = quota or read('ZCARD', key) -- a sorted set's cardinality, or the error of reading one
+      local other = type(card) == 'table' -- not a sorted set: a compact log, or another type
+      if quota then
+        -- a calendar quota: the count of the period of the bounds the
+        -- client sent that holds now (none does: the client's clock is off,
+        -- and the answer is the time whose periods it needs, nothing written)
+        local h = read('ZRANGE', key, '0', '-1', 'WITHSCORES')
+        card, oldest, cutoff = countQuota(h, windowS, now)
+        reply = (h.err and h) or (not card and '?' .. nows) or nil
+        window = card and tonumber(oldest) - now -- its expiry: the period's end
+      elseif other then
+        -- a compact log is read as one; another type (WRONGTYPE) fails this
+        -- decision, with nothing written
+        lg, reply, clib = openCompact(clib, key, card, now, window, limit, n, peek)
+        card = lg and lg.T - lg.f -- its live events
+      elseif card + n > limit then
+        -- a sorted set that is full unless some expired: its oldest event
+        -- says whether any did
         oldest = call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
-        if tonumber(oldest) <= now - window then
-          if window ~= cutW then
-            cutW, cutS = window, string.format('%d', now - window)
-          end
-          cutoff = cutS
-          gone = call('ZCOUNT', key, '-inf', cutoff)
-        end
-      elseif card > 0 then
-        if window ~= cutW then
-          cutW, cutS = window, string.format('%d', now - window)
-        end
+        unknown = tonumber(oldest) <= now - window
+      else
+        unknown = card > 0
+      end
+      if reply then -- its first read failed: that is the decision's answer
+        fits = false
+        break
+      end
+      if unknown and window ~= cutW then
+        cutW, cutS = window, fmt('%d', now - window)
+      end
+      if unknown then
         cutoff = cutS
-        if peek then -- nothing is removed
-          gone = call('ZCOUNT', key, '-inf', cutoff)
-        else
-          unknown = true
-        end
+      end
+      if unknown and card + n > limit then
+        gone = call('ZCOUNT', key, '-inf', cutoff)
+        unknown = false
       end
       count = card - gone
-      end
-      end
       if count + n > limit and not retried then
         fits = false
       end
-      if all then -- keep this log's state while the others are read
-        state = state or {}
-        local b = 8 * i - 8
-        state[b + 1], state[b + 2], state[b + 3], state[b + 4] = key, limit, window, count
-        state[b + 5], state[b + 6], state[b + 7], state[b + 8] = gone, unknown, oldest, cutoff
+      if index then -- keep this log's state while the others are read
+        local b = 10 * i - 10
+        logs[b + 1], logs[b + 2], logs[b + 3], logs[b + 4], logs[b + 5] = key, limit, window, count, gone
+        logs[b + 6], logs[b + 7], logs[b + 8], logs[b + 9], logs[b + 10] = unknown, oldest, cutoff, lg, quota
       end
     end
 
-    local named, periods -- the index's windows (AllowAll), the periods index's quotas and ends
-    if fits and not peek and not retried and all then
-      -- read before the first write, so that a key of another type there
-      -- (WRONGTYPE) fails the decision with nothing written
-      named = read('ZRANGE', KEYS[keyAt + nlimits + 1], '0', '-1')
-      if named.err then
-        reply, fits = named, false
-      elseif all == 2 then
-        periods = read('ZRANGE', KEYS[keyAt + nlimits + 2], '0', '-1', 'WITHSCORES')
-        if periods.err then
-          reply, fits = periods, false
-        end
-      end
+    if fits and not peek and not retried and index then
+      -- the windows its index names and, with quotas, the periods index's
+      -- quotas and ends, read before its first write, so that a key of
+      -- another type there (WRONGTYPE) fails the decision with nothing
+      -- written
+      named = read('ZRANGE', index, '0', '-1')
+      periods = pindex and not named.err and read('ZRANGE', pindex, '0', '-1', 'WITHSCORES')
+      reply = (named.err and named) or (periods and periods.err and periods) or nil
+      fits = not reply
     end
+    local admitted = 0 -- the logs it writes: all or none
     if fits and not peek and not retried then
-      wrote = true
-      -- 3. Admit: record n events at now in every log. NX keeps an event that
-      --    is already there untouched, so a retried call (same ids) records
-      --    nothing twice.
-      local ids -- (made for the first sorted set among its logs: a compact log keeps no ids)
-      local fresh = true
-      for i = 1, nlimits do
-        if all then
-          local b = 8 * i - 8
-          key, limit, window, count = state[b + 1], state[b + 2], state[b + 3], state[b + 4]
-          gone, unknown, oldest, cutoff = state[b + 5], state[b + 6], state[b + 7], state[b + 8]
-        end
-        if count + n > 128 and count <= 4096 and not (clogkey == key or cs and cs[key])
-          and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then -- ('-': a window the client keeps compactly)
-          -- a sorted set of a limit the client keeps compactly, which this
-          -- admission takes past a listpack's 128 members: it becomes a
-          -- compact log of its live events, in place, and is admitted as
-          -- one (a larger one, an older slidelog's, stays a sorted set)
-          clib = clib or compactLib()
-          local lg = clib.convert(key, limit, now - window, n)
-          count, gone, unknown = lg.T, 0, false
-          clog, clogkey = lg, key
-          if all then
-            cs = cs or {}
-            cs[key] = lg
-          end
-        end
-        if all == 2 and not tonumber(ARGV[argAt + 2 + 2 * i]) then
-          -- a quota: count n more in its period (oldest: its end), and
-          -- keep this admission's id and time for its retry
-          count = count + n
-          call('ZADD', key, oldest, 'e', string.format('%d', count), 'c', nows, first)
-          if cutoff and cutoff ~= first then
-            call('ZREM', key, cutoff)
-          end
-          if denied then
-            denied[key] = nil
-          end
-          if i == 1 then
-            reply = '1 ' .. at .. ' ' .. string.format('%d', count) .. ' 0 ' .. oldest
-          else
-            reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. oldest
-          end
-          state[8 * i - 4] = count
-        elseif clogkey == key or cs and cs[key] then
-          -- a compact log: n events at now (or at its newest event's time,
-          -- should Redis' clock have stepped back), written in place
-          local lg = clogkey == key and clog or cs[key]
-          local t, ts = nows, now
-          if lg.newest > now then
-            ts = lg.newest
-            t = string.format('%d', ts)
-          end
-          local p = 0
-          if lg.C > 0 then
-            p = lg.T % lg.C
-          end
-          if struct and count + n <= lg.C and p + n <= lg.C then
-            -- in place: its slots, then the header and its table entry
-            local slot = struct.pack('>I7', ts)
-            if n > 1 then
-              call('SETRANGE', key, 296 + 7 * p, string.rep(slot, n))
-            else
-              call('SETRANGE', key, 296 + 7 * p, slot)
-            end
-            local od = lg.oldest
-            if count == 0 then
-              od = ts
-            end
-            call('SETRANGE', key, '11', struct.pack('>I7I7I7I7B', lg.T + n, lg.f, ts, od, (lg.cur + 1) % 16))
-            call('SETRANGE', key, 40 + 16 * lg.cur, first .. slot .. 'a')
-            lg.T, lg.F, lg.newest, lg.oldest = lg.T + n, lg.f, ts, od
-          else -- growing, wrapping, or on miniredis
-            clib = clib or compactLib()
-            clib.record(lg, n, ts, first, lg.f, count, limit)
-          end
-          count = count + n
-          lg.f = lg.T - count
-          if denied then
-            denied[key] = nil
-          end
-          if i == 1 then
-            reply = '1 ' .. at .. ' ' .. string.format('%d', count) .. ' 0 ' .. t
-          else
-            reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. t
-          end
-          if all then
-            state[8 * i - 4] = count
-          end
-        else
-        local added = 0
-        if n == 1 then
-          added = call('ZADD', key, 'NX', nows, first)
-        else
-          -- unpack has a stack limit: at most 1000 events per ZADD
-          if not ids then
-            ids = eventIds(first, 0, n - 1) -- (ids.lua)
-          end
-          for j = 1, n, 1000 do
-            local args = {'NX'}
-            for e = j, math.min(j + 999, n) do
-              args[#args + 1] = nows
-              args[#args + 1] = ids[e]
-            end
-            added = added + call('ZADD', key, unpack(args))
-          end
-        end
-        fresh = fresh and added == n
-        if denied then
-          denied[key] = nil
-        end
-        -- Forget the expired events: a log never holds more than its window's.
-        if unknown then
-          gone = call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
-          count, unknown = count - gone, false
-        elseif gone > 0 then
-          call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
-        end
+      admitted = nlimits
+    end
+    -- admit: record n events at now in every log. NX keeps an event that
+    -- is already there untouched, so a retried call (same ids) records
+    -- nothing twice.
+    local fresh = true -- whether every event it recorded is new
+    for i = 1, admitted do
+      if index then
+        key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota = unpack(logs, 10 * i - 9, 10 * i)
+      end
+      if count + n > convertPast and count <= 4096 and not lg and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then
+        -- a sorted set of a limit the client keeps compactly ('-': a
+        -- negated window), which this admission takes past convertPast live
+        -- events (a listpack's 128 members: embed.go): it becomes a compact
+        -- log of its live events, in place, and is admitted as one (a larger
+        -- one, an older slidelog's, stays a sorted set)
+        clib = clib or compactLib()
+        lg = clib.convert(key, limit, now - window, n)
+        count, gone, unknown = lg.T, 0, false
+      end
+      local newest, added = nows, n -- its newest event's time; the events it added
+      if quota then -- n more in its period (oldest: its end)
+        count = admitQuota(key, count, n, oldest, cutoff, first, nows)
+        newest = oldest
+      elseif lg then
+        count, newest, clib = compactStep('admit', clib, lg, n, count, first, limit, now, nows)
+      elseif n == 1 then
+        added = call('ZADD', key, 'NX', nows, first)
+      else -- AllowN: its events' ids derived and recorded (ids.lua)
+        added = eventIds(first, 0, n - 1, key, nows)
+      end
+      if denied then
+        denied[key] = nil
+      end
+      -- a sorted set forgets its expired events: a log never holds more
+      -- than its window's
+      if unknown then
+        gone = call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+        count, unknown = count - gone, false
+      elseif gone > 0 and not lg then
+        call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+      end
+      if not quota and not lg then
         count = count + added
-        if i == 1 then -- (one concatenation makes one string)
-          reply = '1 ' .. at .. ' ' .. string.format('%d', count) .. ' 0 ' .. nows
-        else
-          reply = reply .. ' ' .. string.format('%d', count) .. ' 0 ' .. nows
-        end
-        if all then
-          local b = 8 * i - 8
-          state[b + 4], state[b + 5], state[b + 6] = count, gone, unknown
-        end
-        end
       end
-      if all then
-        -- Name the windows in the index, which lives as long as the longest
-        -- window it names would from now: no log outlives it. Usually every
-        -- window is named already, and one read tells it.
-        local index = KEYS[keyAt + nlimits + 1]
-        local longest = tonumber(named[#named]) or 0
-        local missing = {}
-        for i = 1, nlimits do
-          local w = ARGV[argAt + 2 + 2 * i]
-          if string.byte(w) == 45 then -- '-': a compact log's
-            w = string.sub(w, 2)
-          end
-          local found = false
-          for j = 1, #named do
-            if named[j] == w then
-              found = true
-              break
-            end
-          end
-          if not found and (all ~= 2 or tonumber(w)) then -- (a quota is no window)
-            missing[#missing + 1] = w
-            missing[#missing + 1] = w
-            longest = math.max(longest, tonumber(w))
-          end
-        end
-        if #missing > 0 then
-          call('ZADD', index, unpack(missing))
-          if denied then -- the index is a log too, if a key names it
-            denied[index] = nil
-          end
-        end
-        -- (its key and its longest window, for its expiry below)
-        state[8 * nlimits + 1], state[8 * nlimits + 3] = index, longest
-      if all == 2 then
-        -- Name each quota in the periods index with its period's end (the
-        -- score): Reset finds the quotas there, and the index lives until
-        -- the last of their periods ends.
-        local pindex, latest = KEYS[keyAt + nlimits + 2], 0
-        local ends = {}
-        for j = 1, #periods, 2 do
-          ends[periods[j]] = tonumber(periods[j + 1])
-          latest = math.max(latest, tonumber(periods[j + 1]))
-        end
-        local stale = {}
-        for i = 1, nlimits do
-          if not tonumber(ARGV[argAt + 2 + 2 * i]) then
-            local b = 8 * i - 8
-            local e = state[b + 7] -- its period's end
-            if ends[state[b + 1]] ~= tonumber(e) then
-              stale[#stale + 1] = e
-              stale[#stale + 1] = state[b + 1]
-            end
-            latest = math.max(latest, tonumber(e))
-          end
-        end
-        if #stale > 0 then
-          call('ZADD', pindex, unpack(stale))
-        end
-        state[8 * nlimits + 9], state[8 * nlimits + 11] = pindex, latest - now
+      fresh = fresh and added == n
+      if i == 1 then -- (one concatenation makes one string)
+        reply = '1 ' .. at .. ' ' .. fmt('%d', count) .. ' 0 ' .. newest
+      else
+        reply = reply .. ' ' .. fmt('%d', count) .. ' 0 ' .. newest
       end
+      if index then -- (count, gone, unknown and lg have changed)
+        local b = 10 * i - 10
+        logs[b + 4], logs[b + 5], logs[b + 6], logs[b + 9] = count, gone, unknown, lg
       end
-      if not fresh then
-        -- Some of its events were there already (a retry not marked as one):
-        -- the answer is read below.
-        reply = nil
+    end
+    if admitted > 0 and index then
+      -- name its windows and quotas in the indexes, which live as long as
+      -- the longest of them (their expiries below, as the logs')
+      nameAll = nameAll or logLib('index')
+      local b, longest, latest, wrote = 10 * nlimits, nameAll(index, named, pindex, periods, ARGV, argAt + 2, logs, nlimits)
+      logs[b + 1], logs[b + 3], logs[b + 9] = index, longest, nil
+      if pindex then
+        logs[b + 11], logs[b + 13], logs[b + 19] = pindex, latest - now, nil
+      end
+      if wrote and denied then -- the index is a log too, if a key names it
+        denied[index] = nil
       end
     end
 
-    if not reply then
-      -- Peek, a retry, or 4. Deny: write nothing (expired events wait for the
-      -- next admission or the key's expiry); or an admission some of whose
-      -- events were there already. Each log's count must be exact now.
-      for i = 1, nlimits do
-        if all then
-          local b = 8 * i - 8
-          key, limit, window, count = state[b + 1], state[b + 2], state[b + 3], state[b + 4]
-          gone, unknown, oldest, cutoff = state[b + 5], state[b + 6], state[b + 7], state[b + 8]
-        end
-        if unknown then
-          gone = call('ZCOUNT', key, '-inf', cutoff)
-          count = count - gone
-        end
-        local kth = '0'
-        if all == 2 and not tonumber(ARGV[argAt + 2 + 2 * i]) then
-          -- a quota: the request fits, and its count is gone, at its
-          -- period's end (oldest)
-          local newest = '0'
-          if count > 0 then
-            newest = oldest
-          end
-          if not fits and count + n > limit then
-            kth = oldest
-          end
-          if i == 1 then
-            reply = (fits and '1 ' or '0 ') .. at .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
-          else
-            reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
-          end
-        elseif clogkey == key or cs and cs[key] then
-          -- a compact log: the k-th oldest live event is f + k - 1
-          local lg = clogkey == key and clog or cs[key]
-          if not fits and count + n > limit then
-            if count + n - limit == 1 then
-              kth = string.format('%d', lg.oldest) -- (the time of event f)
-            else
-              clib = clib or compactLib()
-              kth = string.format('%d', clib.ts(lg, lg.f + count + n - limit - 1))
-            end
-          end
-          local newest = '0'
-          if lg.T > 0 then
-            newest = string.format('%d', lg.newest)
-          end
-          if i == 1 then
-            reply = (fits and '1 ' or '0 ') .. at .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
-          else
-            reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
-          end
-        else
-        if not fits then
-          local short = count + n - limit
-          if short > 0 then
-            -- The same request fits under this limit once the k-th oldest
-            -- live event has expired; the live events follow the expired ones.
-            kth = oldest
-            if gone > 0 or short > 1 then
-              local j = string.format('%d', gone + short - 1)
-              kth = call('ZRANGE', key, j, j, 'WITHSCORES')[2]
-            end
-          end
-        end
-        local newest = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
-        if i == 1 then
-          reply = (fits and '1 ' or '0 ') .. at .. ' ' .. string.format('%d', count)
-            .. ' ' .. kth .. ' ' .. newest
-        else
-          reply = reply .. ' ' .. string.format('%d', count) .. ' ' .. kth .. ' ' .. newest
-        end
-        end
-        if last < nargs and not fits and nlimits == 1 then
-          -- a denial is never a retry's: its time is the call's
-          denied = denied or {}
-          denied[key] = {ARGV[argAt + 3], ARGV[argAt + 4], n, reply}
-        end
+    -- answer: a denial, a peek or a retry writes nothing (expired events
+    -- wait for the next admission or the key's expiry); so does an
+    -- admission some of whose events were there already (a retry not
+    -- marked as one: its reply is made again here). Each log's count must
+    -- be exact now.
+    for i = 1, (reply and fresh) and 0 or nlimits do
+      if index then
+        key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota = unpack(logs, 10 * i - 9, 10 * i)
+      end
+      if unknown then
+        gone = call('ZCOUNT', key, '-inf', cutoff)
+        count = count - gone
+      end
+      -- short: the events the request is over this limit by; it fits once
+      -- the short-th oldest live event has expired (the live events follow
+      -- the expired ones); newest: its newest event's time
+      local short, kth, newest = 0, '0', nil
+      if not fits then
+        short = count + n - limit
+      end
+      if quota then -- its count is gone at its period's end (oldest)
+        kth = short > 0 and oldest or '0'
+        newest = count > 0 and oldest or '0'
+      elseif lg then
+        kth, newest, clib = compactStep('answer', clib, lg, short)
+      elseif short == 1 and gone == 0 then
+        kth = oldest
+      elseif short > 0 then
+        local j = fmt('%d', gone + short - 1)
+        kth = call('ZRANGE', key, j, j, 'WITHSCORES')[2]
+      end
+      newest = newest or call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] or '0'
+      -- a full log's count is its limit: the limit's argument (its decimal
+      -- digits, as the client sent them) costs Redis less than printing it
+      local counted = count == limit and ARGV[argAt + 1 + 2 * i] or fmt('%d', count)
+      if i == 1 then
+        reply = (fits and '1 ' or '0 ') .. at .. ' ' .. counted .. ' ' .. kth .. ' ' .. newest
+      else
+        reply = reply .. ' ' .. counted .. ' ' .. kth .. ' ' .. newest
+      end
+      if last < nargs and not fits and nlimits == 1 then
+        -- a denial is never a retry's: its time is the call's
+        denied = denied or {}
+        denied[key] = {ARGV[argAt + 3], ARGV[argAt + 4], n, reply}
       end
     end
 
-    if wrote then
-      -- 5. Expire each key it wrote, after its last read (see expiries; the
-      --    index lives as long as the longest window it names).
-      for i = 1, nkeys do
-        if all then
-          local b = 8 * i - 8
-          key, window = state[b + 1], state[b + 3]
-        end
-        local from = now -- (a compact log's newest event may be later: compact.lua)
-        local lg = clogkey == key and clog or cs and cs[key]
-        if lg then
-          from = math.max(now, lg.newest)
-        end
-        local ms = expS
-        if from + window ~= expAt then
-          expAt = from + window
-          ms = string.format('%d', math.ceil(expAt / 1000))
-          expS = ms
-        end
-        if last == nargs and not replies then -- alone in its call
-          call('PEXPIREAT', key, ms)
-        else
-          expiries = expiries or {}
-          expiries[#expiries + 1], expiries[#expiries + 2] = key, ms
-        end
+    -- expire each key it wrote, after its last read (see expiries; the
+    -- indexes live as long as the longest window, or period, they name)
+    for i = 1, admitted > 0 and nkeys or 0 do
+      if index then
+        key, window, lg = logs[10 * i - 9], logs[10 * i - 7], logs[10 * i - 1]
+      end
+      local from = now -- (a compact log's newest event may be later: compact.lua)
+      if lg then
+        from = math.max(now, lg.newest)
+      end
+      if from + window ~= expAt then
+        expAt = from + window
+        expS = fmt('%d', math.ceil(expAt / 1000))
+      end
+      if last == nargs and not replies then -- alone in its call
+        call('PEXPIREAT', key, expS)
+      else
+        expiries = expiries or {}
+        expiries[#expiries + 1], expiries[#expiries + 2] = key, expS
       end
     end
   end

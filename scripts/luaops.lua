@@ -6,8 +6,9 @@
 --
 --   lua5.1 scripts/luaops.lua script.lua CASE [lines]
 --
--- The library joins clock.lua before the script (embed.go), and so does
--- this; lines of clock.lua print with a c before their number.
+-- The library joins clock.lua and the shared files before the script
+-- (embed.go's decideSrc), and so does this; lines of what is joined print
+-- with a c before their number (counted from the first joined line).
 --
 -- CASE is one call: deny (a full log, one decision), admit (an empty log),
 -- admit-live (a log with a live event), peek (a log with room), allowall
@@ -113,21 +114,67 @@ else
   error('usage: lua5.1 scripts/luaops.lua script.lua deny|admit|admit-live|peek|allowall|batch [lines]')
 end
 
--- The library joins clock.lua (beside the script) before script.lua and
--- renew.lua; a script that reads TIME itself (an older one) runs alone.
+-- The library joins shared files and constants before script.lua (embed.go's
+-- decideSrc); this joins what embed.go names there, in its order: a file
+-- it embeds (beside the script), a Go string, or a fmt.Sprintf of one
+-- constant. A script that reads TIME itself (an older one) runs alone.
 local function read(path)
   local f = assert(io.open(path))
   local text = f:read('*a')
   f:close()
   return text
 end
+local dir = file:match('^(.*/)') or ''
+local function joined()
+  local ok, embed = pcall(read, dir .. 'embed.go')
+  if not ok then
+    error('luaops: no embed.go beside ' .. file .. ': it says what the library joins')
+  end
+  local files, sources = {}, {}
+  for path, name in embed:gmatch('//go:embed ([%w_.]+)%s+([%w_]+) string') do
+    files[name] = path
+  end
+  local list = embed:match('decideSrc%s*=%s*([%w_ +]+)\n')
+  if not list then
+    error('luaops: embed.go has no line "decideSrc = a + b + ...": update luaops.lua')
+  end
+  for name in list:gmatch('[%w_]+') do
+    if files[name] then
+      if files[name] ~= 'script.lua' then
+        sources[#sources + 1] = read(dir .. files[name])
+      end
+    else
+      local def = embed:match('\n%s*' .. name .. '%s*=%s*([^\n]+)')
+      local literal = def and def:match('^"(.*)"$')
+      local format, const = (def or ''):match('^fmt%.Sprintf%("(.*)", ([%w_]+)%)$')
+      if literal then
+        sources[#sources + 1] = (literal:gsub('\\n', '\n'))
+      elseif format then
+        -- the constant's value: its definition in a Go file beside embed.go
+        -- (NAME = a << b, or a number), else 0 (no case here reads it)
+        local value = 0
+        for _, go in ipairs({'limit.go'}) do
+          local okGo, src = pcall(read, dir .. go)
+          local a, b = (okGo and src or ''):match('\n%s*' .. const .. '%s*=%s*(%d+) << (%d+)')
+          if a then
+            value = tonumber(a) * 2 ^ tonumber(b)
+          end
+        end
+        sources[#sources + 1] = (format:gsub('%%d', string.format('%d', value)):gsub('\\n', '\n'))
+      else
+        error('luaops: embed.go joins ' .. name .. ', which luaops.lua cannot read: update it')
+      end
+    end
+  end
+  return table.concat(sources)
+end
 local text, clock = read(file), ''
 if not text:find("'TIME'") then
-  clock = read((file:match('^(.*/)') or '') .. 'clock.lua')
+  clock = joined()
 end
 local source = '@' .. file
 local chunk = assert(loadstring(clock .. text, source))
-local offset = select(2, clock:gsub('\n', '\n')) -- clock.lua's lines
+local offset = select(2, clock:gsub('\n', '\n')) -- the joined lines
 local ops, perline = 0, {}
 debug.sethook(function()
   local info = debug.getinfo(2, 'Sl')
