@@ -17,19 +17,42 @@
 #     (the zones are in the binary), its reset at Berlin's next midnight;
 #   - /json, /rlconfig (HTTP and debug ports) and /metrics answer;
 #   - docker stop (SIGTERM) drains and exits 0;
+#   - with Envoy Gateway's environment for its rate limit Deployment
+#     (CONFIG_TYPE=GRPC_XDS_SOTW from envoy-gateway:18001 as node
+#     envoy-ratelimit over mutual TLS, FORCE_START_WITHOUT_INITIAL_CONFIG,
+#     gRPC over TLS, the certificates at /certs as its Secret lays them out,
+#     GRPC_SERVER_TLS_CA_CERT, Redis over tcp, USE_STATSD=false, RUNTIME_*,
+#     LOG_LEVEL=info) and HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true, the
+#     image connects to an xDS server (contrib/envoyrls/internal/xdsserve,
+#     a container of its own) with its client certificate, listens at once,
+#     unhealthy and answering with an error until the server pushes a
+#     configuration, then healthy; over TLS, 2 a minute admit 2 of 3;
 #   - deploy/compose (Redis and two replicas, set the same way) admits
 #     exactly the limit across both replicas.
-# Builds the images (scripts/build-image.sh) and the gRPC client
-# (contrib/envoyrls/internal/rlsask); Redis is slidelog/redis:7.0 unless
-# SLIDELOG_REDIS_IMAGE names another (scripts/build-images.sh builds it).
+# Builds the images (scripts/build-image.sh), the gRPC client
+# (contrib/envoyrls/internal/rlsask) and the xDS server's image (a static
+# binary, FROM scratch); the certificates are made with openssl. Redis is
+# slidelog/redis:7.0 unless SLIDELOG_REDIS_IMAGE names another
+# (scripts/build-images.sh builds it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 image=${SLIDELOG_RLS_IMAGE:-slidelog/slidelog:dev-rls}
 redis_image=${SLIDELOG_REDIS_IMAGE:-slidelog/redis:7.0}
 
-echo "--- building $image (static binary, FROM scratch) and rlsask"
+echo "--- building $image (static binary, FROM scratch), rlsask and the xDS server's image"
 bash scripts/build-image.sh "${SLIDELOG_IMAGE:-slidelog/slidelog:dev}" "$image"
 go build -o build/rlsask ./contrib/envoyrls/internal/rlsask
+xds_image=slidelog/xdsserve:check-$$
+rm -rf build/xdsserve
+mkdir -p build/xdsserve
+CGO_ENABLED=0 go build -o build/xdsserve/xdsserve ./contrib/envoyrls/internal/xdsserve
+docker build -q -t "$xds_image" -f - build/xdsserve >build/xdsserve.log 2>&1 <<'DOCKERFILE' || { cat build/xdsserve.log; exit 1; }
+FROM scratch
+COPY xdsserve /xdsserve
+USER 65534:65534
+ENTRYPOINT ["/xdsserve"]
+DOCKERFILE
+echo "built $xds_image (contrib/envoyrls/internal/xdsserve)"
 
 fail() { echo "rls image check failed: $*" >&2; exit 1; }
 
@@ -46,7 +69,8 @@ work=$(mktemp -d)
 compose() { if docker compose version >/dev/null 2>&1; then docker compose "$@"; else docker-compose "$@"; fi; }
 composed=
 cleanup() {
-  docker rm -f "$run-rls" "$run-redis" >/dev/null 2>&1 || true
+  docker rm -f "$run-rls" "$run-eg" "$run-xds" "$run-redis" >/dev/null 2>&1 || true
+  docker rmi "$xds_image" >/dev/null 2>&1 || true
   docker network rm "$run" >/dev/null 2>&1 || true
   [ -z "$composed" ] || compose -f deploy/compose/docker-compose.yml -p "$run" down -v >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -157,6 +181,105 @@ if grep -q 'variable ignored' <<<"$logs"; then
 fi
 echo "docker stop: drained, exit 0"
 
+echo "--- Envoy Gateway's environment: the configuration over xDS (mutual TLS), gRPC over TLS"
+# Certificates as Envoy Gateway's Secrets hold them (tls.crt, tls.key,
+# ca.crt): the rate limit service's serves gRPC and is its client
+# certificate to the xDS server; the xDS server's is for envoy-gateway.
+certs=$work/certs
+mkdir -p "$certs/ratelimit" "$certs/envoy-gateway"
+ossl() { openssl "$@" 2>>"$work/openssl.log" || { cat "$work/openssl.log" >&2; fail "openssl $1"; }; }
+ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=slidelog-check-ca \
+  -keyout "$certs/ca.key" -out "$certs/ca.crt"
+issue() { # DIR SANS EKU
+  ossl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=${1##*/}" -keyout "$1/tls.key" -out "$1/tls.csr"
+  printf 'subjectAltName=%s\nextendedKeyUsage=%s\n' "$2" "$3" >"$1/ext"
+  ossl x509 -req -in "$1/tls.csr" -CA "$certs/ca.crt" -CAkey "$certs/ca.key" -CAcreateserial -days 1 -extfile "$1/ext" -out "$1/tls.crt"
+  cp "$certs/ca.crt" "$1/ca.crt"
+  rm -f "$1/tls.csr" "$1/ext"
+}
+rls_name=envoy-ratelimit.envoy-gateway-system.svc.cluster.local
+issue "$certs/ratelimit" "DNS:envoy-ratelimit,DNS:envoy-ratelimit.envoy-gateway-system,DNS:envoy-ratelimit.envoy-gateway-system.svc,DNS:$rls_name" serverAuth,clientAuth
+issue "$certs/envoy-gateway" "DNS:envoy-gateway,DNS:envoy-gateway.envoy-gateway-system,DNS:envoy-gateway.envoy-gateway-system.svc" serverAuth
+chmod -R a+rX "$certs" # the containers run as 65534
+
+# The xDS server pushes its configuration only when told (SIGHUP), so the
+# service is first seen connected and without one.
+docker run -d --name "$run-xds" --network "$run" --network-alias envoy-gateway \
+  -v "$certs/envoy-gateway:/certs:ro" "$xds_image" \
+  --listen :18001 --cert /certs/tls.crt --key /certs/tls.key --ca /certs/ca.crt --node envoy-ratelimit --on-hup >/dev/null
+docker run -d --name "$run-eg" --network "$run" \
+  --entrypoint /bin/ratelimit \
+  -e REDIS_SOCKET_TYPE=tcp -e REDIS_URL=redis:6379 \
+  -e RUNTIME_ROOT=/data -e RUNTIME_SUBDIRECTORY=ratelimit -e RUNTIME_IGNOREDOTFILES=true -e RUNTIME_WATCH_ROOT=false \
+  -e LOG_LEVEL=info -e USE_STATSD=false \
+  -e CONFIG_TYPE=GRPC_XDS_SOTW -e CONFIG_GRPC_XDS_SERVER_URL=envoy-gateway:18001 -e CONFIG_GRPC_XDS_NODE_ID=envoy-ratelimit \
+  -e GRPC_SERVER_USE_TLS=true -e GRPC_SERVER_TLS_CERT=/certs/tls.crt -e GRPC_SERVER_TLS_KEY=/certs/tls.key \
+  -e GRPC_SERVER_TLS_CA_CERT=/certs/ca.crt \
+  -e CONFIG_GRPC_XDS_SERVER_USE_TLS=true -e CONFIG_GRPC_XDS_CLIENT_TLS_CERT=/certs/tls.crt \
+  -e CONFIG_GRPC_XDS_CLIENT_TLS_KEY=/certs/tls.key -e CONFIG_GRPC_XDS_SERVER_TLS_CACERT=/certs/ca.crt \
+  -e FORCE_START_WITHOUT_INITIAL_CONFIG=true -e HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true \
+  -v "$certs/ratelimit:/certs:ro" \
+  --health-interval 1s \
+  -p 127.0.0.1::8080 -p 127.0.0.1::8081 \
+  "$image" >/dev/null
+eg_logs() { echo "--- xDS server:" >&2; docker logs "$run-xds" >&2 2>&1 || true; echo "--- rate limit service:" >&2; docker logs "$run-eg" >&2 2>&1 || true; }
+# waitfor WHAT CMD...: polls CMD (every half second, 4 minutes at most:
+# the machine may be busy) until it succeeds.
+waitfor() {
+  local what=$1
+  shift
+  for _ in $(seq 1 480); do
+    "$@" && return 0
+    sleep 0.5
+  done
+  eg_logs
+  fail "$what: not in 4 minutes"
+}
+xds_saw() { docker logs "$run-xds" 2>/dev/null | grep -qF "$1"; }
+waitfor "a discovery request from node envoy-ratelimit (over mutual TLS)" xds_saw 'request node=envoy-ratelimit version="" ack=false'
+echo "the xDS server: a request from node envoy-ratelimit, over mutual TLS"
+eg_http=$(docker port "$run-eg" 8080/tcp | grep -m1 127.0.0.1)
+eg_grpc=$(docker port "$run-eg" 8081/tcp | grep -m1 127.0.0.1)
+health_code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$eg_http/healthcheck" || true; }
+answers() { [ "$(health_code)" != 000 ]; }
+waitfor "/healthcheck answering" answers
+code=$(health_code)
+[ "$code" = 500 ] || { eg_logs; fail "/healthcheck before any configuration: HTTP $code, want 500"; }
+egask() { build/rlsask --addr "$eg_grpc" --tls-ca "$certs/ca.crt" --tls-server-name "$rls_name" --domain default/eg/http "$@"; }
+rule='httproute/default/backend/rule/0/match/0/*-key-rule-0-match-0=httproute/default/backend/rule/0/match/0/*-value-rule-0-match-0'
+if err=$(egask "$rule" 2>&1); then fail "a request before any configuration was answered: $err"; fi
+grep -q 'no rate limit configuration loaded' <<<"$err" || { eg_logs; fail "a request before any configuration: '$err', want 'no rate limit configuration loaded'"; }
+echo "before the push: listening, /healthcheck 500, requests answered 'no rate limit configuration loaded'"
+if err=$(build/rlsask --addr "$eg_grpc" --timeout 5s --domain default/eg/http "$rule" 2>&1); then
+  fail "a plaintext request to the TLS port was answered: $err"
+fi
+
+docker kill -s HUP "$run-xds" >/dev/null
+waitfor "the push of version 1 ACKed by node envoy-ratelimit" xds_saw 'request node=envoy-ratelimit version="1" ack=true'
+healthy() { [ "$(docker inspect --format '{{.State.Health.Status}}' "$run-eg")" = healthy ]; }
+waitfor "the container healthy after the push" healthy
+code=$(health_code)
+[ "$code" = 200 ] || { eg_logs; fail "/healthcheck after the push: HTTP $code, want 200"; }
+echo "after the push: version 1 ACKed, /healthcheck 200, HEALTHCHECK healthy"
+got=$(egask --n 3 "$rule") || { eg_logs; fail "asks over TLS failed"; }
+echo "$got"
+codes=$(awk '{print $1}' <<<"$got" | tr '\n' ' ')
+[ "$codes" = "OK OK OVER_LIMIT " ] || fail "the pushed rule (2 a minute), three asks over TLS: $codes, want OK OK OVER_LIMIT"
+reset=$(tail -1 <<<"$got" | sed -n 's/.*reset=\([0-9]*\).*/\1/p')
+[ -n "$reset" ] && [ "$reset" -ge 1 ] && [ "$reset" -le 60 ] || fail "the denial's reset is ${reset:-missing}s, want 1 to 60"
+curl -sf "http://$eg_http/rlconfig" | grep -qF 'default/eg/http.httproute/default/backend/rule/0/match/0/*-key-rule-0-match-0_httproute/default/backend/rule/0/match/0/*-value-rule-0-match-0: unit=MINUTE requests_per_unit=2' ||
+  { curl -s "http://$eg_http/rlconfig" >&2; fail "/rlconfig does not show the pushed rule"; }
+
+docker stop -t 30 "$run-eg" >/dev/null
+code=$(docker inspect --format '{{.State.ExitCode}}' "$run-eg")
+logs=$(docker logs "$run-eg" 2>&1)
+[ "$code" = 0 ] || { echo "$logs" >&2; fail "docker stop (Envoy Gateway's environment): exit $code, want 0"; }
+if grep -q 'variable ignored' <<<"$logs"; then
+  echo "$logs" >&2
+  fail "a variable of Envoy Gateway's environment was logged as ignored"
+fi
+echo "Envoy Gateway's environment: no variable ignored; docker stop: exit 0"
+
 echo "--- deploy/compose: Redis and two replicas"
 export SLIDELOG_RLS_IMAGE=$image SLIDELOG_REDIS_IMAGE=$redis_image
 export SLIDELOG_RLS_GRPC1= SLIDELOG_RLS_GRPC2= SLIDELOG_RLS_HTTP1= SLIDELOG_RLS_HTTP2= # free ports
@@ -186,4 +309,4 @@ for i in $(seq 1 15); do
 done
 echo "15 asks alternately to both replicas: $admitted admitted, $denied denied (10 a minute)"
 [ "$admitted" = 10 ] && [ "$denied" = 5 ] || fail "want exactly 10 admitted across both replicas"
-echo "rls image check ok: Istio's sample's environment, /bin/ratelimit, exact answers; two replicas, one limit"
+echo "rls image check ok: Istio's sample's environment, /bin/ratelimit, exact answers; Envoy Gateway's, over xDS and TLS; two replicas, one limit"

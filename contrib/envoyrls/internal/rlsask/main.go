@@ -5,11 +5,17 @@
 //
 //	rlsask --addr 127.0.0.1:8081 --domain web --n 3 remote_address=10.0.0.1 [path=/x ...]
 //
-// The KEY=VALUE arguments are the entries of one descriptor.
+// The KEY=VALUE arguments are the entries of one descriptor (split at the
+// first =). Plaintext, unless --tls-ca names the CA of the service's
+// certificate: then TLS, the name verified --tls-server-name (else the
+// address's host), with a client certificate if --tls-cert and --tls-key
+// name one.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -19,6 +25,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -27,7 +34,20 @@ func main() {
 	domain := flag.String("domain", "web", "the request's domain")
 	n := flag.Int("n", 1, "calls to send")
 	timeout := flag.Duration("timeout", 10*time.Second, "each call's deadline")
+	tlsCA := flag.String("tls-ca", "", "TLS: the CA of the service's certificate (PEM); unset, plaintext")
+	tlsName := flag.String("tls-server-name", "", "TLS: the name the service's certificate must carry (default the address's host)")
+	tlsCert := flag.String("tls-cert", "", "TLS: a client certificate (PEM)")
+	tlsKey := flag.String("tls-key", "", "TLS: its key (PEM)")
 	flag.Parse()
+	creds := insecure.NewCredentials()
+	if *tlsCA != "" {
+		cfg, err := clientTLS(*tlsCA, *tlsName, *tlsCert, *tlsKey)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rlsask:", err)
+			os.Exit(2)
+		}
+		creds = credentials.NewTLS(cfg)
+	}
 	d := &rlv3.RateLimitDescriptor{}
 	for _, kv := range flag.Args() {
 		k, v, ok := strings.Cut(kv, "=")
@@ -37,7 +57,7 @@ func main() {
 		}
 		d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: k, Value: v})
 	}
-	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rlsask:", err)
 		os.Exit(1)
@@ -60,4 +80,24 @@ func main() {
 		}
 		fmt.Println(line)
 	}
+}
+
+func clientTLS(caFile, name, certFile, keyFile string) (*tls.Config, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--tls-ca %s: no certificate", caFile)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: name}
+	if certFile != "" || keyFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert, --tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }
