@@ -356,9 +356,10 @@ func fuzz(t *testing.T, rdb *redis.Client, seed int64, steps int) coverage {
 				break
 			}
 			w := int64(1)
-			if wmode == "mixed" {
+			switch wmode {
+			case "mixed":
 				w = 1 + r.Int63n(20000)
-			} else if wmode == "const" {
+			case "const":
 				w = wconst
 			}
 			m.record(at, w)
