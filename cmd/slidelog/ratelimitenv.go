@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // ratelimitEnv is what envoyproxy/ratelimit's environment variables ask of
@@ -388,17 +390,4 @@ func sameSetting(a, b string) bool {
 }
 
 // validHeaderName: s is an HTTP header name (a token, RFC 9110).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func validHeaderName(s string) bool { return httpguts.ValidHeaderFieldName(s) }
