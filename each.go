@@ -1,9 +1,421 @@
 package slidelog
 
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/deadline"
+	"github.com/slidelog/slidelog/internal/fault"
+	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/keylayout"
+	"github.com/slidelog/slidelog/internal/reply"
+)
+
 // Ask is one key's part of an AllowEach: N events for Key against every
 // one of Limits (one limit, or several as AllowAll takes them).
 type Ask struct {
 	Key    string
 	N      int
 	Limits []Limit
+}
+
+// Eacher is a Decider that also decides several keys as one (AllowEach):
+// *Limiter and slidelog/local's Limiter.
+type Eacher interface {
+	Decider
+	AllowEach(ctx context.Context, asks ...Ask) ([]Result, error)
+}
+
+var _ Eacher = (*Limiter)(nil)
+
+// AllowEach decides several keys as one request: every ask is admitted
+// (its N events recorded for its Key in every one of its Limits, as AllowN
+// records them for one limit and AllowAll for several), or none records
+// anything. A request that a per-customer quota denies spends nothing of
+// its per-key rate, and the other way round.
+//
+// It returns one Result per ask, in order, each with its own Limit,
+// Remaining and ResetAfter (as the ask alone would have them). When the
+// request is denied, every Result is denied, and every RetryAfter is the
+// same: the instant at which every ask fits, the largest of the asks'.
+//
+// On a single server, behind Sentinel, or on a Cluster when every ask's
+// logs share a slot (keys with one hash tag, like "{acme}:key1" and
+// "{acme}"), it is one atomic script. On a Cluster with asks on several
+// slots, each ask is decided in order as AllowN or AllowAll would decide it,
+// and when one is denied the asks admitted before it are taken back
+// (Refund) before AllowEach returns: for that moment their events count,
+// so a concurrent request on those keys may be denied by them; no limit is
+// ever exceeded.
+//
+// An ask's limits follow AllowAll's rules; two asks may not share a Key,
+// and all asks together may not hold more than MaxLimits limits: such a
+// call fails with ErrInvalidLimit and records nothing. AllowEach is safe to
+// retry, like AllowN, and never answers from the deny cache.
+func (l *Limiter) AllowEach(ctx context.Context, asks ...Ask) ([]Result, error) {
+	start := time.Now()
+	qs, err := l.checkEach(asks)
+	var rs []Result
+	if err == nil {
+		if l.apart(qs) {
+			rs, err = l.eachApart(ctx, qs)
+		} else {
+			rs, err = l.each(ctx, qs)
+		}
+	}
+	return l.finishEach(ctx, qs, start, rs, err)
+}
+
+// checkEach validates the asks and returns each as a request: a decision
+// on one limit (AllowN), or an AllowAll.
+func (l *Limiter) checkEach(asks []Ask) ([]request, error) {
+	if len(asks) == 0 {
+		return nil, fmt.Errorf("%w: AllowEach needs at least one ask", ErrInvalidLimit)
+	}
+	qs := make([]request, len(asks))
+	total := 0
+	for i, a := range asks {
+		total += len(a.Limits)
+		if total > MaxLimits {
+			return nil, fmt.Errorf("%w: AllowEach over more than MaxLimits (%d) limits", ErrInvalidLimit, MaxLimits)
+		}
+		q := request{op: opAllowAll, key: a.Key, limits: a.Limits, n: a.N}
+		if len(a.Limits) == 1 {
+			q = request{op: opAllow, key: a.Key, limit: a.Limits[0], n: a.N}
+		}
+		if err := l.checkRequest(&q); err != nil {
+			return nil, fmt.Errorf("ask %d: %w", i, err)
+		}
+		for j, other := range asks[:i] {
+			if other.Key == a.Key {
+				return nil, fmt.Errorf("%w: asks %d and %d are both for key %q (one ask takes several limits)", ErrInvalidLimit, j, i, a.Key)
+			}
+		}
+		qs[i] = q
+	}
+	// no two asks may write one Redis key (keys that alias another's logs)
+	seen := map[string]int{}
+	for i := range qs {
+		keys, _, _ := l.askCall(&qs[i], time.Now(), ids.Process().Reserve(0), nil)
+		for _, k := range keys {
+			if j, ok := seen[k]; ok && j != i {
+				return nil, fmt.Errorf("%w: asks %d and %d share the Redis key %q", ErrInvalidLimit, j, i, k)
+			}
+			seen[k] = i
+		}
+	}
+	return qs, nil
+}
+
+// apart reports whether the asks' logs may be on several servers: a
+// Cluster with keys on several slots, or a Ring with several hash tags.
+func (l *Limiter) apart(qs []request) bool {
+	if !severalNodes(l.rdb) || len(qs) == 1 {
+		return false
+	}
+	_, ring := l.rdb.(interface{ Options() *redis.RingOptions })
+	var first string
+	for i := range qs {
+		keys, _, _ := l.askCall(&qs[i], time.Now(), ids.Process().Reserve(0), nil)
+		for _, k := range keys {
+			where := strconv.Itoa(keylayout.Slot(k))
+			if ring {
+				where = ringTag(k)
+			}
+			if first == "" {
+				first = where
+			} else if where != first {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ringTag is the part of k a go-redis Ring hashes: its hash tag, or all of it.
+func ringTag(k string) string {
+	if t, ok := keylayout.HashTag(k); ok {
+		return t
+	}
+	return k
+}
+
+// askCall is one ask's part of the script call: its keys and arguments,
+// with the first id id (arg: its id argument, kept when the call is sent
+// again; nil to build the keys only) and a calendar quota's periods around
+// at.
+func (l *Limiter) askCall(q *request, at time.Time, id [idLen]byte, arg *idArg) ([]string, []any, Handle) {
+	if q.op == opAllowAll || q.limit.Calendar() {
+		keys, args := l.allArgsAt(q, at, arg)
+		return keys, args, l.handle(q, keys, id)
+	}
+	window := q.limit.micros()
+	if q.limit.Events > l.compactAbove {
+		window = -window
+	}
+	keys := []string{l.prefix + q.key}
+	var idv any = ""
+	if arg != nil {
+		idv = arg
+	}
+	return keys, []any{q.n, idv, q.limit.Events, window}, l.handle(q, keys, id)
+}
+
+// each decides the asks in one script call (script.lua's "&G").
+func (l *Limiter) each(ctx context.Context, qs []request) ([]Result, error) {
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	total := 0
+	for _, q := range qs {
+		total += q.n
+	}
+	first := l.ids.Reserve(total)
+	counter := uint64(first[3])<<32 | uint64(binary.BigEndian.Uint32(first[4:]))
+	prefix := [ids.PrefixLen]byte(first[:ids.PrefixLen])
+	idOf := make([][idLen]byte, len(qs))
+	argOf := make([]idArg, len(qs))
+	for i, q := range qs {
+		idOf[i] = ids.At(prefix, counter)
+		argOf[i].Set(idOf[i])
+		counter += uint64(q.n)
+	}
+	handles := make([]Handle, len(qs))
+	build := func(at time.Time) (keys []string, args []any) {
+		args = append(args, "&"+strconv.Itoa(len(qs)))
+		for i := range qs {
+			k, a, h := l.askCall(&qs[i], at, idOf[i], &argOf[i])
+			keys, args, handles[i] = append(keys, k...), append(args, a...), h
+		}
+		return keys, args
+	}
+	keys, args := build(l.clock())
+	if err := l.breaker.Check(); err != nil {
+		return nil, err
+	}
+	var take func(v any) // WithReplicas: takes back every ask, given the reply
+	if l.acks != nil {
+		take = func(v any) {
+			vs, _ := v.([]any)
+			for i, h := range handles {
+				if i < len(vs) {
+					h = h.timedBy(vs[i])
+				}
+				l.takeBacks.Add(l.takeBack(h))
+			}
+		}
+	}
+	sent := deadline.Ended(ctx) == nil
+	send := func() (v any, err error) {
+		defer panics().To(func(e error) { v, err = nil, e })
+		return l.transport.Send(ctx, keys, args, take)
+	}
+	v, err := send()
+	for tries := 0; err == nil && tries < maxPeriodTries; tries++ {
+		at, ok := needsPeriod(v)
+		if !ok {
+			break
+		}
+		keys, args = build(time.UnixMicro(at))
+		v, err = send()
+	}
+	if sent {
+		l.breaker.Record(err, keys[0])
+	}
+	var unacked error
+	if err != nil {
+		var na fault.NotAcked
+		if v == nil || !errors.As(err, &na) {
+			return nil, wrap(ctx, "run script", err)
+		}
+		unacked = na.Err
+	}
+	vs, ok := v.([]any)
+	if !ok || len(vs) != len(qs) {
+		return nil, fmt.Errorf("slidelog: the script replied %v to an AllowEach of %d asks", v, len(qs))
+	}
+	rs := make([]Result, len(qs))
+	allowed := true
+	for i, q := range qs {
+		if reply.IsFailed(vs[i]) {
+			return nil, wrap(ctx, "run script", reply.Error(vs[i].(string)[1:]))
+		}
+		limits := q.all()
+		r, err := decode(vs[i], limits)
+		if err != nil {
+			return nil, err
+		}
+		rs[i], allowed = r, allowed && r.Allowed
+		if r.Allowed {
+			h := handles[i]
+			h.at = r.at
+			h.setEnds(vs[i], limits)
+			rs[i].handle = h
+		}
+	}
+	if !allowed {
+		deny(rs)
+	}
+	if unacked != nil && allowed {
+		var first error // every ask is taken back; each error says so
+		for _, r := range rs {
+			if err := l.takeBacks.Unacked(ctx, l.takeBack(r.handle), unacked); first == nil {
+				first = err
+			}
+		}
+		return nil, first
+	}
+	return rs, nil
+}
+
+// needsPeriod reads an AllowEach's reply: the time whose calendar periods
+// an ask needs, if one does.
+func needsPeriod(v any) (int64, bool) {
+	vs, _ := v.([]any)
+	for _, a := range vs {
+		if at, ok := reply.NeedsPeriod(a); ok {
+			return at, true
+		}
+	}
+	return 0, false
+}
+
+// deny makes the Results of a denied AllowEach: none admitted (an ask that
+// fitted keeps its own Remaining, its peek's), each with the RetryAfter at
+// which every ask fits.
+func deny(rs []Result) {
+	var wait time.Duration
+	for _, r := range rs {
+		wait = max(wait, r.RetryAfter)
+	}
+	for i := range rs {
+		rs[i].Allowed, rs[i].RetryAfter, rs[i].handle = false, wait, Handle{}
+	}
+}
+
+// eachApart decides asks on several Cluster slots one after another, and
+// takes back the admitted ones when one is denied.
+func (l *Limiter) eachApart(ctx context.Context, qs []request) ([]Result, error) {
+	rs := make([]Result, len(qs))
+	denied := -1
+	var err error
+	for i := range qs {
+		rs[i], err = l.redis(ctx, &qs[i])
+		if err != nil || !rs[i].Allowed {
+			denied = i
+			break
+		}
+	}
+	if denied < 0 {
+		return rs, nil
+	}
+	// take back what was admitted, before answering
+	for i := 0; i < denied; i++ {
+		if rerr := l.Refund(context.WithoutCancel(ctx), rs[i].handle); rerr != nil {
+			l.takeBacks.Add(l.takeBack(rs[i].handle))
+		}
+		rs[i].Remaining = min(rs[i].Remaining+qs[i].n, rs[i].Limit.Events)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// the asks after the denied one: what they would be (a peek each)
+	for i := denied + 1; i < len(qs); i++ {
+		q := qs[i]
+		q.op = opPeekAll
+		if q.limits == nil {
+			q.op = opPeek // (its n: whether n fit)
+		}
+		if rs[i], err = l.redis(ctx, &q); err != nil {
+			return nil, err
+		}
+	}
+	deny(rs)
+	return rs, nil
+}
+
+// finishEach is finish for an AllowEach: the failure policy, shadow mode and
+// the hook (one observation for the request).
+func (l *Limiter) finishEach(ctx context.Context, qs []request, start time.Time, rs []Result, err error) ([]Result, error) {
+	o := Observation{Op: opAllowEach, Name: l.name, Err: err}
+	for _, q := range qs {
+		o.N += q.n
+	}
+	if err != nil && !badInput(err) {
+		if l.policy.kind != failClosed && deadline.Ended(ctx) == nil && unavailable(err) {
+			if prs, ok := l.fallbackEach(ctx, qs); ok {
+				rs, err = prs, nil
+				o.Degraded = true
+			}
+		}
+		if err != nil && l.shadow {
+			rs, err = make([]Result, len(qs)), nil
+			for i, q := range qs {
+				rs[i] = admitted(q)
+			}
+			o.Degraded, o.Shadow = true, true
+		}
+	}
+	if err == nil && len(rs) > 0 {
+		o.Allowed, o.Limit = rs[0].Allowed, rs[0].Limit
+		for _, r := range rs {
+			if r.Remaining < 0 || (!r.Allowed && r.RetryAfter > 0) {
+				o.Limit = r.Limit
+			}
+		}
+		if l.shadow && !o.Allowed && !o.Shadow {
+			for i := range rs {
+				rs[i].Allowed, rs[i].RetryAfter = true, 0
+			}
+			o.Shadow = true
+		}
+	}
+	if l.hook != nil {
+		o.Latency = time.Since(start)
+		l.hook.Decided(ctx, o)
+	}
+	return rs, err
+}
+
+// fallbackEach answers an AllowEach by the policy: FailOpen admits every
+// ask; FailLocal asks its fallback's AllowEach (if it has one) with each
+// limit's share.
+func (l *Limiter) fallbackEach(ctx context.Context, qs []request) ([]Result, bool) {
+	rs := make([]Result, len(qs))
+	if l.policy.kind == failOpen {
+		for i, q := range qs {
+			rs[i] = admitted(q)
+		}
+		return rs, true
+	}
+	e, ok := l.policy.fallback.(Eacher)
+	if !ok {
+		return nil, false
+	}
+	asks := make([]Ask, len(qs))
+	for i, q := range qs {
+		limits := q.all()
+		shared := make([]Limit, len(limits))
+		for j, lim := range limits {
+			shared[j] = lim
+			shared[j].Events = max(lim.Events/l.policy.instances, 1)
+		}
+		asks[i] = Ask{Key: q.key, N: q.n, Limits: shared}
+	}
+	rs, err := e.AllowEach(ctx, asks...)
+	if err != nil {
+		return nil, false
+	}
+	for i := range rs {
+		rs[i].degraded = true
+	}
+	return rs, true
 }

@@ -44,11 +44,13 @@ func (f HookFunc) Decided(ctx context.Context, o Observation) { f(ctx, o) }
 
 // call kinds, as Observation.Op names them
 const (
-	opAllow    = "allow"
-	opPeek     = "peek"
-	opAllowAll = "allow_all"
-	opAcquire  = "acquire"   // AcquireN
-	opTakeBack = "take_back" // a take-back given up (internal/takeback)
+	opAllow     = "allow"
+	opPeek      = "peek"
+	opAllowAll  = "allow_all"
+	opAllowEach = "allow_each"
+	opPeekAll   = "peek_all"  // (an AllowEach's ask after a denial, on a Cluster)
+	opAcquire   = "acquire"   // AcquireN
+	opTakeBack  = "take_back" // a take-back given up (internal/takeback)
 
 	opBreakerOpen  = "breaker_open"  // Redis found unreachable (internal/breaker)
 	opBreakerClose = "breaker_close" // Redis answers again

@@ -147,6 +147,20 @@ local expiries -- expiries for the call's end: key, ms, key, ms, ...
 
 local replies -- the replies of a batch
 
+-- An AllowEach over G asks is marked by an argument "&G" before its asks,
+-- which follow as G decisions (each a single-limit one or an AllowAll, as
+-- above). It is taken in two passes at one time: the first decides each
+-- ask as a peek (writing nothing) and reads every index an admission
+-- would write; if every ask fits, the second takes them again as
+-- admissions. Every ask is admitted or none writes anything. Its reply is
+-- a table of the asks' strings (a first read that failed: "-" and its
+-- error's text; "?" and now: the client sends the periods of that time),
+-- in place of a decision's string. The client never sends two asks that
+-- share a key. group: its G; gArg, gKey: the arguments and keys before its
+-- first ask; gLeft: its asks left in this pass; gPass: 1 or 2; gFits:
+-- whether every ask has fitted so far; gReplies: this pass's replies.
+local group, gArg, gKey, gLeft, gPass, gFits, gReplies
+
 -- A denial writes nothing, so within one call the same decision on the same
 -- log gets the same answer until an admission writes to that log: a flood
 -- of decisions on one hot key reads the log once per call, not once per
@@ -180,6 +194,13 @@ while argAt < nargs do
   local index, pindex, reply, named, periods
   if ARGV[argAt + 1] ~= '1' then
     local mark = string.byte(ARGV[argAt + 1])
+    if mark == 38 then -- '&G': an AllowEach of G asks begins
+      group = tonumber(string.sub(ARGV[argAt + 1], 2))
+      gLeft, gPass, gFits, gReplies = group, 1, true, {}
+      argAt = argAt + 1
+      gArg, gKey = argAt, keyAt
+      mark = string.byte(ARGV[argAt + 1])
+    end
     if mark == 42 or mark == 43 then -- '*L': an AllowAll over L limits; '+L': one with calendar quotas
       nlimits = tonumber(string.sub(ARGV[argAt + 1], 2))
       nkeys = nlimits + 1
@@ -207,7 +228,9 @@ while argAt < nargs do
   if resent then
     first = string.sub(first, 1, 8)
   end
-  local peek = first == '' -- decides exactly like an admission, writes nothing
+  -- decides exactly like an admission, writes nothing (an AllowEach's
+  -- first pass too)
+  local peek = first == '' or gPass == 1
   local last = argAt + 2 + 2 * nlimits -- its last argument; the call's last decision's is nargs
 
   -- known: a denial already answered in this call, on the same log, limit
@@ -305,7 +328,7 @@ while argAt < nargs do
       end
     end
 
-    if fits and not peek and not retried and index then
+    if fits and not retried and index and (gPass == 1 or not peek) then
       -- the windows its index names and, with quotas, the periods index's
       -- quotas and ends, read before its first write, so that a key of
       -- another type there (WRONGTYPE) fails the decision with nothing
@@ -457,17 +480,39 @@ while argAt < nargs do
     end
   end
 
-  -- reply: alone in its call, the decision's string is the call's reply
-  if last == nargs and not replies then
-    return reply -- a single decision
-  end
-  replies = replies or {}
-  if type(reply) == 'table' then -- the decision's error, as a string
-    reply = '-' .. reply.err
-  end
-  replies[#replies + 1] = reply
   keyAt = keyAt + nkeys
   argAt = last
+  if gLeft then -- an ask of an AllowEach: its reply joins the group's
+    if type(reply) == 'table' then
+      reply = '-' .. reply.err
+    end
+    gReplies[#gReplies + 1] = reply
+    gFits = gFits and string.byte(reply) == 49 -- '1'
+    gLeft = gLeft - 1
+    if gLeft == 0 and gPass == 1 and gFits then -- every ask fits: admit them
+      argAt, keyAt, gLeft, gPass, gReplies = gArg, gKey, group, 2, {}
+    elseif gLeft == 0 then -- its reply: a table of its asks'
+      reply, gLeft, gPass = gReplies, nil, nil
+    end
+  end
+  -- reply: alone in its call, the decision's string (an AllowEach's table)
+  -- is the call's reply
+  if gLeft then
+    -- (the group's next ask)
+  elseif argAt == nargs and not replies then
+    if expiries then -- an AllowEach's asks but its last
+      for i = 1, #expiries, 2 do
+        call('PEXPIREAT', expiries[i], expiries[i + 1])
+      end
+    end
+    return reply -- a single decision
+  else
+    replies = replies or {}
+    if type(reply) == 'table' and reply.err then -- the decision's error, as a string
+      reply = '-' .. reply.err
+    end
+    replies[#replies + 1] = reply
+  end
 end
 if expiries then
   for i = 1, #expiries, 2 do

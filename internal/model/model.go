@@ -163,3 +163,45 @@ func logName(key string, w time.Duration, limits int) string {
 	}
 	return key + "/" + w.String()
 }
+
+// Ask is one key's part of DecideEach: n events against its limits (one:
+// the key's single-limit log, as Decide; several: its AllowAll logs).
+type Ask struct {
+	Key  string
+	N    int
+	Lims []Lim
+}
+
+// DecideEach is AllowEach: every ask is admitted, or none records
+// anything. Each ask's Decision is its own (as DecideAll, or Decide for one
+// limit, would answer it: an ask that fits in a denied call as a peek), and
+// which names the limit each names; a denial is every ask's, with the
+// largest RetryAfter of them all, the instant at which every ask fits.
+func (m *Log) DecideEach(asks []Ask, t int64) (ds []Decision, which []int) {
+	decide := func(a Ask, record bool) (Decision, int) {
+		if len(a.Lims) == 1 {
+			return m.Decide(a.Key, a.Lims[0].Events, a.Lims[0].Window, a.N, t, record), 0
+		}
+		return m.DecideAll(a.Key, a.Lims, a.N, t, record)
+	}
+	ds, which = make([]Decision, len(asks)), make([]int, len(asks))
+	fits := true
+	for i, a := range asks {
+		ds[i], which[i] = decide(a, false)
+		fits = fits && ds[i].Allowed
+	}
+	if fits {
+		for i, a := range asks {
+			ds[i], which[i] = decide(a, true)
+		}
+		return ds, which
+	}
+	var wait time.Duration
+	for _, d := range ds {
+		wait = max(wait, d.RetryAfter)
+	}
+	for i := range ds {
+		ds[i].Allowed, ds[i].RetryAfter = false, wait
+	}
+	return ds, which
+}

@@ -141,8 +141,17 @@ func integer(s string) (int64, bool) {
 	return int64(f), true
 }
 
-// Admits reports whether v, script.lua's reply to one decision, admits.
+// Admits reports whether v, script.lua's reply to one decision, admits:
+// for an AllowEach (a table of its asks' replies), whether every ask is.
 func Admits(v any) bool {
+	if group, ok := v.([]any); ok {
+		for _, a := range group {
+			if !Admits(a) {
+				return false
+			}
+		}
+		return len(group) > 0
+	}
 	s, ok := v.(string)
 	return ok && strings.HasPrefix(s, "1 ")
 }
