@@ -322,6 +322,77 @@ func TestCluster(t *testing.T) {
 				})
 			}
 
+			// AllowEach over pairs of keys, from every instance at once: on
+			// one slot (a hash tag in the prefix) one script decides each
+			// pair; across slots the asks are decided in turn and a denial
+			// takes the admitted ones back before it answers. Either way no
+			// key holds more than its limit, and each holds exactly the
+			// events of the calls admitted with it.
+			t.Run("allow-each", func(t *testing.T) {
+				for _, tc := range []struct{ name, prefix string }{{"one-slot", "{each}:" + prefix(t)}, {"across-slots", prefix(t)}} {
+					t.Run(tc.name, func(t *testing.T) {
+						rate := slidelog.Limit{Events: 12, Window: time.Hour}
+						quota := []slidelog.Limit{{Events: 30, Window: time.Hour}, {Events: 40, Window: 24 * time.Hour}}
+						ks := keys[:6]
+						slots := map[int64]bool{}
+						for _, k := range append(ks, "customer") {
+							slots[probe.ClusterKeySlot(ctx, tc.prefix+k).Val()] = true
+						}
+						if (len(slots) == 1) != (tc.name == "one-slot") {
+							t.Fatalf("%s: the keys are on %d slots", tc.name, len(slots))
+						}
+						var mu sync.Mutex
+						admitted := map[string]int{}
+						var wg sync.WaitGroup
+						for _, rdb := range instances {
+							l := slidelog.New(rdb, slidelog.WithPrefix(tc.prefix))
+							for g := range 8 {
+								wg.Add(1)
+								go func() {
+									defer wg.Done()
+									for i := range 12 {
+										k := ks[(g+i)%len(ks)]
+										rs, err := l.AllowEach(ctx, slidelog.Ask{Key: k, N: 1, Limits: []slidelog.Limit{rate}}, slidelog.Ask{Key: "customer", N: 1, Limits: quota})
+										if err != nil {
+											t.Error(err)
+											return
+										}
+										if rs[0].Allowed != rs[1].Allowed {
+											t.Errorf("half admitted: %+v", rs)
+										}
+										if rs[0].Allowed {
+											mu.Lock()
+											admitted[k]++
+											admitted["customer"]++
+											mu.Unlock()
+										}
+									}
+								}()
+							}
+						}
+						wg.Wait()
+						check := slidelog.New(probe, slidelog.WithPrefix(tc.prefix))
+						for _, k := range ks {
+							p, err := check.Peek(ctx, k, rate)
+							if err != nil {
+								t.Fatal(err)
+							}
+							if held := rate.Events - p.Remaining; held != admitted[k] || held > rate.Events {
+								t.Errorf("%s holds %d events, the admitted calls %d (limit %d)", k, held, admitted[k], rate.Events)
+							}
+						}
+						r, err := check.AllowAll(ctx, "customer", 1, quota...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if admitted["customer"] != quota[0].Events || r.Allowed {
+							t.Errorf("customer: %d admitted, then %+v; want %d and then a denial", admitted["customer"], r, quota[0].Events)
+						}
+						report(t, "%s cluster AllowEach %s: %d calls from %d instances, %d admitted, no key over its limit, none charged for the other's denial", f.name, tc.name, len(instances)*8*12, len(instances), admitted["customer"])
+					})
+				}
+			})
+
 			// Keys and prefixes with braces: every log of a key shares the
 			// slot of its single-limit log, so AllowAll works whatever the
 			// key holds, and Reset forgets all its logs in one script.
