@@ -318,15 +318,49 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 		t = max(t, en.last)
 	}
 
-	// 1-2. Each limit's live events (of no log yet: none), and whether n
-	// fit. Nothing is written before the decision: only an admission drops
-	// the expired events, by its window, as in Redis.
+	q := request{limits: limits, n: n, all: all}
 	var views [4]view
-	vs := views[:0]
-	fits := true
 	var ends [4]int64 // a quota's period's end (µs), 0 for a window
-	pend := ends[:0]
-	for _, lim := range limits {
+	rd := q.read(en, t, views[:0], ends[:0])
+	switch {
+	case rd.fits && record:
+		return s.admit(key, q, rd, t), nil
+	case rd.fits: // Peek
+		return q.peek(rd, t), nil
+	default:
+		return q.deny(rd, t)
+	}
+}
+
+// request is one key's part of a decision: n events against limits, in
+// the key's single-limit log, or (all) in its AllowAll logs. (The key is
+// apart: an admission keeps it, and a request that held it would keep its
+// limits on the heap too.)
+type request struct {
+	limits []slidelog.Limit
+	n      int
+	all    bool
+}
+
+// reading is a request's limits read at a decision's time, without a
+// write: each limit's live events, its quota's period's end (µs; 0 for a
+// window), and whether the request fits them all.
+type reading struct {
+	vs   []view
+	pend []int64
+	fits bool
+}
+
+// read is q's reading at t of en, its key's entry (nil: none yet), under
+// the lock of the key's shard; vs and pend are appended to.
+//
+// 1-2. Each limit's live events (of no log yet: none), and whether n fit.
+// Nothing is written before the decision: only an admission drops the
+// expired events, by its window, as in Redis.
+func (q request) read(en *entry, t int64, vs []view, pend []int64) reading {
+	n := q.n
+	fits := true
+	for _, lim := range q.limits {
 		if lim.Calendar() {
 			// a quota: its count, if it is of the period that holds t
 			_, end, _ := lim.PeriodAt(time.UnixMicro(t))
@@ -347,7 +381,7 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 		w := int64(lim.Window / time.Microsecond)
 		var e *eventLog
 		if en != nil {
-			if all {
+			if q.all {
 				e = en.find(w)
 			} else {
 				e = &en.one
@@ -360,89 +394,111 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 		}
 		vs = append(vs, v)
 	}
+	return reading{vs: vs, pend: pend, fits: fits}
+}
 
+// admit records q's events for key at t, under the lock of its shard s: rd
+// fits.
+//
+// 3. Admit: drop the expired events, record n at t. The key's entry is
+// looked up again: an admission of another key of the shard in the same
+// decision (AllowEach) may have swept it since rd was read. The sweep only
+// drops events that had expired at t, and quotas of periods that had
+// ended: what is left still fits.
+func (s *shard) admit(key string, q request, rd reading, t int64) slidelog.Result {
+	n := q.n
+	r := slidelog.Result{Allowed: true, Remaining: -1}
+	which := 0
+	en := s.keys[key]
+	if en == nil {
+		if len(s.keys) >= s.sweep {
+			s.evictIdle(t)
+		}
+		en = &entry{}
+		s.keys[key] = en
+	}
+	en.last = t
+	for i, lim := range q.limits {
+		if end := rd.pend[i]; end != 0 {
+			qu := en.findQuota(lim)
+			if qu == nil {
+				of := lim
+				of.Events = 0
+				en.quotas = append(en.quotas, quota{of: of})
+				qu = &en.quotas[len(en.quotas)-1]
+			}
+			qu.end, qu.count = end, rd.vs[i].count+n
+			if rem := lim.Events - qu.count; r.Remaining < 0 || rem < r.Remaining {
+				which, r.Remaining = i, rem
+			}
+			r.ResetAfter = max(r.ResetAfter, time.Duration(end-t)*time.Microsecond)
+			continue
+		}
+		// A new AllowAll log may move the others: each is found again.
+		w := int64(lim.Window / time.Microsecond)
+		e := &en.one
+		if q.all {
+			if e = en.find(w); e == nil {
+				en.all = append(en.all, eventLog{})
+				e = &en.all[len(en.all)-1]
+			}
+		}
+		e.expire(t - w)
+		e.window = w
+		e.push(t, n)
+		if rem := lim.Events - e.count(); r.Remaining < 0 || rem < r.Remaining {
+			which, r.Remaining = i, rem
+		}
+		r.ResetAfter = max(r.ResetAfter, time.Duration(w)*time.Microsecond)
+	}
+	r.Limit = q.limits[which]
+	return r.At(time.UnixMicro(t))
+}
+
+// peek is what a Peek of q answers at t: rd fits, and nothing is written.
+func (q request) peek(rd reading, t int64) slidelog.Result {
+	r := slidelog.Result{Allowed: true, Remaining: -1}
+	which := 0
+	for i, lim := range q.limits {
+		if rem := lim.Events - rd.vs[i].count; r.Remaining < 0 || rem < r.Remaining {
+			which, r.Remaining = i, rem
+		}
+		r.ResetAfter = max(r.ResetAfter, resetAfter(rd.vs[i], t, lim, rd.pend[i]))
+	}
+	r.Limit = q.limits[which]
+	return r.At(time.UnixMicro(t))
+}
+
+// deny is q's denial at t: rd does not fit, and nothing is written.
+//
+// 4. Deny: the same request fits once the k-th oldest live event has left,
+// k = count + n - Events.
+func (q request) deny(rd reading, t int64) (slidelog.Result, error) {
+	n := q.n
 	var r slidelog.Result
 	which := 0
 	r.Remaining = -1
-	switch {
-	case fits && record:
-		// 3. Admit: drop the expired events, record n at t.
-		r.Allowed = true
-		if en == nil {
-			if len(s.keys) >= s.sweep {
-				s.evictIdle(t)
+	for i, lim := range q.limits {
+		v := rd.vs[i]
+		rem := lim.Events - v.count // below 0 after a smaller limit
+		r.Remaining = minNonNeg(r.Remaining, max(rem, 0))
+		if n > rem && rd.pend[i] != 0 { // a quota: at its period's end
+			if ra := time.Duration(rd.pend[i]-t) * time.Microsecond; ra > r.RetryAfter {
+				which, r.RetryAfter = i, ra
 			}
-			en = &entry{}
-			s.keys[key] = en
+		} else if n > rem {
+			k := n - rem
+			if k > v.count {
+				return slidelog.Result{}, errInternal
+			}
+			if ra := time.Duration(v.kth(k)+int64(lim.Window/time.Microsecond)-t) * time.Microsecond; ra > r.RetryAfter {
+				which, r.RetryAfter = i, ra
+			}
 		}
-		en.last = t
-		for i, lim := range limits {
-			if end := pend[i]; end != 0 {
-				q := en.findQuota(lim)
-				if q == nil {
-					of := lim
-					of.Events = 0
-					en.quotas = append(en.quotas, quota{of: of})
-					q = &en.quotas[len(en.quotas)-1]
-				}
-				q.end, q.count = end, vs[i].count+n
-				if rem := lim.Events - q.count; r.Remaining < 0 || rem < r.Remaining {
-					which, r.Remaining = i, rem
-				}
-				r.ResetAfter = max(r.ResetAfter, time.Duration(end-t)*time.Microsecond)
-				continue
-			}
-			// A new AllowAll log may move the others: each is found again.
-			w := int64(lim.Window / time.Microsecond)
-			e := &en.one
-			if all {
-				if e = en.find(w); e == nil {
-					en.all = append(en.all, eventLog{})
-					e = &en.all[len(en.all)-1]
-				}
-			}
-			e.expire(t - w)
-			e.window = w
-			e.push(t, n)
-			if rem := lim.Events - e.count(); r.Remaining < 0 || rem < r.Remaining {
-				which, r.Remaining = i, rem
-			}
-			r.ResetAfter = max(r.ResetAfter, time.Duration(w)*time.Microsecond)
-		}
-	case fits: // Peek
-		r.Allowed = true
-		for i, lim := range limits {
-			if rem := lim.Events - vs[i].count; r.Remaining < 0 || rem < r.Remaining {
-				which, r.Remaining = i, rem
-			}
-			r.ResetAfter = max(r.ResetAfter, resetAfter(vs[i], t, lim, pend[i]))
-		}
-	default:
-		// 4. Deny: the same request fits once the k-th oldest live event
-		// has left, k = count + n - Events.
-		for i, lim := range limits {
-			v := vs[i]
-			rem := lim.Events - v.count // below 0 after a smaller limit
-			r.Remaining = minNonNeg(r.Remaining, max(rem, 0))
-			if n > rem && pend[i] != 0 { // a quota: at its period's end
-				if ra := time.Duration(pend[i]-t) * time.Microsecond; ra > r.RetryAfter {
-					which, r.RetryAfter = i, ra
-				}
-			} else if n > rem {
-				k := n - rem
-				if k > v.count {
-					return slidelog.Result{}, errInternal
-				}
-				if ra := time.Duration(v.kth(k)+int64(lim.Window/time.Microsecond)-t) * time.Microsecond; ra > r.RetryAfter {
-					which, r.RetryAfter = i, ra
-				}
-			}
-			r.ResetAfter = max(r.ResetAfter, resetAfter(v, t, lim, pend[i]))
-		}
+		r.ResetAfter = max(r.ResetAfter, resetAfter(v, t, lim, rd.pend[i]))
 	}
-	r.Limit = limits[which]
-	r = r.At(time.UnixMicro(t))
-	return r, nil
+	r.Limit = q.limits[which]
+	return r.At(time.UnixMicro(t)), nil
 }
 
 // resetAfter is when the log of v, or the quota whose period ends at end
