@@ -82,7 +82,7 @@ func WithClock(now func() time.Time) Option {
 type Limiter struct {
 	now    func() time.Time
 	seed   maphash.Seed
-	shards [64]shard
+	shards [shardCount]shard
 	waits  waiting.Lines // Wait's callers, in line per key
 	held   holders       // the in-flight logs (AcquireN): see inflight.go
 }
@@ -143,8 +143,9 @@ type eventLog struct {
 }
 
 const (
-	sweepAt = 1024
-	minRuns = 4 // the smallest ring: 64 bytes
+	shardCount = 64 // at most 64: AllowEach keeps the shards it locks in a uint64
+	sweepAt    = 1024
+	minRuns    = 4 // the smallest ring: 64 bytes
 )
 
 // New returns an empty Limiter.
@@ -199,9 +200,20 @@ func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slide
 	if len(limits) > slidelog.MaxLimits {
 		return slidelog.Result{}, fmt.Errorf("%w: AllowAll over %d limits, more than MaxLimits (%d)", slidelog.ErrInvalidLimit, len(limits), slidelog.MaxLimits)
 	}
+	if err := checkAll(key, n, limits); err != nil {
+		return slidelog.Result{}, err
+	}
+	return l.decide(key, limits, n, true, true)
+}
+
+// checkAll reports why n events for key can never be decided against
+// limits at once (AllowAll, and an AllowEach ask), or nil: each limit as
+// AllowN checks it, and no two quotas of one period nor two windows alike.
+// The number of limits is the caller's to check.
+func checkAll(key string, n int, limits []slidelog.Limit) error {
 	for _, lim := range limits {
 		if err := check(key, lim, n); err != nil {
-			return slidelog.Result{}, err
+			return err
 		}
 	}
 	sliding := limits
@@ -216,15 +228,15 @@ func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slide
 				a, b := prev, lim
 				a.Events, b.Events = 0, 0
 				if a == b {
-					return slidelog.Result{}, fmt.Errorf("%w: two quotas of %v", slidelog.ErrInvalidLimit, lim)
+					return fmt.Errorf("%w: two quotas of %v", slidelog.ErrInvalidLimit, lim)
 				}
 			}
 		}
 	}
 	if w, ok := sharedWindow(sliding); ok {
-		return slidelog.Result{}, fmt.Errorf("%w: two limits with the window %v", slidelog.ErrInvalidLimit, w)
+		return fmt.Errorf("%w: two limits with the window %v", slidelog.ErrInvalidLimit, w)
 	}
-	return l.decide(key, limits, n, true, true)
+	return nil
 }
 
 // calendar reports whether some of limits are calendar quotas.
@@ -296,8 +308,11 @@ func check(key string, limit slidelog.Limit, n int) error {
 	return limit.ValidateN(n)
 }
 
-func (l *Limiter) shard(key string) *shard {
-	return &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+func (l *Limiter) shard(key string) *shard { return &l.shards[l.shardOf(key)] }
+
+// shardOf is the index of key's shard.
+func (l *Limiter) shardOf(key string) int {
+	return int(maphash.String(l.seed, key) % shardCount)
 }
 
 // errInternal never happens: a log with fewer live events than k.
