@@ -5,11 +5,12 @@
 // It is what a service falls back to when Redis is unreachable (the
 // FailLocal policy gives each instance Events/instances of the limit), and a
 // limiter in its own right for a single process. A decision at time t counts
-// the events admitted in (t-Window, t]; AllowN admits all n events or none;
-// a denial records nothing; RetryAfter is the exact instant the same request
-// fits; ResetAfter the instant the window empties. Times come from the
-// clock (time.Now by default, WithClock to inject one) truncated to whole
-// microseconds, like Redis' TIME.
+// the events admitted in (t-Window, t]; AllowN admits all n events or none,
+// AllowAll under every one of its limits or none, AllowEach for every one of
+// its keys or none; a denial records nothing; RetryAfter is the exact
+// instant the same request fits; ResetAfter the instant the window empties.
+// Times come from the clock (time.Now by default, WithClock to inject one)
+// truncated to whole microseconds, like Redis' TIME.
 //
 // Exact by the times it reports. Result.Time() is the instant a decision was
 // taken at, and no window (t-Window, t] of those instants ever holds more
@@ -18,7 +19,8 @@
 //   - the clock is read under the key's shard lock, so that decisions on a
 //     key are taken in the order of their times (a caller preempted between
 //     reading the clock and deciding would otherwise record an event in the
-//     past);
+//     past); AllowEach holds the locks of all its keys' shards, taken in the
+//     order of the shards, and decides all its keys at that one reading;
 //   - a decision is never taken before the key's newest event: at the later
 //     of the clock and the key's latest admission. A wall clock that steps
 //     back holds a key's time at its newest event until the clock catches
@@ -45,8 +47,9 @@
 // A Limiter is safe for concurrent use by multiple goroutines. Its keys are
 // spread over shards with a mutex each; a decision on a known key allocates
 // nothing once its ring has grown to its size. Keys may hold any bytes: each
-// key has one entry, its single-limit log (Allow, AllowN, Peek) and one log
-// per window for AllowAll, like the Redis limiter's keys, and Reset drops the
+// key has one entry, its single-limit log (Allow, AllowN, Peek, an AllowEach
+// ask of one limit) and one log per window for AllowAll (and an AllowEach
+// ask of several), like the Redis limiter's keys, and Reset drops the
 // entry. Keys whose every event has expired are evicted when a shard grows
 // (a live key's expired logs with them).
 package local
