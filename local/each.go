@@ -25,8 +25,9 @@ const _ = uint64(1) << (shardCount - 1)
 // limiter: it holds the lock of every shard its keys are in (taken in the
 // order of the shards, so that concurrent calls never deadlock) and decides
 // every ask at one time t (Result.Time of every Result): the clock read
-// under the locks, never before any of its keys' newest event, as AllowN
-// takes it for one key.
+// under the locks, never before any of its keys' newest event nor before
+// the events its shards' idle sweeps dropped had expired, as AllowN takes
+// it for one key.
 //
 // The Results are one per ask, in order, each with its own Limit,
 // Remaining and ResetAfter, as AllowN or AllowAll would report for that ask

@@ -356,7 +356,7 @@ func ticking() func() time.Time {
 // eachKeys are the keys the concurrent tests share.
 var eachKeys = []string{"k0", "k1", "k2", "k3", "k4"}
 
-// pick is 1 to max distinct keys of eachKeys.
+// pick is 1 to most distinct keys of eachKeys, in a random order.
 func pick(rng *rand.Rand, most int) []string {
 	keys := slices.Clone(eachKeys)
 	rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
