@@ -22,3 +22,16 @@ func (l *Limiter) StorageBytes() int {
 	}
 	return b
 }
+
+// ShardOf is the index of key's shard.
+func (l *Limiter) ShardOf(key string) int { return l.shardOf(key) }
+
+// SweepNext makes the next new key of every shard sweep it first.
+func (l *Limiter) SweepNext() {
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		s.sweep = len(s.keys)
+		s.mu.Unlock()
+	}
+}

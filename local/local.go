@@ -5,11 +5,12 @@
 // It is what a service falls back to when Redis is unreachable (the
 // FailLocal policy gives each instance Events/instances of the limit), and a
 // limiter in its own right for a single process. A decision at time t counts
-// the events admitted in (t-Window, t]; AllowN admits all n events or none;
-// a denial records nothing; RetryAfter is the exact instant the same request
-// fits; ResetAfter the instant the window empties. Times come from the
-// clock (time.Now by default, WithClock to inject one) truncated to whole
-// microseconds, like Redis' TIME.
+// the events admitted in (t-Window, t]; AllowN admits all n events or none,
+// AllowAll under every one of its limits or none, AllowEach for every one of
+// its keys or none; a denial records nothing; RetryAfter is the exact
+// instant the same request fits; ResetAfter the instant the window empties.
+// Times come from the clock (time.Now by default, WithClock to inject one)
+// truncated to whole microseconds, like Redis' TIME.
 //
 // Exact by the times it reports. Result.Time() is the instant a decision was
 // taken at, and no window (t-Window, t] of those instants ever holds more
@@ -18,7 +19,8 @@
 //   - the clock is read under the key's shard lock, so that decisions on a
 //     key are taken in the order of their times (a caller preempted between
 //     reading the clock and deciding would otherwise record an event in the
-//     past);
+//     past); AllowEach holds the locks of all its keys' shards, taken in the
+//     order of the shards, and decides all its keys at that one reading;
 //   - a decision is never taken before the key's newest event: at the later
 //     of the clock and the key's latest admission. A wall clock that steps
 //     back holds a key's time at its newest event until the clock catches
@@ -45,8 +47,9 @@
 // A Limiter is safe for concurrent use by multiple goroutines. Its keys are
 // spread over shards with a mutex each; a decision on a known key allocates
 // nothing once its ring has grown to its size. Keys may hold any bytes: each
-// key has one entry, its single-limit log (Allow, AllowN, Peek) and one log
-// per window for AllowAll, like the Redis limiter's keys, and Reset drops the
+// key has one entry, its single-limit log (Allow, AllowN, Peek, an AllowEach
+// ask of one limit) and one log per window for AllowAll (and an AllowEach
+// ask of several), like the Redis limiter's keys, and Reset drops the
 // entry. Keys whose every event has expired are evicted when a shard grows
 // (a live key's expired logs with them).
 package local
@@ -82,7 +85,7 @@ func WithClock(now func() time.Time) Option {
 type Limiter struct {
 	now    func() time.Time
 	seed   maphash.Seed
-	shards [64]shard
+	shards [shardCount]shard
 	waits  waiting.Lines // Wait's callers, in line per key
 	held   holders       // the in-flight logs (AcquireN): see inflight.go
 }
@@ -143,8 +146,9 @@ type eventLog struct {
 }
 
 const (
-	sweepAt = 1024
-	minRuns = 4 // the smallest ring: 64 bytes
+	shardCount = 64 // at most 64: AllowEach keeps the shards it locks in a uint64
+	sweepAt    = 1024
+	minRuns    = 4 // the smallest ring: 64 bytes
 )
 
 // New returns an empty Limiter.
@@ -199,9 +203,20 @@ func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slide
 	if len(limits) > slidelog.MaxLimits {
 		return slidelog.Result{}, fmt.Errorf("%w: AllowAll over %d limits, more than MaxLimits (%d)", slidelog.ErrInvalidLimit, len(limits), slidelog.MaxLimits)
 	}
+	if err := checkAll(key, n, limits); err != nil {
+		return slidelog.Result{}, err
+	}
+	return l.decide(key, limits, n, true, true)
+}
+
+// checkAll reports why n events for key can never be decided against
+// limits at once (AllowAll, and an AllowEach ask), or nil: each limit as
+// AllowN checks it, and no two quotas of one period nor two windows alike.
+// The number of limits is the caller's to check.
+func checkAll(key string, n int, limits []slidelog.Limit) error {
 	for _, lim := range limits {
 		if err := check(key, lim, n); err != nil {
-			return slidelog.Result{}, err
+			return err
 		}
 	}
 	sliding := limits
@@ -216,15 +231,15 @@ func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slide
 				a, b := prev, lim
 				a.Events, b.Events = 0, 0
 				if a == b {
-					return slidelog.Result{}, fmt.Errorf("%w: two quotas of %v", slidelog.ErrInvalidLimit, lim)
+					return fmt.Errorf("%w: two quotas of %v", slidelog.ErrInvalidLimit, lim)
 				}
 			}
 		}
 	}
 	if w, ok := sharedWindow(sliding); ok {
-		return slidelog.Result{}, fmt.Errorf("%w: two limits with the window %v", slidelog.ErrInvalidLimit, w)
+		return fmt.Errorf("%w: two limits with the window %v", slidelog.ErrInvalidLimit, w)
 	}
-	return l.decide(key, limits, n, true, true)
+	return nil
 }
 
 // calendar reports whether some of limits are calendar quotas.
@@ -296,8 +311,11 @@ func check(key string, limit slidelog.Limit, n int) error {
 	return limit.ValidateN(n)
 }
 
-func (l *Limiter) shard(key string) *shard {
-	return &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+func (l *Limiter) shard(key string) *shard { return &l.shards[l.shardOf(key)] }
+
+// shardOf is the index of key's shard.
+func (l *Limiter) shardOf(key string) int {
+	return int(maphash.String(l.seed, key) % shardCount)
 }
 
 // errInternal never happens: a log with fewer live events than k.
@@ -318,15 +336,49 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 		t = max(t, en.last)
 	}
 
-	// 1-2. Each limit's live events (of no log yet: none), and whether n
-	// fit. Nothing is written before the decision: only an admission drops
-	// the expired events, by its window, as in Redis.
+	q := request{limits: limits, n: n, all: all}
 	var views [4]view
-	vs := views[:0]
-	fits := true
 	var ends [4]int64 // a quota's period's end (µs), 0 for a window
-	pend := ends[:0]
-	for _, lim := range limits {
+	rd := q.read(en, t, views[:0], ends[:0])
+	switch {
+	case rd.fits && record:
+		return s.admit(key, q, rd, t), nil
+	case rd.fits: // Peek
+		return q.peek(rd, t), nil
+	default:
+		return q.deny(rd, t)
+	}
+}
+
+// request is one key's part of a decision: n events against limits, in
+// the key's single-limit log, or (all) in its AllowAll logs. (The key is
+// apart: an admission keeps it, and a request that held it would keep its
+// limits on the heap too.)
+type request struct {
+	limits []slidelog.Limit
+	n      int
+	all    bool
+}
+
+// reading is a request's limits read at a decision's time, without a
+// write: each limit's live events, its quota's period's end (µs; 0 for a
+// window), and whether the request fits them all.
+type reading struct {
+	vs   []view
+	pend []int64
+	fits bool
+}
+
+// read is q's reading at t of en, its key's entry (nil: none yet), under
+// the lock of the key's shard; vs and pend are appended to.
+//
+// 1-2. Each limit's live events (of no log yet: none), and whether n fit.
+// Nothing is written before the decision: only an admission drops the
+// expired events, by its window, as in Redis.
+func (q request) read(en *entry, t int64, vs []view, pend []int64) reading {
+	n := q.n
+	fits := true
+	for _, lim := range q.limits {
 		if lim.Calendar() {
 			// a quota: its count, if it is of the period that holds t
 			_, end, _ := lim.PeriodAt(time.UnixMicro(t))
@@ -347,7 +399,7 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 		w := int64(lim.Window / time.Microsecond)
 		var e *eventLog
 		if en != nil {
-			if all {
+			if q.all {
 				e = en.find(w)
 			} else {
 				e = &en.one
@@ -360,89 +412,111 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 		}
 		vs = append(vs, v)
 	}
+	return reading{vs: vs, pend: pend, fits: fits}
+}
 
+// admit records q's events for key at t, under the lock of its shard s: rd
+// fits.
+//
+// 3. Admit: drop the expired events, record n at t. The key's entry is
+// looked up again: an admission of another key of the shard in the same
+// decision (AllowEach) may have swept it since rd was read. The sweep only
+// drops events that had expired at t, and quotas of periods that had
+// ended: what is left still fits.
+func (s *shard) admit(key string, q request, rd reading, t int64) slidelog.Result {
+	n := q.n
+	r := slidelog.Result{Allowed: true, Remaining: -1}
+	which := 0
+	en := s.keys[key]
+	if en == nil {
+		if len(s.keys) >= s.sweep {
+			s.evictIdle(t)
+		}
+		en = &entry{}
+		s.keys[key] = en
+	}
+	en.last = t
+	for i, lim := range q.limits {
+		if end := rd.pend[i]; end != 0 {
+			qu := en.findQuota(lim)
+			if qu == nil {
+				of := lim
+				of.Events = 0
+				en.quotas = append(en.quotas, quota{of: of})
+				qu = &en.quotas[len(en.quotas)-1]
+			}
+			qu.end, qu.count = end, rd.vs[i].count+n
+			if rem := lim.Events - qu.count; r.Remaining < 0 || rem < r.Remaining {
+				which, r.Remaining = i, rem
+			}
+			r.ResetAfter = max(r.ResetAfter, time.Duration(end-t)*time.Microsecond)
+			continue
+		}
+		// A new AllowAll log may move the others: each is found again.
+		w := int64(lim.Window / time.Microsecond)
+		e := &en.one
+		if q.all {
+			if e = en.find(w); e == nil {
+				en.all = append(en.all, eventLog{})
+				e = &en.all[len(en.all)-1]
+			}
+		}
+		e.expire(t - w)
+		e.window = w
+		e.push(t, n)
+		if rem := lim.Events - e.count(); r.Remaining < 0 || rem < r.Remaining {
+			which, r.Remaining = i, rem
+		}
+		r.ResetAfter = max(r.ResetAfter, time.Duration(w)*time.Microsecond)
+	}
+	r.Limit = q.limits[which]
+	return r.At(time.UnixMicro(t))
+}
+
+// peek is what a Peek of q answers at t: rd fits, and nothing is written.
+func (q request) peek(rd reading, t int64) slidelog.Result {
+	r := slidelog.Result{Allowed: true, Remaining: -1}
+	which := 0
+	for i, lim := range q.limits {
+		if rem := lim.Events - rd.vs[i].count; r.Remaining < 0 || rem < r.Remaining {
+			which, r.Remaining = i, rem
+		}
+		r.ResetAfter = max(r.ResetAfter, resetAfter(rd.vs[i], t, lim, rd.pend[i]))
+	}
+	r.Limit = q.limits[which]
+	return r.At(time.UnixMicro(t))
+}
+
+// deny is q's denial at t: rd does not fit, and nothing is written.
+//
+// 4. Deny: the same request fits once the k-th oldest live event has left,
+// k = count + n - Events.
+func (q request) deny(rd reading, t int64) (slidelog.Result, error) {
+	n := q.n
 	var r slidelog.Result
 	which := 0
 	r.Remaining = -1
-	switch {
-	case fits && record:
-		// 3. Admit: drop the expired events, record n at t.
-		r.Allowed = true
-		if en == nil {
-			if len(s.keys) >= s.sweep {
-				s.evictIdle(t)
+	for i, lim := range q.limits {
+		v := rd.vs[i]
+		rem := lim.Events - v.count // below 0 after a smaller limit
+		r.Remaining = minNonNeg(r.Remaining, max(rem, 0))
+		if n > rem && rd.pend[i] != 0 { // a quota: at its period's end
+			if ra := time.Duration(rd.pend[i]-t) * time.Microsecond; ra > r.RetryAfter {
+				which, r.RetryAfter = i, ra
 			}
-			en = &entry{}
-			s.keys[key] = en
+		} else if n > rem {
+			k := n - rem
+			if k > v.count {
+				return slidelog.Result{}, errInternal
+			}
+			if ra := time.Duration(v.kth(k)+int64(lim.Window/time.Microsecond)-t) * time.Microsecond; ra > r.RetryAfter {
+				which, r.RetryAfter = i, ra
+			}
 		}
-		en.last = t
-		for i, lim := range limits {
-			if end := pend[i]; end != 0 {
-				q := en.findQuota(lim)
-				if q == nil {
-					of := lim
-					of.Events = 0
-					en.quotas = append(en.quotas, quota{of: of})
-					q = &en.quotas[len(en.quotas)-1]
-				}
-				q.end, q.count = end, vs[i].count+n
-				if rem := lim.Events - q.count; r.Remaining < 0 || rem < r.Remaining {
-					which, r.Remaining = i, rem
-				}
-				r.ResetAfter = max(r.ResetAfter, time.Duration(end-t)*time.Microsecond)
-				continue
-			}
-			// A new AllowAll log may move the others: each is found again.
-			w := int64(lim.Window / time.Microsecond)
-			e := &en.one
-			if all {
-				if e = en.find(w); e == nil {
-					en.all = append(en.all, eventLog{})
-					e = &en.all[len(en.all)-1]
-				}
-			}
-			e.expire(t - w)
-			e.window = w
-			e.push(t, n)
-			if rem := lim.Events - e.count(); r.Remaining < 0 || rem < r.Remaining {
-				which, r.Remaining = i, rem
-			}
-			r.ResetAfter = max(r.ResetAfter, time.Duration(w)*time.Microsecond)
-		}
-	case fits: // Peek
-		r.Allowed = true
-		for i, lim := range limits {
-			if rem := lim.Events - vs[i].count; r.Remaining < 0 || rem < r.Remaining {
-				which, r.Remaining = i, rem
-			}
-			r.ResetAfter = max(r.ResetAfter, resetAfter(vs[i], t, lim, pend[i]))
-		}
-	default:
-		// 4. Deny: the same request fits once the k-th oldest live event
-		// has left, k = count + n - Events.
-		for i, lim := range limits {
-			v := vs[i]
-			rem := lim.Events - v.count // below 0 after a smaller limit
-			r.Remaining = minNonNeg(r.Remaining, max(rem, 0))
-			if n > rem && pend[i] != 0 { // a quota: at its period's end
-				if ra := time.Duration(pend[i]-t) * time.Microsecond; ra > r.RetryAfter {
-					which, r.RetryAfter = i, ra
-				}
-			} else if n > rem {
-				k := n - rem
-				if k > v.count {
-					return slidelog.Result{}, errInternal
-				}
-				if ra := time.Duration(v.kth(k)+int64(lim.Window/time.Microsecond)-t) * time.Microsecond; ra > r.RetryAfter {
-					which, r.RetryAfter = i, ra
-				}
-			}
-			r.ResetAfter = max(r.ResetAfter, resetAfter(v, t, lim, pend[i]))
-		}
+		r.ResetAfter = max(r.ResetAfter, resetAfter(v, t, lim, rd.pend[i]))
 	}
-	r.Limit = limits[which]
-	r = r.At(time.UnixMicro(t))
-	return r, nil
+	r.Limit = q.limits[which]
+	return r.At(time.UnixMicro(t)), nil
 }
 
 // resetAfter is when the log of v, or the quota whose period ends at end
