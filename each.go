@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,9 +48,9 @@ var _ Eacher = (*Limiter)(nil)
 //
 // On a single server, behind Sentinel, or on a Cluster when every ask's
 // logs share a slot (keys with one hash tag, like "{acme}:key1" and
-// "{acme}"), it is one atomic script. On a Cluster with asks on several
-// slots, each ask is decided in order as AllowN or AllowAll would decide it,
-// and when one is denied the asks admitted before it are taken back
+// "{acme}"), it is one atomic script. On a Cluster (or a Ring) with asks on
+// several slots, the asks are decided at once, each as AllowN or AllowAll
+// would decide it, and when one is denied the admitted ones are taken back
 // (Refund) before AllowEach returns: for that moment their events count,
 // so a concurrent request on those keys may be denied by them; no limit is
 // ever exceeded.
@@ -301,40 +302,47 @@ func deny(rs []Result) {
 	}
 }
 
-// eachApart decides asks on several Cluster slots one after another, and
-// takes back the admitted ones when one is denied.
+// eachApart decides asks on several Cluster slots at once, each as AllowN
+// or AllowAll would, and when one is denied (or fails) takes back the
+// admitted ones before it answers.
 func (l *Limiter) eachApart(ctx context.Context, qs []request) ([]Result, error) {
 	rs := make([]Result, len(qs))
-	denied := -1
-	var err error
+	errs := make([]error, len(qs))
+	var wg sync.WaitGroup
 	for i := range qs {
-		rs[i], err = l.redis(ctx, &qs[i])
-		if err != nil || !rs[i].Allowed {
-			denied = i
-			break
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs[i], errs[i] = l.redis(ctx, &qs[i])
+		}()
 	}
-	if denied < 0 {
+	wg.Wait()
+	allowed := true
+	for i := range qs {
+		allowed = allowed && errs[i] == nil && rs[i].Allowed
+	}
+	if allowed {
 		return rs, nil
 	}
 	// take back what was admitted, before answering
-	for i := 0; i < denied; i++ {
-		if rerr := l.Refund(context.WithoutCancel(ctx), rs[i].handle); rerr != nil {
-			l.takeBacks.Add(l.takeBack(rs[i].handle))
+	for i := range qs {
+		if errs[i] != nil || !rs[i].Allowed {
+			continue
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// (a refund that did not run is queued, as a lost admission's;
+			// one that may have run is not run twice)
+			if err := l.Refund(context.WithoutCancel(ctx), rs[i].handle); err != nil && !fault.MayHaveRun(err) {
+				l.takeBacks.Add(l.takeBack(rs[i].handle))
+			}
+		}()
 		rs[i].Remaining = min(rs[i].Remaining+qs[i].n, rs[i].Limit.Events)
 	}
-	if err != nil {
-		return nil, err
-	}
-	// the asks after the denied one: what they would be (a peek each)
-	for i := denied + 1; i < len(qs); i++ {
-		q := qs[i]
-		q.op = opPeekAll
-		if q.limits == nil {
-			q.op = opPeek // (its n: whether n fit)
-		}
-		if rs[i], err = l.redis(ctx, &q); err != nil {
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return nil, err
 		}
 	}

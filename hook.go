@@ -48,7 +48,6 @@ const (
 	opPeek      = "peek"
 	opAllowAll  = "allow_all"
 	opAllowEach = "allow_each"
-	opPeekAll   = "peek_all"  // (an AllowEach's ask after a denial, on a Cluster)
 	opAcquire   = "acquire"   // AcquireN
 	opTakeBack  = "take_back" // a take-back given up (internal/takeback)
 

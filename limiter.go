@@ -225,7 +225,7 @@ type request struct {
 
 // all is the request's limits.
 func (q *request) all() []Limit {
-	if q.op == opAllowAll || q.op == opPeekAll {
+	if q.op == opAllowAll {
 		return q.limits
 	}
 	return []Limit{q.limit}
@@ -380,9 +380,9 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	var keys []string
 	var args []any
 	var id [idLen]byte
-	record := q.op != opPeek && q.op != opPeekAll
+	record := q.op != opPeek
 	var arg *idArg // a call with calendar quotas: its id, kept if it is sent again
-	if q.op == opAllowAll || q.op == opPeekAll || q.limit.Calendar() {
+	if q.op == opAllowAll || q.limit.Calendar() {
 		if record {
 			id = l.ids.Reserve(q.n)
 			arg = &idArg{}
@@ -436,7 +436,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	lims := [1]Limit{q.limit} // q.all(), without its allocation
 	limits := lims[:]
-	if q.op == opAllowAll || q.op == opPeekAll {
+	if q.op == opAllowAll {
 		limits = q.limits
 	}
 	r, err := decode(v, limits)
