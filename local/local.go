@@ -67,7 +67,10 @@ import (
 )
 
 // A Limiter takes the same decisions as slidelog.Limiter, in process.
-var _ slidelog.Decider = (*Limiter)(nil)
+var (
+	_ slidelog.Decider = (*Limiter)(nil)
+	_ slidelog.Eacher  = (*Limiter)(nil)
+)
 
 // Option configures a Limiter.
 type Option func(*Limiter)

@@ -17,7 +17,7 @@ import (
 )
 
 // Limiter is what both implementations offer.
-type Limiter = slidelog.Decider
+type Limiter = slidelog.Eacher
 
 // Epoch is the instant every table starts from.
 var Epoch = time.Date(2025, 11, 24, 16, 0, 0, 0, time.UTC)
@@ -219,8 +219,9 @@ func RunMaxLimits(t *testing.T, fresh func(t *testing.T) Subject) {
 	}
 }
 
-// RunModel replays random traces (single limits, Peeks, and AllowAll over
-// two windows) against the model, every field compared.
+// RunModel replays random traces (single limits, Peeks, AllowAll over two
+// windows, and AllowEach of two keys) against the model, every field
+// compared.
 func RunModel(t *testing.T, fresh func(t *testing.T) Subject, seeds, steps int) {
 	for seed := range uint64(seeds) {
 		s := fresh(t)
@@ -252,6 +253,23 @@ func Replay(t *testing.T, s Subject, trace []model.Step) {
 		case st.Peek:
 			r, err = s.Limiter.Peek(ctx, st.Key, lim)
 			want = mod.Decide(st.Key, st.Events, st.Window, 1, at, false)
+		case st.Key != "c" && i%7 == 3:
+			// an AllowEach of the step's key and "each", a log of its own
+			// (3 per 2ms): both admitted or neither
+			other := slidelog.Limit{Events: 3, Window: 2 * time.Millisecond}
+			rs, err := s.Limiter.AllowEach(ctx, slidelog.Ask{Key: st.Key, N: st.N, Limits: []slidelog.Limit{lim}}, slidelog.Ask{Key: "each", N: 1, Limits: []slidelog.Limit{other}})
+			if err != nil {
+				t.Fatalf("step %d (%+v): AllowEach: %v", i, st, err)
+			}
+			ds, _ := mod.DecideEach([]model.Ask{{Key: st.Key, N: st.N, Lims: []model.Lim{{Events: st.Events, Window: st.Window}}}, {Key: "each", N: 1, Lims: []model.Lim{{Events: 3, Window: 2 * time.Millisecond}}}}, at)
+			for j, want := range ds {
+				got := model.Decision{Allowed: rs[j].Allowed, Remaining: rs[j].Remaining, RetryAfter: rs[j].RetryAfter, ResetAfter: rs[j].ResetAfter}
+				if got != want || rs[j].Time().UnixMicro() != at {
+					t.Fatalf("step %d (%+v at +%v), AllowEach ask %d:\n got %+v at %v\nwant %+v", i, st, now, j, got, rs[j].Time(), want)
+				}
+			}
+			lastRetry = rs[0].RetryAfter
+			continue
 		case st.Key == "c" && i%5 == 0:
 			lims := []slidelog.Limit{lim, {Events: 2 * st.Events, Window: 4 * st.Window}}
 			r, err = s.Limiter.AllowAll(ctx, "all", st.N, lims...)
