@@ -154,6 +154,10 @@ type one struct {
 	limited  bool // decided (not unmatched, unlimited or replaced)
 	res      slidelog.Result
 	admitted bool // recorded events (to take back if the request is over)
+	// unrecorded: it fitted, in a request AllowEach denied, so nothing was
+	// recorded; its Remaining is counted as if admitted, and its status
+	// gives the hits back, as a take-back would
+	unrecorded bool
 	denied   bool // over its limit
 	local    bool // denied without Redis: it can never fit
 	err      error
@@ -396,6 +400,14 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 	if bad { // nothing is decided for a request the service cannot decide
 		return
 	}
+	if asked > 1 && s.decideEach(ctx, ds) {
+		for i := range ds {
+			if o := &ds[i]; o.limited && o.err == nil {
+				s.count(o)
+			}
+		}
+		return
+	}
 	for i := range ds {
 		o := &ds[i]
 		if !o.limited || o.local {
@@ -471,6 +483,63 @@ func (s *Server) decideOne(ctx context.Context, o *one) {
 	}
 }
 
+// decideEach decides the request's descriptors as one AllowEach, when they
+// can be: each records hits (no hits_addend of 0), none is a shadow or a
+// quota_mode rule's (whose denials do not deny the request), no
+// SHADOW_MODE, and no two share a key. On a single server (or every key on
+// one Cluster slot) the descriptors are decided in one atomic script, with
+// nothing to take back. It reports false when it decided nothing.
+func (s *Server) decideEach(ctx context.Context, ds []one) (decided bool) {
+	if s.opts.ShadowMode || s.opts.QuotaMode {
+		return false
+	}
+	var asks []slidelog.Ask
+	var of []*one
+	keys := map[string]bool{}
+	for i := range ds {
+		o := &ds[i]
+		if !o.limited || o.local {
+			continue
+		}
+		if o.n == 0 || o.m.rule.Shadow || o.m.rule.Quota || keys[o.key] {
+			return false
+		}
+		keys[o.key] = true
+		asks = append(asks, slidelog.Ask{Key: o.key, N: o.n, Limits: o.limits})
+		of = append(of, o)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err := s.panicked(p)
+			for _, o := range of {
+				o.res, o.denied, o.admitted, o.unrecorded, o.err = slidelog.Result{}, false, false, false, err
+			}
+			decided = true
+		}
+	}()
+	rs, err := s.opts.Limiter.AllowEach(ctx, asks...)
+	if errors.Is(err, slidelog.ErrInvalidLimit) {
+		return false // (more limits than one call takes: each on its own)
+	}
+	for i, o := range of {
+		if err != nil {
+			o.err = err
+			continue
+		}
+		o.res = rs[i]
+		switch {
+		case rs[i].Allowed:
+			o.admitted = true
+		case rs[i].Remaining < o.n:
+			o.denied = true
+		default:
+			o.unrecorded = true
+			o.res.Remaining -= o.n
+		}
+	}
+	return true
+}
+
 func (s *Server) refund(ctx context.Context, res slidelog.Result) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.RefundTimeout)
 	defer cancel()
@@ -486,6 +555,12 @@ func (s *Server) takeBack(ctx context.Context, ds []one, resp *rlsv3.RateLimitRe
 	var wg sync.WaitGroup
 	for i := range ds {
 		o := &ds[i]
+		if o.unrecorded {
+			if st := resp.Statuses[i]; st != nil {
+				st.LimitRemaining += uint32(o.n)
+			}
+			o.unrecorded = false
+		}
 		if !o.admitted {
 			continue
 		}
