@@ -61,10 +61,10 @@ var _ Eacher = (*Limiter)(nil)
 // retry, like AllowN, and never answers from the deny cache.
 func (l *Limiter) AllowEach(ctx context.Context, asks ...Ask) ([]Result, error) {
 	start := time.Now()
-	qs, err := l.checkEach(asks)
+	qs, keys, err := l.checkEach(asks)
 	var rs []Result
 	if err == nil {
-		if l.apart(qs) {
+		if l.apart(keys) {
 			rs, err = l.eachApart(ctx, qs)
 		} else {
 			rs, err = l.each(ctx, qs)
@@ -73,58 +73,81 @@ func (l *Limiter) AllowEach(ctx context.Context, asks ...Ask) ([]Result, error) 
 	return l.finishEach(ctx, qs, start, rs, err)
 }
 
-// checkEach validates the asks and returns each as a request: a decision
-// on one limit (AllowN), or an AllowAll.
-func (l *Limiter) checkEach(asks []Ask) ([]request, error) {
+// checkEach validates the asks and returns each as a request (a decision
+// on one limit, as AllowN's, or an AllowAll) and the Redis keys of each.
+func (l *Limiter) checkEach(asks []Ask) ([]request, [][]string, error) {
 	if len(asks) == 0 {
-		return nil, fmt.Errorf("%w: AllowEach needs at least one ask", ErrInvalidLimit)
+		return nil, nil, fmt.Errorf("%w: AllowEach needs at least one ask", ErrInvalidLimit)
 	}
 	qs := make([]request, len(asks))
 	total := 0
 	for i, a := range asks {
 		total += len(a.Limits)
 		if total > MaxLimits {
-			return nil, fmt.Errorf("%w: AllowEach over more than MaxLimits (%d) limits", ErrInvalidLimit, MaxLimits)
+			return nil, nil, fmt.Errorf("%w: AllowEach over more than MaxLimits (%d) limits", ErrInvalidLimit, MaxLimits)
 		}
 		q := request{op: opAllowAll, key: a.Key, limits: a.Limits, n: a.N}
 		if len(a.Limits) == 1 {
 			q = request{op: opAllow, key: a.Key, limit: a.Limits[0], n: a.N}
 		}
 		if err := l.checkRequest(&q); err != nil {
-			return nil, fmt.Errorf("ask %d: %w", i, err)
+			return nil, nil, fmt.Errorf("ask %d: %w", i, err)
 		}
 		for j, other := range asks[:i] {
 			if other.Key == a.Key {
-				return nil, fmt.Errorf("%w: asks %d and %d are both for key %q (one ask takes several limits)", ErrInvalidLimit, j, i, a.Key)
+				return nil, nil, fmt.Errorf("%w: asks %d and %d are both for key %q (one ask takes several limits)", ErrInvalidLimit, j, i, a.Key)
 			}
 		}
 		qs[i] = q
 	}
 	// no two asks may write one Redis key (keys that alias another's logs)
+	keys := make([][]string, len(qs))
 	seen := map[string]int{}
 	for i := range qs {
-		keys, _, _ := l.askCall(&qs[i], time.Now(), ids.Process().Reserve(0), nil)
-		for _, k := range keys {
+		keys[i] = l.askKeys(&qs[i])
+		for _, k := range keys[i] {
 			if j, ok := seen[k]; ok && j != i {
-				return nil, fmt.Errorf("%w: asks %d and %d share the Redis key %q", ErrInvalidLimit, j, i, k)
+				return nil, nil, fmt.Errorf("%w: asks %d and %d share the Redis key %q", ErrInvalidLimit, j, i, k)
 			}
 			seen[k] = i
 		}
 	}
-	return qs, nil
+	return qs, keys, nil
+}
+
+// askKeys are the Redis keys an ask's decision writes: its logs (and
+// quotas), and an AllowAll's indexes.
+func (l *Limiter) askKeys(q *request) []string {
+	if q.op != opAllowAll && !q.limit.Calendar() {
+		return []string{l.prefix + q.key}
+	}
+	base, index := l.allKeys(q.key)
+	keys := make([]string, 0, len(q.all())+2)
+	periods := false
+	for _, lim := range q.all() {
+		if lim.Calendar() {
+			keys, periods = append(keys, quotaKey(base, lim)), true
+			continue
+		}
+		keys = append(keys, windowKey(base, lim.Window))
+	}
+	keys = append(keys, index)
+	if periods {
+		keys = append(keys, periodsKey(base))
+	}
+	return keys
 }
 
 // apart reports whether the asks' logs may be on several servers: a
 // Cluster with keys on several slots, or a Ring with several hash tags.
-func (l *Limiter) apart(qs []request) bool {
-	if !severalNodes(l.rdb) || len(qs) == 1 {
+func (l *Limiter) apart(keys [][]string) bool {
+	if !severalNodes(l.rdb) || len(keys) == 1 {
 		return false
 	}
 	_, ring := l.rdb.(interface{ Options() *redis.RingOptions })
 	var first string
-	for i := range qs {
-		keys, _, _ := l.askCall(&qs[i], time.Now(), ids.Process().Reserve(0), nil)
-		for _, k := range keys {
+	for _, ks := range keys {
+		for _, k := range ks {
 			where := strconv.Itoa(keylayout.Slot(k))
 			if ring {
 				where = ringTag(k)

@@ -303,3 +303,25 @@ func TestAllowEachPolicy(t *testing.T) {
 		t.Fatalf("FailClosed: %v, want the Redis error", err)
 	}
 }
+
+// The keys AllowEach checks (askKeys) are the keys its call writes.
+func TestAllowEachKeys(t *testing.T) {
+	l := New(newMini(t).rdb, WithPrefix("{p}:"))
+	rate := Limit{Events: 10, Window: time.Minute}
+	for _, a := range []Ask{
+		{Key: "a", N: 1, Limits: []Limit{rate}},
+		{Key: "b}", N: 1, Limits: []Limit{rate, {Events: 5, Window: time.Hour}}},
+		{Key: "c", N: 1, Limits: []Limit{Daily(5, time.UTC)}},
+		{Key: "{d}", N: 1, Limits: []Limit{rate, Monthly(5, 31, time.UTC)}},
+	} {
+		qs, keys, err := l.checkEach([]Ask{a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var arg idArg
+		want, _, _ := l.askCall(&qs[0], time.Now(), l.ids.Reserve(1), &arg)
+		if fmt.Sprint(keys[0]) != fmt.Sprint(want) {
+			t.Errorf("%+v: checked %q, the call writes %q", a, keys[0], want)
+		}
+	}
+}

@@ -158,9 +158,9 @@ type one struct {
 	// recorded; its Remaining is counted as if admitted, and its status
 	// gives the hits back, as a take-back would
 	unrecorded bool
-	denied   bool // over its limit
-	local    bool // denied without Redis: it can never fit
-	err      error
+	denied     bool // over its limit
+	local      bool // denied without Redis: it can never fit
+	err        error
 }
 
 func serviceError(msg string) error { return status.Error(codes.Unknown, msg) }
