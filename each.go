@@ -396,10 +396,17 @@ func (l *Limiter) finishEach(ctx context.Context, qs []request, start time.Time,
 		}
 	}
 	if err == nil && len(rs) > 0 {
+		// the limit named: a denial's, the first ask with no room for its
+		// events; an admission's, the ask with the fewest left
 		o.Allowed, o.Limit = rs[0].Allowed, rs[0].Limit
-		for _, r := range rs {
-			if r.Remaining < 0 || (!r.Allowed && r.RetryAfter > 0) {
+		least := rs[0].Remaining
+		for i, r := range rs {
+			if !o.Allowed && r.Remaining < qs[i].n {
 				o.Limit = r.Limit
+				break
+			}
+			if o.Allowed && r.Remaining < least {
+				o.Limit, least = r.Limit, r.Remaining
 			}
 		}
 		if l.shadow && !o.Allowed && !o.Shadow {

@@ -325,3 +325,34 @@ func TestAllowEachKeys(t *testing.T) {
 		}
 	}
 }
+
+// A hook hears one observation per AllowEach: op allow_each, N the asks'
+// total, the limit of the ask that denied (else of the ask with the
+// fewest left).
+func TestAllowEachObserved(t *testing.T) {
+	var mu sync.Mutex
+	var obs []Observation
+	hook := HookFunc(func(_ context.Context, o Observation) {
+		mu.Lock()
+		obs = append(obs, o)
+		mu.Unlock()
+	})
+	l := New(newMini(t).rdb, WithHook(hook))
+	loose, tight := Limit{Events: 10, Window: time.Minute}, Limit{Events: 3, Window: time.Hour}
+	asks := []Ask{{Key: "a", N: 2, Limits: []Limit{loose}}, {Key: "b", N: 1, Limits: []Limit{tight}}}
+	for i := 0; i < 4; i++ {
+		if _, err := l.AllowEach(context.Background(), asks...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(obs) != 4 {
+		t.Fatalf("%d observations for 4 calls", len(obs))
+	}
+	for i, o := range obs {
+		if o.Op != "allow_each" || o.N != 3 || o.Allowed != (i < 3) || o.Limit != tight {
+			t.Errorf("call %d: %+v; want allow_each, N 3, allowed %v, the tight limit", i, o, i < 3)
+		}
+	}
+}
