@@ -198,7 +198,9 @@ func (rs *rules) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	results, err := rs.eacher.AllowEach(r.Context(), asks...)
 	if err == nil && len(results) != len(asks) {
-		err = fmt.Errorf("httplimit: the limiter's AllowEach returned %d results for %d asks", len(results), len(asks))
+		// an Eacher outside slidelog: its bug, not an outage
+		o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: the limiter's AllowEach returned %d results for %d asks", len(results), len(asks)))
+		return
 	}
 	if err != nil {
 		rs.fail(w, r, applying, cost, err)

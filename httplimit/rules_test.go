@@ -461,3 +461,22 @@ func TestRulesValidate(t *testing.T) {
 		t.Errorf("InFlight with Rules: %v", err)
 	}
 }
+
+// shortEacher is an Eacher whose AllowEach answers no Result.
+type shortEacher struct{ *slidelog.Limiter }
+
+func (shortEacher) AllowEach(context.Context, ...slidelog.Ask) ([]slidelog.Result, error) {
+	return nil, nil
+}
+
+// An Eacher that answers fewer Results than asks is a bug: 500, not an
+// outage's 503.
+func TestRulesShortAnswer(t *testing.T) {
+	_, l := server(t)
+	var status int
+	h := httplimit.New(httplimit.Options{Limiter: shortEacher{l}, Rules: twoRules(),
+		OnError: func(w http.ResponseWriter, _ *http.Request, s int, _ error) { status = s; w.WriteHeader(s) }})(ok)
+	if w := get(h, "192.0.2.1:1", "X-API-Key", "key-a1"); w.Code != 500 || status != 500 {
+		t.Errorf("%d, OnError(%d)", w.Code, status)
+	}
+}

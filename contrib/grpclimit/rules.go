@@ -197,7 +197,9 @@ func (s *server) decideRules(ctx context.Context, fullMethod string) (metadata.M
 	}
 	results, err := s.eacher.AllowEach(ctx, asks...)
 	if err == nil && len(results) != len(asks) {
-		err = fmt.Errorf("grpclimit: the limiter's AllowEach returned %d results for %d asks", len(results), len(asks))
+		// an Eacher outside slidelog: its bug, not an outage
+		return nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
+			fmt.Errorf("grpclimit: the limiter's AllowEach returned %d results for %d asks", len(results), len(asks)))
 	}
 	if err != nil {
 		return s.failRules(ctx, fullMethod, applying, n, err)

@@ -50,7 +50,7 @@ func (e *eachRecorder) last() ([]slidelog.Ask, []slidelog.Result, int) {
 
 // customers is the customer of each API key of the rules tests: other
 // keys have none.
-var customers = map[string]string{"key-a1": "acme", "key-a2": "acme"}
+var customers = map[string]string{"key-a1": "acme", "key-a2": "acme", "key-b1": "bolt", "key-b2": "bolt"}
 
 // customerKey keys a call by the customer of its x-api-key, and skips a
 // key without a customer.
@@ -366,5 +366,43 @@ func TestRulesValidate(t *testing.T) {
 			"UnaryServerInterceptor":  func() { grpclimit.UnaryServerInterceptor(tc.opts) },
 			"StreamServerInterceptor": func() { grpclimit.StreamServerInterceptor(tc.opts) },
 		})
+	}
+}
+
+// shortEacher is an Eacher whose AllowEach answers no Result.
+type shortEacher struct{ *slidelog.Limiter }
+
+func (shortEacher) AllowEach(context.Context, ...slidelog.Ask) ([]slidelog.Result, error) {
+	return nil, nil
+}
+
+// An Eacher that answers fewer Results than asks is a bug: Internal, not
+// Unavailable.
+func TestRulesShortAnswer(t *testing.T) {
+	_, rdb := mini(t)
+	s := serve(t, unary(grpclimit.Options{Limiter: shortEacher{slidelog.New(rdb)}, Rules: twoRules()}))
+	if a := s.checkCall(withKey("key-a1")); a.code != codes.Internal {
+		t.Errorf("%v; want Internal", a)
+	}
+}
+
+// When several rules deny, the first that had no room for the call
+// (Remaining below Cost) is named, even if a later one has fewer Remaining.
+func TestRulesFirstDenier(t *testing.T) {
+	_, rdb := mini(t)
+	s := serve(t, unary(grpclimit.Options{Limiter: slidelog.New(rdb), Rules: twoRules(),
+		Cost: func(ctx context.Context, _ string) int {
+			md, _ := metadata.FromIncomingContext(ctx)
+			return len(strings.Join(md.Get("x-cost"), ""))
+		}}))
+	call := func(apiKey, cost string) answer {
+		return s.checkCall(metadata.AppendToOutgoingContext(withKey(apiKey), "x-cost", cost))
+	}
+	call("key-b1", "**")  // b1's rate: 1 left; bolt's quota: 3
+	call("key-b2", "***") // b2's rate: 0 left; bolt's quota: 0
+	a := call("key-b1", "**")
+	if _, st := a.fields(); a.code != codes.ResourceExhausted || st != `"perkey";r=1;t=3600, "customer";r=0;t=3600` ||
+		len(quotaFailure(a.err)) != 1 || quotaFailure(a.err)[0] != "perkey" {
+		t.Errorf("both deny: %v, QuotaFailure %q; want perkey named", a, quotaFailure(a.err))
 	}
 }
