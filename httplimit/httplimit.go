@@ -123,9 +123,10 @@ type Options struct {
 	// then left unset (a rule has its own). Every rule that applies to a
 	// request (its Key does not return ErrSkip) is decided in one
 	// AllowEach, so Limiter must be a slidelog.Eacher (*slidelog.Limiter
-	// is): the request is admitted by every rule, or denied and recorded by
-	// none (a request one rule denies costs the others nothing). A request
-	// every rule skips is let through uncounted, with no rate-limit field.
+	// and *local.Limiter are): the request is admitted by every rule, or
+	// denied and recorded by none (a request one rule denies costs the
+	// others nothing). A request every rule skips is let through
+	// uncounted, with no rate-limit field.
 	// The RateLimit fields list every applying rule, in order (see the
 	// package documentation). Default: none.
 	Rules []Rule

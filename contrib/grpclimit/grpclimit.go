@@ -138,7 +138,7 @@ type Options struct {
 	// are then left unset (a rule has its own; a rule's Key is told the
 	// method, and skips the methods it does not limit with ErrSkip). Every
 	// rule that applies to a call is decided in one AllowEach, so Limiter
-	// must be a slidelog.Eacher (*slidelog.Limiter is): the call is
+	// must be a slidelog.Eacher (*slidelog.Limiter and *local.Limiter are): the call is
 	// admitted by every rule, or denied and recorded by none. A call every
 	// rule skips is let through uncounted, with no rate-limit field. The
 	// fields list every applying rule, in order (see the package

@@ -108,7 +108,7 @@ func (o Options) validRules() error {
 		return fmt.Errorf("grpclimit: Options.Rules replaces %s: each rule has its own name, key and limits (a rule's Key may skip methods)", strings.Join(set, ", "))
 	}
 	if _, ok := o.Limiter.(slidelog.Eacher); !ok {
-		return fmt.Errorf("grpclimit: Options.Limiter (%T) is not a slidelog.Eacher: Options.Rules are decided in one AllowEach, which *slidelog.Limiter has", o.Limiter)
+		return fmt.Errorf("grpclimit: Options.Limiter (%T) is not a slidelog.Eacher: Options.Rules are decided in one AllowEach, which *slidelog.Limiter and *local.Limiter have", o.Limiter)
 	}
 	total := 0
 	for i, rule := range o.Rules {
