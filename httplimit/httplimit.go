@@ -9,7 +9,8 @@
 // where <name> is Options.Name as an RFC 8941 string (a quote and a
 // backslash escaped by a backslash; a name with any other byte than
 // printable ASCII is refused by New), and windows and waits are whole
-// seconds, rounded up. A request is answered:
+// seconds, rounded up; with Options.Rules, each field is a list of one
+// item per rule (below). A request is answered:
 //
 //   - exempt (Options.Exempt reports true: a health check, an internal
 //     caller): by the next handler, with no rate-limit field. No key is
@@ -33,6 +34,8 @@
 //     outage.
 //   - when the limiter is unavailable (Redis down or slow under
 //     slidelog.FailClosed): 503 Service Unavailable.
+//   - skipped (the KeyFunc returned ErrSkip): by the next handler, with no
+//     rate-limit field, uncounted.
 //
 // By default a request counts against its client's IP address (ClientIP):
 // behind proxies, only the proxies named in IPKey.TrustedProxies are
@@ -52,8 +55,41 @@
 // line counting those left out: an outage is neither silent nor a flood.
 //
 // Mistakes a configuration shows on its own (no Limiter, neither Limit nor
-// LimitFor, an invalid Limit, a Name that is not a valid string) make New
-// panic; Options.Validate reports them as an error instead.
+// LimitFor, an invalid Limit, a Name that is not a valid string; with
+// Rules: Limit, LimitFor, Key or Name set beside them, a Limiter that is
+// not a slidelog.Eacher, a rule without a valid and distinct name, a Key
+// or a valid limit, two limits of one rule on one window, more than
+// slidelog.MaxLimits limits in all) make New panic; Options.Validate
+// reports them as an error instead.
+//
+// # Several limits per request: Rules
+//
+// Options.Rules hold a request to several limits at once, each counted
+// against a key of its own: 100 a minute per API key and 10 000 a day per
+// customer. Each Rule has a Name, a Key and Limits; a rule whose Key
+// returns ErrSkip does not apply to the request. Every rule that applies is
+// decided in one slidelog.Eacher's AllowEach (the Limiter must be one): the
+// request is admitted by all of them, or recorded by none, so a request the
+// customer's quota denies costs nothing of its API key's rate, and the
+// other way round. A rule's key is its Name, a space, and its Key's key.
+// The fields list every applying rule, in order, as draft-11's lists:
+//
+//	RateLimit-Policy: "perkey";q=100;w=60, "customer";q=10000;w=86400
+//	RateLimit: "perkey";r=37;t=0, "customer";r=9000;t=43200
+//
+// A rule of several limits is shown by the limit that decided it
+// (slidelog.Result.Limit: the one that denied, or the one with the fewest
+// Remaining). A denial's Retry-After is when every rule fits (the shared
+// RetryAfter of AllowEach); in RateLimit, the rule that denied shows that
+// wait and a rule that had room shows its own state. The default 429 body
+// names the rule that denied: the first whose own limit had no room
+// (Remaining below Cost); OnDenied gets that rule's Result, and DeniedRule
+// its name. A request every rule skips is let through uncounted, with no
+// field. The statuses are the same: a Key's error is a 400 (uncounted by
+// every rule), Cost over one rule's smallest limit a 413 (RateLimit-Policy
+// alone, each rule shown by its smallest limit), and so on. With
+// LegacyHeaders, the X-RateLimit-* fields are the tightest rule's: the one
+// that denied, or when admitted, the one with the fewest Remaining.
 package httplimit
 
 import (
@@ -68,17 +104,32 @@ import (
 )
 
 // Limiter is what the middleware needs: a slidelog.Decider, such as
-// *slidelog.Limiter or *local.Limiter (it calls AllowN only).
+// *slidelog.Limiter or *local.Limiter (it calls AllowN only; with
+// Options.Rules, AllowEach, of a Limiter that is also a slidelog.Eacher).
 type Limiter = slidelog.Decider
 
-// Options configure the middleware. Limiter, and Limit or LimitFor, are
-// required.
+// Options configure the middleware. Limiter, and Limit, LimitFor or
+// Rules, are required.
 type Options struct {
 	Limiter  Limiter
 	Limit    slidelog.Limit                     // the limit of every request, unless LimitFor is set
 	LimitFor func(*http.Request) slidelog.Limit // a limit per request (e.g. by plan); overrides Limit
 	Key      KeyFunc                            // whom a request counts against; default: ClientIP(IPKey{})
-	Cost     func(*http.Request) int            // events a request weighs (AllowN), at least 1; default 1
+	Cost     func(*http.Request) int            // events a request weighs (AllowN; under Rules, each rule's), at least 1; default 1
+
+	// Rules hold each request to several limits at once, each counted
+	// against a key of its own (100 a minute per API key and 10 000 a day
+	// per customer), in place of Limit, LimitFor, Key and Name, which are
+	// then left unset (a rule has its own). Every rule that applies to a
+	// request (its Key does not return ErrSkip) is decided in one
+	// AllowEach, so Limiter must be a slidelog.Eacher (*slidelog.Limiter
+	// and *local.Limiter are): the request is admitted by every rule, or
+	// denied and recorded by none (a request one rule denies costs the
+	// others nothing). A request every rule skips is let through
+	// uncounted, with no rate-limit field.
+	// The RateLimit fields list every applying rule, in order (see the
+	// package documentation). Default: none.
+	Rules []Rule
 
 	// Exempt, when it reports true, sends the request straight to the next
 	// handler: the limiter is not called, no key is computed, no rate-limit
@@ -95,10 +146,16 @@ type Options struct {
 
 	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until the window empties) to every response.
+	// They describe one limit: under Rules, the tightest rule's (the rule
+	// that denied the request; when admitted, the one with the fewest
+	// Remaining, the first of those).
 	LegacyHeaders bool
 
 	// OnDenied writes the response to a denied request, after the headers
-	// are set. Default: 429 with an application/problem+json body.
+	// are set. Under Rules, res is the Result of the rule that denied (the
+	// first whose own limit had no room for the request) and DeniedRule(r)
+	// is its name. Default: 429 with an application/problem+json body
+	// (under Rules, naming the rule in its detail and in a "rule" member).
 	OnDenied func(w http.ResponseWriter, r *http.Request, res slidelog.Result)
 	// OnError writes the response when no decision could be had, with the
 	// status the package documentation lists (400, 413, 500 or 503) and the
@@ -115,6 +172,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.Limiter == nil:
 		return errors.New("httplimit: Options.Limiter is nil")
+	case len(o.Rules) > 0:
+		return o.validRules()
 	case o.LimitFor == nil && o.Limit == (slidelog.Limit{}):
 		return errors.New("httplimit: Options.Limit or Options.LimitFor is required")
 	}
@@ -134,6 +193,24 @@ func New(o Options) func(http.Handler) http.Handler {
 	if err := o.Validate(); err != nil {
 		panic(err.Error())
 	}
+	if o.OnError == nil {
+		o.OnError = (&errorLog{what: "rate"}).onError
+	}
+	if len(o.Rules) > 0 {
+		if o.OnDenied == nil {
+			o.OnDenied = deniedByRule
+		}
+		rs := newRules(&o)
+		return func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if o.Exempt != nil && o.Exempt(r) {
+					next.ServeHTTP(w, r)
+					return
+				}
+				rs.serve(w, r, next)
+			})
+		}
+	}
 	if o.Key == nil {
 		o.Key = ClientIP(IPKey{})
 	}
@@ -143,9 +220,6 @@ func New(o Options) func(http.Handler) http.Handler {
 	if o.OnDenied == nil {
 		o.OnDenied = deniedProblem
 	}
-	if o.OnError == nil {
-		o.OnError = (&errorLog{what: "rate"}).onError
-	}
 	name := ratefields.String(o.Name)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -153,8 +227,12 @@ func New(o Options) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			limit, cost, key, ok := o.request(w, r)
-			if !ok {
+			limit, cost, key, act := o.request(w, r)
+			switch act {
+			case answered:
+				return
+			case skipped:
+				next.ServeHTTP(w, r)
 				return
 			}
 			res, err := o.Limiter.AllowN(r.Context(), key, limit, cost)
@@ -208,6 +286,7 @@ type problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
+	Rule   string `json:"rule,omitempty"` // an extension member: the rule that denied (Options.Rules)
 }
 
 func writeProblem(w http.ResponseWriter, p problem) {

@@ -30,6 +30,10 @@ import (
 //     them: they would describe a limit that did not answer it.
 //   - OnDenied gets the denial's Result; its default says the client's
 //     slots are all held.
+//   - Rules are not taken: they are rate limits (New). InFlight panics,
+//     and Validate reports it, when Rules is set.
+//   - A request whose Key returns ErrSkip goes to the next handler
+//     holding no slot, as an exempt one.
 type InFlightOptions struct {
 	Options
 
@@ -55,6 +59,9 @@ const MinLease = 100 * time.Millisecond
 // nil: Options' mistakes, a Limiter that is not a slidelog.Acquirer, and a
 // Limit whose lease (Window) is shorter than MinLease.
 func (o InFlightOptions) Validate() error {
+	if len(o.Rules) > 0 {
+		return errors.New("httplimit: InFlight takes no Options.Rules (they are rate limits, decided by New): set Limit or LimitFor, and Key")
+	}
 	if err := o.Options.Validate(); err != nil {
 		return err
 	}
@@ -134,8 +141,12 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			limit, cost, key, ok := o.request(w, r)
-			if !ok {
+			limit, cost, key, act := o.request(w, r)
+			switch act {
+			case answered:
+				return
+			case skipped:
+				next.ServeHTTP(w, r)
 				return
 			}
 			if limit.Window < MinLease {
@@ -176,34 +187,46 @@ func clearRateFields(w http.ResponseWriter) {
 	}
 }
 
+// action is what becomes of a request once request has looked at it.
+type action int
+
+const (
+	decide   action = iota // decide it under its limit, cost and key
+	skipped                // Options.Key returned ErrSkip: let it through, uncounted
+	answered               // one of Options' functions failed: the error is answered
+)
+
 // request is what a request is decided on: its limit, cost and key; or,
-// when one of Options' functions fails, false, with the error answered.
-func (o *Options) request(w http.ResponseWriter, r *http.Request) (limit slidelog.Limit, cost int, key string, ok bool) {
+// when one of Options' functions fails, answered, with the error answered;
+// or skipped, when Key skips it (ErrSkip).
+func (o *Options) request(w http.ResponseWriter, r *http.Request) (limit slidelog.Limit, cost int, key string, act action) {
 	limit = o.Limit
 	if o.LimitFor != nil {
 		limit = o.LimitFor(r)
 		if err := limit.Validate(); err != nil {
 			o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.LimitFor returned %v: %w", limit, err))
-			return limit, 0, "", false
+			return limit, 0, "", answered
 		}
 	}
 	cost = 1
 	if o.Cost != nil {
 		if cost = o.Cost(r); cost < 1 {
 			o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.Cost returned %d, not at least 1: %w", cost, slidelog.ErrInvalidN))
-			return limit, cost, "", false
+			return limit, cost, "", answered
 		}
 	}
 	key, err := o.Key(r)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrSkip):
+		return limit, cost, "", skipped
+	case err != nil:
 		o.OnError(w, r, http.StatusBadRequest, err)
-		return limit, cost, "", false
-	}
-	if key == "" {
+		return limit, cost, "", answered
+	case key == "":
 		o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.Key returned an empty key and no error: %w", slidelog.ErrEmptyKey))
-		return limit, cost, "", false
+		return limit, cost, "", answered
 	}
-	return limit, cost, key, true
+	return limit, cost, key, decide
 }
 
 // errorStatus is the status of a request the limiter answered err: 413 for

@@ -12,7 +12,9 @@ import (
 )
 
 // KeyFunc says whom a request counts against. An error answers the request
-// 400 Bad Request (through Options.OnError) without counting it.
+// 400 Bad Request (through Options.OnError) without counting it, except
+// ErrSkip (or an error wrapping it): the request is left out, uncounted
+// (under Options.Rules, by that rule alone).
 type KeyFunc func(r *http.Request) (string, error)
 
 // maxHeaderKey is the longest header value Header keys by. The key is

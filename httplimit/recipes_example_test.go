@@ -5,6 +5,7 @@ package httplimit_test
 // end" marker.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -94,4 +95,74 @@ func Example_perPlan() {
 	// key-pro-1: 200 "default";q=100;w=60 "default";r=98;t=0
 	// Redis key: slidelog:sha256:LcuQ9h8BXGh6-KZxv3r3HDxxPPIngPsNRpHUOdxL670
 	// Redis key: slidelog:sha256:jzXV5EYqOKqN9p-RniCIwbH0Ay4TG_NCoxbebr4EAcU
+}
+
+// Per API key and per customer: 100 a minute per API key and 10 000 a day
+// per customer, decided as one. The customer's quota denies the second
+// key's request, which costs that key's rate nothing (r=100); a key of no
+// customer has its rate alone.
+func Example_perKeyAndCustomer() {
+	mr, rdb := redisAt(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	defer mr.Close()
+	limiter := slidelog.New(rdb)
+
+	// recipe http-rules begin
+	// customerOf is your own lookup: the customer an API key belongs to.
+	customerOf := map[string]string{"key-acme-1": "acme", "key-acme-2": "acme"}
+	mw := httplimit.New(httplimit.Options{
+		Limiter: limiter, // a slidelog.Eacher: one AllowEach decides every rule
+		Rules: []httplimit.Rule{{
+			Name:   "perkey",
+			Key:    httplimit.Header("X-API-Key"), // 400 without the header
+			Limits: []slidelog.Limit{slidelog.PerMinute(100)},
+		}, {
+			Name: "customer",
+			Key: func(r *http.Request) (string, error) {
+				customer, ok := customerOf[r.Header.Get("X-API-Key")]
+				if !ok {
+					return "", httplimit.ErrSkip // no customer: the key's rate alone
+				}
+				return customer, nil
+			},
+			Limits: []slidelog.Limit{slidelog.Daily(10000, time.UTC)},
+		}},
+	})
+	// recipe http-rules end
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+
+	// acme spent 9 999 of today's 10 000 earlier (its key under the
+	// customer rule is "customer acme")
+	if _, err := limiter.AllowN(context.Background(), "customer acme", slidelog.Daily(10000, time.UTC), 9999); err != nil {
+		panic(err)
+	}
+	for _, key := range []string{"key-acme-1", "key-acme-2", "key-trial", ""} {
+		r := httptest.NewRequest("GET", "/", nil)
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%q: %d\n", key, w.Code)
+		for _, f := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
+			if v := w.Header().Get(f); v != "" {
+				fmt.Printf("  %s: %s\n", f, v)
+			}
+		}
+		if w.Code == http.StatusTooManyRequests {
+			fmt.Print("  ", w.Body.String())
+		}
+	}
+	// Output:
+	// "key-acme-1": 200
+	//   RateLimit-Policy: "perkey";q=100;w=60, "customer";q=10000;w=86400
+	//   RateLimit: "perkey";r=99;t=0, "customer";r=0;t=43200
+	// "key-acme-2": 429
+	//   RateLimit-Policy: "perkey";q=100;w=60, "customer";q=10000;w=86400
+	//   RateLimit: "perkey";r=100;t=0, "customer";r=0;t=43200
+	//   Retry-After: 43200
+	//   {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit \"customer\" of 10000 per day in UTC reached; retry in 43200 s","rule":"customer"}
+	// "key-trial": 200
+	//   RateLimit-Policy: "perkey";q=100;w=60
+	//   RateLimit: "perkey";r=99;t=0
+	// "": 400
 }

@@ -48,7 +48,8 @@ type ClientOptions struct {
 	// caller that shares the limiter and the key shares the quota.
 	Key string
 	// KeyFor is a key per call (e.g. the tenant a call is made for), in
-	// place of Key. An error fails the call InvalidArgument, not made; so
+	// place of Key. ErrSkip makes the call without waiting. Another error
+	// fails the call InvalidArgument, not made; so
 	// does a key that begins with '/' for a method Methods does not name,
 	// when Methods gives some method a budget of its own (as on the server:
 	// it could name another key's budget of that method).

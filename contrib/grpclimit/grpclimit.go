@@ -18,7 +18,8 @@
 //	ratelimit: "<name>";r=<remaining>;t=<seconds>
 //
 // where <name> is Options.Name as an RFC 8941 string, and windows and waits
-// are whole seconds, rounded up. A call is answered:
+// are whole seconds, rounded up; with Options.Rules, each field is a list
+// of one item per rule (below). A call is answered:
 //
 //   - admitted: by the handler, with both fields.
 //   - denied: codes.ResourceExhausted, with both fields and a
@@ -41,6 +42,8 @@
 //     usual.
 //   - when the call's context ends during the decision: its own
 //     codes.Canceled or codes.DeadlineExceeded.
+//   - skipped (the KeyFunc returned ErrSkip): by the handler, with no
+//     field, uncounted.
 //
 // The errors keep their cause for errors.Is and errors.As in the process
 // (an outer logging interceptor sees slidelog.ErrWrongType); only the status
@@ -53,9 +56,35 @@
 //
 // Mistakes a configuration shows on its own (no Limiter, no limit, an
 // invalid Limit or Methods entry, a method name that cannot match, a Name
-// that is not a valid string) make the interceptor constructors panic;
+// that is not a valid string; with Rules: Limit, Methods, LimitFor, Key or
+// Name beside them, a Limiter that is not a slidelog.Eacher, a rule without
+// a valid and distinct name, a Key or a valid limit, two limits of one rule
+// on one window, more than slidelog.MaxLimits limits in all) make the
+// interceptor constructors panic;
 // Options.Validate and ClientOptions.Validate report them as an error
 // instead.
+//
+// # Several limits per call: Rules
+//
+// Options.Rules hold a call to several limits at once, each counted against
+// a key of its own (httplimit's Rules, in gRPC's terms): 100 a minute per
+// API key and 10 000 a day per customer. A rule's Key is told the method,
+// and returns ErrSkip for a call the rule does not apply to. Every rule that
+// applies is decided in one slidelog.Eacher's AllowEach (the Limiter must be
+// one): the call is admitted by all of them, or recorded by none. The
+// fields list every applying rule, in order, formatted as httplimit formats
+// them:
+//
+//	ratelimit-policy: "perkey";q=100;w=60, "customer";q=10000;w=86400
+//	ratelimit: "perkey";r=37;t=0, "customer";r=9000;t=43200
+//
+// A denial is codes.ResourceExhausted with a google.rpc.RetryInfo detail
+// (when every rule fits: the shared RetryAfter of AllowEach) and a
+// google.rpc.QuotaFailure detail whose violation names the rule that denied
+// (quota_id; the first whose own limit had no room for the call), as does
+// the message. In ratelimit, a rule that had room shows its own state. The
+// other answers are a single limit's; a call every rule skips is let
+// through uncounted, with no field.
 package grpclimit
 
 import (
@@ -72,11 +101,12 @@ import (
 )
 
 // Limiter is what the server interceptors need: a slidelog.Decider, such as
-// *slidelog.Limiter or *local.Limiter (they call AllowN only).
+// *slidelog.Limiter or *local.Limiter (they call AllowN only; with
+// Options.Rules, AllowEach, of a Limiter that is also a slidelog.Eacher).
 type Limiter = slidelog.Decider
 
-// Options configure the server interceptors. Limiter, and Limit, Methods
-// or LimitFor, are required.
+// Options configure the server interceptors. Limiter, and Limit, Methods,
+// LimitFor or Rules, are required.
 type Options struct {
 	Limiter Limiter
 
@@ -99,8 +129,21 @@ type Options struct {
 	// need different keys (Key is told the method).
 	LimitFor func(ctx context.Context, fullMethod string) (limit slidelog.Limit, ok bool)
 
-	Key  KeyFunc                                          // whom a call counts against; default: PeerIP(IPKey{})
-	Cost func(ctx context.Context, fullMethod string) int // events a call weighs (AllowN), at least 1; default 1
+	Key  KeyFunc                                          // whom a call counts against (ErrSkip: not counted); default: PeerIP(IPKey{})
+	Cost func(ctx context.Context, fullMethod string) int // events a call weighs (AllowN; under Rules, each rule's), at least 1; default 1
+
+	// Rules hold each call to several limits at once, each counted against
+	// a key of its own (100 a minute per API key and 10 000 a day per
+	// customer), in place of Limit, Methods, LimitFor, Key and Name, which
+	// are then left unset (a rule has its own; a rule's Key is told the
+	// method, and skips the methods it does not limit with ErrSkip). Every
+	// rule that applies to a call is decided in one AllowEach, so Limiter
+	// must be a slidelog.Eacher (*slidelog.Limiter and *local.Limiter are): the call is
+	// admitted by every rule, or denied and recorded by none. A call every
+	// rule skips is let through uncounted, with no rate-limit field. The
+	// fields list every applying rule, in order (see the package
+	// documentation). Default: none.
+	Rules []Rule
 
 	// Name is the policy's name in the rate-limit fields: printable ASCII
 	// (0x20 to 0x7E) only, as RFC 8941 strings allow. Default: "default".
@@ -118,6 +161,9 @@ type Options struct {
 func (o Options) Validate() error {
 	if o.Limiter == nil {
 		return errors.New("grpclimit: Options.Limiter is nil")
+	}
+	if len(o.Rules) > 0 {
+		return o.validRules()
 	}
 	if err := validLimits("Options", o.Limit, o.Methods, o.LimitFor != nil); err != nil {
 		return err
@@ -168,12 +214,18 @@ func StreamServerInterceptor(o Options) grpc.StreamServerInterceptor {
 type server struct {
 	plan
 	limiter Limiter
-	name    string // Options.Name as an RFC 8941 string
+	name    string          // Options.Name as an RFC 8941 string
+	rules   []rule          // Options.Rules, if set (then plan's limits and key are unused)
+	eacher  slidelog.Eacher // the Limiter, with Rules
 }
 
 func newServer(o Options) *server {
 	if err := o.Validate(); err != nil {
 		panic(err.Error())
+	}
+	if len(o.Rules) > 0 {
+		return &server{plan: newPlan(slidelog.Limit{}, nil, nil, nil, o.Cost, o.OnError), limiter: o.Limiter,
+			rules: newRules(o.Rules), eacher: o.Limiter.(slidelog.Eacher)}
 	}
 	if o.Key == nil {
 		o.Key = PeerIP(IPKey{})
@@ -192,6 +244,9 @@ func newServer(o Options) *server {
 // none), and the error to answer it with, or nil to let it through.
 func (s *server) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
 	fullMethod = canonicalMethod(fullMethod)
+	if s.rules != nil {
+		return s.decideRules(ctx, fullMethod)
+	}
 	c, ok, err := s.resolve(ctx, fullMethod)
 	if !ok || err != nil {
 		return nil, err

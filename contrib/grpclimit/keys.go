@@ -16,7 +16,9 @@ import (
 
 // KeyFunc says whom a call counts against, from its context (peer,
 // metadata, credentials) and its full method name. An error answers the
-// call InvalidArgument without counting it.
+// call InvalidArgument without counting it, except ErrSkip (or an error
+// wrapping it): the call is left out, uncounted (under Options.Rules, by
+// that rule alone; a client's call is made without waiting).
 type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 
 // IPKey configures PeerIP. It is httplimit's IPKey: TrustedProxies, the

@@ -90,7 +90,8 @@ func canonicalMethod(fullMethod string) string {
 }
 
 // resolve finds fullMethod's limit, the call's cost and its key. ok false:
-// the call is not limited (pass it through). An error is the status to
+// the call is not limited (pass it through): no limit, or the key function
+// skipped it (ErrSkip). An error is the status to
 // answer the call with. fullMethod is canonical (canonicalMethod).
 func (p *plan) resolve(ctx context.Context, fullMethod string) (c call, ok bool, err error) {
 	scoped := false
@@ -123,6 +124,9 @@ func (p *plan) resolve(ctx context.Context, fullMethod string) (c call, ok bool,
 		}
 	}
 	key, err := p.key(ctx, fullMethod)
+	if errors.Is(err, ErrSkip) {
+		return c, false, nil
+	}
 	if err != nil {
 		return c, true, p.answer(ctx, fullMethod, codes.InvalidArgument,
 			"grpclimit: the call does not say whom it counts against: "+err.Error(), err)

@@ -1,0 +1,317 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/httplimit"
+	"github.com/slidelog/slidelog/internal/deadline"
+	"github.com/slidelog/slidelog/internal/ratefields"
+)
+
+// ErrSkip is what a KeyFunc returns (or wraps) to leave a call out: under
+// Options.Rules, the rule does not apply to it (a call every rule skips is
+// let through uncounted, with no rate-limit field); as Options.Key, the
+// call is let through uncounted; as ClientOptions.KeyFor, the call is made
+// without waiting. It is never answered InvalidArgument. It is
+// httplimit.ErrSkip: a key function may be written for either package.
+var ErrSkip = httplimit.ErrSkip
+
+// Rule is one of several limits a call is held to at once (Options.Rules):
+// the calls Key keys count against Limits, under the policy name Name.
+//
+// A rule's calls count against the key Name + " " + what Key returns (the
+// key "perkey header:k-1" of the rule "perkey"), httplimit.Rule's key: each
+// rule keeps logs of its own, and a rule of the same name and key function
+// in httplimit and here counts a client's HTTP requests and gRPC calls
+// against one budget.
+type Rule struct {
+	// Name is the rule's policy name in the rate-limit fields and the
+	// first part of its keys: letters, digits, '-', '_' and '.' only;
+	// required, and distinct among Options.Rules.
+	Name string
+	// Key says whom a call counts against under this rule (it is told the
+	// method). It returns ErrSkip when the rule does not apply to the call
+	// (a method it does not limit, a caller it does not know); any other
+	// error answers the call InvalidArgument, uncounted by every rule.
+	// Required.
+	Key KeyFunc
+	// Limits are the rule's limits, one or several (as AllowAll takes
+	// them: no two sliding limits with one window, no two calendar quotas
+	// of one period). Each admits the call, or it is denied.
+	Limits []slidelog.Limit
+}
+
+// validRuleName: a rule's name is a policy name and part of its keys,
+// made of letters, digits, '-', '_' and '.' (httplimit's rule names).
+func validRuleName(name string) error {
+	if name == "" {
+		return errors.New("empty (a rule needs a name)")
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !ruleNameByte(c) {
+			return fmt.Errorf("byte %#02x at %d is not a letter, a digit, '-', '_' or '.'", c, i)
+		}
+	}
+	return nil
+}
+
+// ruleNameByte: a byte a rule's name may hold.
+func ruleNameByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
+}
+
+// slot is what two limits of one ask clash on: a sliding window's length
+// to the microsecond, or a calendar quota's period.
+func slot(l slidelog.Limit) string {
+	if l.Calendar() {
+		l.Events = 1
+		return l.String() // "1 per day in UTC": the period, not the events
+	}
+	return l.Window.Truncate(time.Microsecond).String()
+}
+
+// validRules reports a mistake in o.Rules (what httplimit's Options.Validate
+// reports of its Rules): Rules beside Limit, Methods, LimitFor, Key or
+// Name, a Limiter that is not a slidelog.Eacher, a name that is not valid
+// or not distinct, a rule without a Key or a limit, an invalid limit, two
+// limits of one rule that would share a log, more than slidelog.MaxLimits
+// limits in all.
+func (o Options) validRules() error {
+	var set []string
+	if o.Limit != (slidelog.Limit{}) {
+		set = append(set, "Options.Limit")
+	}
+	if len(o.Methods) > 0 {
+		set = append(set, "Options.Methods")
+	}
+	if o.LimitFor != nil {
+		set = append(set, "Options.LimitFor")
+	}
+	if o.Key != nil {
+		set = append(set, "Options.Key")
+	}
+	if o.Name != "" {
+		set = append(set, "Options.Name")
+	}
+	if len(set) > 0 {
+		return fmt.Errorf("grpclimit: Options.Rules replaces %s: each rule has its own name, key and limits (a rule's Key may skip methods)", strings.Join(set, ", "))
+	}
+	if _, ok := o.Limiter.(slidelog.Eacher); !ok {
+		return fmt.Errorf("grpclimit: Options.Limiter (%T) is not a slidelog.Eacher: Options.Rules are decided in one AllowEach, which *slidelog.Limiter and *local.Limiter have", o.Limiter)
+	}
+	total := 0
+	for i, rule := range o.Rules {
+		what := fmt.Sprintf("Options.Rules[%d]", i)
+		if err := validRuleName(rule.Name); err != nil {
+			return fmt.Errorf("grpclimit: %s: the name %q: %w", what, rule.Name, err)
+		}
+		what += fmt.Sprintf(" (%q)", rule.Name)
+		for j, other := range o.Rules[:i] {
+			if other.Name == rule.Name {
+				return fmt.Errorf("grpclimit: Options.Rules[%d] and [%d] are both named %q", j, i, rule.Name)
+			}
+		}
+		if rule.Key == nil {
+			return fmt.Errorf("grpclimit: %s has no Key", what)
+		}
+		if len(rule.Limits) == 0 {
+			return fmt.Errorf("grpclimit: %s has no limit", what)
+		}
+		for j, lim := range rule.Limits {
+			if err := lim.Validate(); err != nil {
+				return fmt.Errorf("grpclimit: %s.Limits[%d]: %w", what, j, err)
+			}
+			for k, other := range rule.Limits[:j] {
+				if slot(other) == slot(lim) && other.Calendar() == lim.Calendar() {
+					return fmt.Errorf("grpclimit: %s.Limits[%d] (%v) and [%d] (%v) would share a log: one rule's limits need different windows or periods", what, k, other, j, lim)
+				}
+			}
+		}
+		total += len(rule.Limits)
+	}
+	if total > slidelog.MaxLimits {
+		return fmt.Errorf("grpclimit: Options.Rules hold %d limits, more than one AllowEach takes (slidelog.MaxLimits, %d)", total, slidelog.MaxLimits)
+	}
+	return nil
+}
+
+// rule is a valid Rule, ready to be decided.
+type rule struct {
+	name   string // Rule.Name
+	field  string // Rule.Name as an RFC 8941 string
+	key    KeyFunc
+	limits []slidelog.Limit
+}
+
+func newRules(rules []Rule) []rule {
+	rs := make([]rule, len(rules))
+	for i, r := range rules {
+		// a caller's later change to its slices changes nothing
+		rs[i] = rule{name: r.Name, field: ratefields.String(r.Name), key: r.Key, limits: append([]slidelog.Limit(nil), r.Limits...)}
+	}
+	return rs
+}
+
+// decideRules decides a call of fullMethod under every rule that applies
+// to it, in one AllowEach: the header metadata to send (nil for none), and
+// the error to answer it with, or nil to let it through.
+func (s *server) decideRules(ctx context.Context, fullMethod string) (metadata.MD, error) {
+	n := 1
+	if s.cost != nil {
+		if n = s.cost(ctx, fullMethod); n < 1 {
+			return nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
+				fmt.Errorf("grpclimit: Cost returned %d for %s, not at least 1: %w", n, fullMethod, slidelog.ErrInvalidN))
+		}
+	}
+	var applying []*rule
+	var asks []slidelog.Ask
+	for i := range s.rules {
+		rule := &s.rules[i]
+		key, err := rule.key(ctx, fullMethod)
+		switch {
+		case errors.Is(err, ErrSkip):
+			continue
+		case err != nil:
+			return nil, s.answer(ctx, fullMethod, codes.InvalidArgument,
+				fmt.Sprintf("grpclimit: the call does not say whom it counts against: rule %q: %v", rule.name, err), err)
+		case key == "":
+			return nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
+				fmt.Errorf("grpclimit: the Key of rule %q returned an empty key and no error for %s: %w", rule.name, fullMethod, slidelog.ErrEmptyKey))
+		}
+		applying = append(applying, rule)
+		asks = append(asks, slidelog.Ask{Key: rule.name + " " + key, N: n, Limits: rule.limits})
+	}
+	if len(asks) == 0 {
+		return nil, nil
+	}
+	results, err := s.eacher.AllowEach(ctx, asks...)
+	if err == nil && len(results) != len(asks) {
+		// an Eacher outside slidelog: its bug, not an outage
+		return nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
+			fmt.Errorf("grpclimit: the limiter's AllowEach returned %d results for %d asks", len(results), len(asks)))
+	}
+	if err != nil {
+		return s.failRules(ctx, fullMethod, applying, n, err)
+	}
+	policies, states := make([]string, len(applying)), make([]string, len(applying))
+	allowed := true
+	for i, rule := range applying {
+		res := results[i]
+		if res.Limit.Events == 0 {
+			res.Limit = smallest(rule.limits) // a Decider outside slidelog may leave it out
+			results[i] = res
+		}
+		policies[i] = ratefields.Policy(rule.field, res.Limit)
+		states[i] = ratefields.State(rule.field, own(res, n))
+		allowed = allowed && res.Allowed
+	}
+	md := metadata.Pairs(policyField, strings.Join(policies, ", "), stateField, strings.Join(states, ", "))
+	if !allowed {
+		d := denier(results, n)
+		res := results[d]
+		res.Allowed = false
+		return md, ruleDeniedError(applying[d].name, res)
+	}
+	return md, nil
+}
+
+// failRules answers a call whose AllowEach returned err, as a single
+// limit's call is answered. A call heavier than a rule's limit gets
+// ratelimit-policy alone, each rule's smallest limit: the logs were not
+// read.
+func (s *server) failRules(ctx context.Context, fullMethod string, applying []*rule, n int, err error) (metadata.MD, error) {
+	switch {
+	case errors.Is(err, slidelog.ErrExceedsLimit):
+		policies := make([]string, len(applying))
+		msg := fmt.Sprintf("grpclimit: the call weighs %d events, more than a rule's limit ever admits", n)
+		heavy := false
+		for i, rule := range applying {
+			limit := smallest(rule.limits)
+			policies[i] = ratefields.Policy(rule.field, limit)
+			if !heavy && n > limit.Events {
+				heavy = true
+				msg = fmt.Sprintf("grpclimit: the call weighs %d events, more than rule %q's limit of %v ever admits", n, rule.name, limit)
+			}
+		}
+		return metadata.Pairs(policyField, strings.Join(policies, ", ")), s.answer(ctx, fullMethod, codes.InvalidArgument, msg, err)
+	case ratefields.IsBug(err):
+		return nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal, err)
+	}
+	if done := deadline.Ended(ctx); done != nil {
+		st := status.FromContextError(done)
+		return nil, s.answer(ctx, fullMethod, st.Code(), st.Message(), err)
+	}
+	return nil, s.answer(ctx, fullMethod, codes.Unavailable, msgUnavailable, err)
+}
+
+// smallest is the limit of limits with the fewest events: the one a call
+// too heavy for any of them is too heavy for.
+func smallest(limits []slidelog.Limit) slidelog.Limit {
+	s := limits[0]
+	for _, l := range limits[1:] {
+		if l.Events < s.Events {
+			s = l
+		}
+	}
+	return s
+}
+
+// own is res, one rule's part of an AllowEach, as ratelimit shows that
+// rule: a rule that had room for the call (Remaining at least n) when
+// another denied it is shown as its own state, not denied. The RetryInfo
+// says when every rule fits.
+func own(res slidelog.Result, n int) slidelog.Result {
+	if !res.Allowed && res.Remaining >= n {
+		res.Allowed, res.RetryAfter = true, 0
+	}
+	return res
+}
+
+// denier is the index of the rule that denied: the first whose own limit
+// had no room for the call (Remaining below n), or, when none had (a
+// Decider outside slidelog), the one with the fewest Remaining.
+func denier(results []slidelog.Result, n int) int {
+	d := 0
+	for i, res := range results {
+		if !res.Allowed && res.Remaining < n {
+			return i
+		}
+		if res.Remaining < results[d].Remaining {
+			d = i
+		}
+	}
+	return d
+}
+
+// ruleDeniedError is ResourceExhausted for a call the rule name denied
+// (res is its Result), with a google.rpc.RetryInfo detail (retry_delay:
+// the RetryAfter at which every rule fits, to the microsecond) and a
+// google.rpc.QuotaFailure detail whose one violation names the rule
+// (quota_id) and its limit (description).
+func ruleDeniedError(name string, res slidelog.Result) error {
+	retry := max(res.RetryAfter, 0)
+	st := status.New(codes.ResourceExhausted,
+		fmt.Sprintf("grpclimit: rate limit %q of %v reached; retry after %v", name, res.Limit, retry))
+	// WithDetails fails only for codes.OK or a message that does not marshal.
+	if withDetails, err := st.WithDetails(
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)},
+		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			QuotaId:     name,
+			Description: fmt.Sprintf("rate limit of %v reached", res.Limit),
+		}}},
+	); err == nil {
+		st = withDetails
+	}
+	return &statusError{st: st}
+}

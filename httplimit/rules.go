@@ -1,0 +1,315 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/ratefields"
+)
+
+// ErrSkip is what a KeyFunc returns (or wraps) to leave a request out:
+// under Options.Rules, the rule does not apply to it (a request every rule
+// skips is let through uncounted, with no rate-limit field); as
+// Options.Key, the request is let through uncounted, as an exempt one is
+// (after LimitFor and Cost have run). It is never answered 400.
+var ErrSkip = errors.New("httplimit: the key function skips the request")
+
+// Rule is one of several limits a request is held to at once (Options.Rules):
+// the requests Key keys count against Limits, under the policy name Name.
+//
+// A rule's requests count against the key Name + " " + what Key returns
+// (the key "perkey header:k-1" of the rule "perkey"): each rule keeps logs
+// of its own, so two rules whose Key functions return the same key (two
+// rules by client address) never share a log, and Peek, Reset and the
+// slidelog CLI find a rule's log under that key.
+type Rule struct {
+	// Name is the rule's policy name in the RateLimit fields, and the
+	// first part of its keys: letters, digits, '-', '_' and '.' only;
+	// required, and distinct among Options.Rules.
+	Name string
+	// Key says whom a request counts against under this rule. It returns
+	// ErrSkip when the rule does not apply to the request; any other error
+	// answers the request 400, uncounted by every rule. Required.
+	Key KeyFunc
+	// Limits are the rule's limits, one or several (as AllowAll takes
+	// them: no two sliding limits with one window, no two calendar quotas
+	// of one period). Each admits the request, or it is denied.
+	Limits []slidelog.Limit
+}
+
+// validName reports whether name can be a rule's name: a policy name and
+// part of its keys, made of letters, digits, '-', '_' and '.'.
+func validName(name string) error {
+	if name == "" {
+		return errors.New("empty (a rule needs a name)")
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			return fmt.Errorf("byte %#02x at %d is not a letter, a digit, '-', '_' or '.'", c, i)
+		}
+	}
+	return nil
+}
+
+// slot is what two limits of one ask clash on: a sliding window's length
+// to the microsecond, or a calendar quota's period (day or month, anchor
+// and time zone).
+func slot(l slidelog.Limit) string {
+	if l.Calendar() {
+		l.Events = 1
+		return l.String() // "1 per day in UTC": the period, not the events
+	}
+	return l.Window.Truncate(time.Microsecond).String()
+}
+
+// validRules reports a mistake in o.Rules: a name that is not valid or
+// not distinct, a rule without a Key or a limit, an invalid limit, two
+// limits of one rule that would share a log, more than slidelog.MaxLimits
+// limits in all, Rules beside Limit, LimitFor, Key or Name, or a Limiter
+// that is not a slidelog.Eacher.
+func (o Options) validRules() error {
+	var set []string
+	if o.Limit != (slidelog.Limit{}) {
+		set = append(set, "Options.Limit")
+	}
+	if o.LimitFor != nil {
+		set = append(set, "Options.LimitFor")
+	}
+	if o.Key != nil {
+		set = append(set, "Options.Key")
+	}
+	if o.Name != "" {
+		set = append(set, "Options.Name")
+	}
+	if len(set) > 0 {
+		return fmt.Errorf("httplimit: Options.Rules replaces %s: each rule has its own name, key and limits", strings.Join(set, ", "))
+	}
+	if _, ok := o.Limiter.(slidelog.Eacher); !ok {
+		return fmt.Errorf("httplimit: Options.Limiter (%T) is not a slidelog.Eacher: Options.Rules are decided in one AllowEach, which *slidelog.Limiter and *local.Limiter have", o.Limiter)
+	}
+	total := 0
+	for i, rule := range o.Rules {
+		what := fmt.Sprintf("Options.Rules[%d]", i)
+		if err := validName(rule.Name); err != nil {
+			return fmt.Errorf("httplimit: %s: the name %q: %w", what, rule.Name, err)
+		}
+		what += fmt.Sprintf(" (%q)", rule.Name)
+		for j, other := range o.Rules[:i] {
+			if other.Name == rule.Name {
+				return fmt.Errorf("httplimit: Options.Rules[%d] and [%d] are both named %q", j, i, rule.Name)
+			}
+		}
+		if rule.Key == nil {
+			return fmt.Errorf("httplimit: %s has no Key", what)
+		}
+		if len(rule.Limits) == 0 {
+			return fmt.Errorf("httplimit: %s has no limit", what)
+		}
+		for j, lim := range rule.Limits {
+			if err := lim.Validate(); err != nil {
+				return fmt.Errorf("httplimit: %s.Limits[%d]: %w", what, j, err)
+			}
+			for k, other := range rule.Limits[:j] {
+				if slot(other) == slot(lim) && other.Calendar() == lim.Calendar() {
+					return fmt.Errorf("httplimit: %s.Limits[%d] (%v) and [%d] (%v) would share a log: one rule's limits need different windows or periods", what, k, other, j, lim)
+				}
+			}
+		}
+		total += len(rule.Limits)
+	}
+	if total > slidelog.MaxLimits {
+		return fmt.Errorf("httplimit: Options.Rules hold %d limits, more than one AllowEach takes (slidelog.MaxLimits, %d)", total, slidelog.MaxLimits)
+	}
+	return nil
+}
+
+// rule is a valid Rule, ready to be decided.
+type rule struct {
+	name   string // Rule.Name
+	field  string // Rule.Name as an RFC 8941 string
+	key    KeyFunc
+	limits []slidelog.Limit
+}
+
+// rules is the middleware New returns for Options.Rules.
+type rules struct {
+	o      *Options
+	eacher slidelog.Eacher
+	rules  []rule
+}
+
+func newRules(o *Options) *rules {
+	rs := &rules{o: o, eacher: o.Limiter.(slidelog.Eacher)}
+	for _, r := range o.Rules {
+		rs.rules = append(rs.rules, rule{name: r.Name, field: ratefields.String(r.Name), key: r.Key,
+			limits: append([]slidelog.Limit(nil), r.Limits...)}) // a caller's later change to its slices changes nothing
+	}
+	return rs
+}
+
+// deniedRule is the context key of the rule that denied a request.
+type deniedRule struct{}
+
+// DeniedRule is the name of the rule that denied r, in an OnDenied under
+// Options.Rules (its Result is that rule's); "" anywhere else.
+func DeniedRule(r *http.Request) string {
+	name, _ := r.Context().Value(deniedRule{}).(string)
+	return name
+}
+
+// serve decides r under every rule that applies to it, in one AllowEach,
+// and answers it or passes it to next.
+func (rs *rules) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	o := rs.o
+	cost := 1
+	if o.Cost != nil {
+		if cost = o.Cost(r); cost < 1 {
+			o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.Cost returned %d, not at least 1: %w", cost, slidelog.ErrInvalidN))
+			return
+		}
+	}
+	var applying []*rule
+	var asks []slidelog.Ask
+	for i := range rs.rules {
+		rule := &rs.rules[i]
+		key, err := rule.key(r)
+		switch {
+		case errors.Is(err, ErrSkip):
+			continue
+		case err != nil:
+			o.OnError(w, r, http.StatusBadRequest, fmt.Errorf("rule %q: %w", rule.name, err))
+			return
+		case key == "":
+			o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: the Key of rule %q returned an empty key and no error: %w", rule.name, slidelog.ErrEmptyKey))
+			return
+		}
+		applying = append(applying, rule)
+		asks = append(asks, slidelog.Ask{Key: rule.name + " " + key, N: cost, Limits: rule.limits})
+	}
+	if len(asks) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	results, err := rs.eacher.AllowEach(r.Context(), asks...)
+	if err == nil && len(results) != len(asks) {
+		// an Eacher outside slidelog: its bug, not an outage
+		o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: the limiter's AllowEach returned %d results for %d asks", len(results), len(asks)))
+		return
+	}
+	if err != nil {
+		rs.fail(w, r, applying, cost, err)
+		return
+	}
+	h := w.Header()
+	policies, states := make([]string, len(applying)), make([]string, len(applying))
+	allowed := true
+	for i, rule := range applying {
+		res := results[i]
+		if res.Limit.Events == 0 {
+			res.Limit = smallest(rule.limits) // a Decider outside slidelog may leave it out
+			results[i] = res
+		}
+		policies[i] = ratefields.Policy(rule.field, res.Limit)
+		states[i] = ratefields.State(rule.field, own(res, cost))
+		allowed = allowed && res.Allowed
+	}
+	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
+	h.Set("RateLimit", strings.Join(states, ", "))
+	t := tightest(results, cost)
+	if o.LegacyHeaders {
+		h.Set("X-RateLimit-Limit", strconv.Itoa(results[t].Limit.Events))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(results[t].Remaining))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ratefields.Seconds(results[t].ResetAfter, 0), 10))
+	}
+	if !allowed {
+		res := results[t]
+		res.Allowed = false
+		h.Set("Retry-After", strconv.FormatInt(ratefields.Seconds(res.RetryAfter, 1), 10))
+		r = r.WithContext(context.WithValue(r.Context(), deniedRule{}, applying[t].name))
+		o.OnDenied(w, r, res)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// fail answers a request whose AllowEach returned err, with the statuses
+// of a single limit. A request heavier than a rule's limit (413) gets
+// RateLimit-Policy (and X-RateLimit-Limit), each rule's smallest limit:
+// the logs were not read.
+func (rs *rules) fail(w http.ResponseWriter, r *http.Request, applying []*rule, cost int, err error) {
+	status := errorStatus(err)
+	if status == http.StatusRequestEntityTooLarge {
+		policies := make([]string, len(applying))
+		heavy := -1
+		for i, rule := range applying {
+			limit := smallest(rule.limits)
+			policies[i] = ratefields.Policy(rule.field, limit)
+			if heavy < 0 && cost > limit.Events {
+				heavy = i
+			}
+		}
+		h := w.Header()
+		h.Set("RateLimit-Policy", strings.Join(policies, ", "))
+		if heavy >= 0 {
+			if rs.o.LegacyHeaders {
+				h.Set("X-RateLimit-Limit", strconv.Itoa(smallest(applying[heavy].limits).Events))
+			}
+			err = fmt.Errorf("rule %q: %w", applying[heavy].name, err)
+		}
+	}
+	rs.o.OnError(w, r, status, err)
+}
+
+// smallest is the limit of limits with the fewest events: the one a
+// request too heavy for any of them is too heavy for.
+func smallest(limits []slidelog.Limit) slidelog.Limit {
+	s := limits[0]
+	for _, l := range limits[1:] {
+		if l.Events < s.Events {
+			s = l
+		}
+	}
+	return s
+}
+
+// own is res, one rule's part of an AllowEach, as RateLimit shows that
+// rule: a rule that had room for the request (Remaining at least cost)
+// when another denied it is shown as its own state, not denied (t 0, or
+// a calendar quota's period end). Retry-After says when every rule fits.
+func own(res slidelog.Result, cost int) slidelog.Result {
+	if !res.Allowed && res.Remaining >= cost {
+		res.Allowed, res.RetryAfter = true, 0
+	}
+	return res
+}
+
+// tightest is the index of the rule that denied (the first whose own
+// limit had no room: Remaining below cost), or, when none did, of the one
+// with the fewest Remaining (the first of those).
+func tightest(results []slidelog.Result, cost int) int {
+	t := 0
+	for i, res := range results {
+		if !res.Allowed && res.Remaining < cost {
+			return i
+		}
+		if res.Remaining < results[t].Remaining {
+			t = i
+		}
+	}
+	return t
+}
+
+// deniedByRule is the default OnDenied under Options.Rules: deniedProblem,
+// naming the rule.
+func deniedByRule(w http.ResponseWriter, r *http.Request, res slidelog.Result) {
+	name := DeniedRule(r)
+	writeProblem(w, problem{Type: "about:blank", Title: "Too Many Requests", Status: http.StatusTooManyRequests,
+		Detail: fmt.Sprintf("rate limit %q of %v reached; retry in %d s", name, res.Limit, ratefields.Seconds(res.RetryAfter, 1)),
+		Rule:   name})
+}
