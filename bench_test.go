@@ -72,3 +72,32 @@ func BenchmarkAllowParallel(b *testing.B) {
 		})
 	}
 }
+
+// A per-key rate and a per-customer quota: one AllowEach (one script call)
+// against the two AllowN calls that chaining would send (and that charge
+// one limit for the other's denials). The key rate admits every request.
+func BenchmarkAllowEach(b *testing.B) {
+	rdb := RealRedis(b)
+	ctx := context.Background()
+	l := New(rdb, WithPrefix(UniqueKey(b)+":"))
+	rate, quota := Limit{Events: 1 << 20, Window: time.Second}, Limit{Events: 1 << 20, Window: time.Hour}
+	b.Run("AllowEach", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := l.AllowEach(ctx, Ask{Key: "key", N: 1, Limits: []Limit{rate}}, Ask{Key: "customer", N: 1, Limits: []Limit{quota}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("two-AllowN", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := l.AllowN(ctx, "key2", rate, 1); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := l.AllowN(ctx, "customer2", quota, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
