@@ -327,12 +327,19 @@ func deny(rs []Result) {
 
 // eachApart decides asks on several Cluster slots at once, each as AllowN
 // or AllowAll would, and when one is denied (or fails) takes back the
-// admitted ones before it answers.
+// admitted ones before it answers: within ctx, else (the refund failed, or
+// ctx ended) through the take-back queue. An ask whose reply was lost
+// (it may have admitted) is taken back through the queue (redis). The
+// asks taken back are then looked at again (a Peek each), so that their
+// Results are as the single script's: what they have left without this
+// request (should that Peek fail, their admission's Result less this
+// request: the request is denied all the same).
 func (l *Limiter) eachApart(ctx context.Context, qs []request) ([]Result, error) {
 	rs := make([]Result, len(qs))
 	errs := make([]error, len(qs))
 	var wg sync.WaitGroup
 	for i := range qs {
+		qs[i].apart = true
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -347,26 +354,36 @@ func (l *Limiter) eachApart(ctx context.Context, qs []request) ([]Result, error)
 	if allowed {
 		return rs, nil
 	}
-	// take back what was admitted, before answering
+	var back []int // the asks taken back
 	for i := range qs {
 		if errs[i] != nil || !rs[i].Allowed {
 			continue
 		}
+		back = append(back, i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// (a refund that did not run is queued, as a lost admission's;
-			// one that may have run is not run twice)
-			if err := l.Refund(context.WithoutCancel(ctx), rs[i].handle); err != nil && !fault.MayHaveRun(err) {
-				l.takeBacks.Add(l.takeBack(rs[i].handle))
+			if err := refundEvents(ctx, l.rdb, rs[i].handle); err != nil {
+				l.takeBacks.Add(l.takeBack(rs[i].handle)) // (a Handle that refunds once stays given: see refundEvents)
 			}
 		}()
-		rs[i].Remaining = min(rs[i].Remaining+qs[i].n, rs[i].Limit.Events)
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
+		}
+	}
+	for _, i := range back {
+		q := qs[i]
+		q.op, q.apart = opPeekAll, false
+		if q.limits == nil {
+			q.op = opPeek // (with its n: whether n fit)
+		}
+		if r, err := l.redis(ctx, &q); err == nil {
+			rs[i] = r
+		} else { // (the request is denied all the same: its admission's Result, less this request)
+			rs[i].Remaining = min(rs[i].Remaining+q.n, rs[i].Limit.Events)
 		}
 	}
 	deny(rs)

@@ -48,6 +48,7 @@ const (
 	opPeek      = "peek"
 	opAllowAll  = "allow_all"
 	opAllowEach = "allow_each"
+	opPeekAll   = "peek_all"  // (AllowEach across slots: a taken-back ask of several limits, looked at again)
 	opAcquire   = "acquire"   // AcquireN
 	opTakeBack  = "take_back" // a take-back given up (internal/takeback)
 

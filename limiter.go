@@ -221,11 +221,16 @@ type request struct {
 	n      int
 
 	user string // opAcquire: the caller's key
+
+	// apart: an ask of an AllowEach decided on its own (its asks on several
+	// Cluster slots), whose admission is taken back if its reply is lost,
+	// as an acquisition's: the request it is part of may be denied
+	apart bool
 }
 
 // all is the request's limits.
 func (q *request) all() []Limit {
-	if q.op == opAllowAll {
+	if q.op == opAllowAll || q.op == opPeekAll {
 		return q.limits
 	}
 	return []Limit{q.limit}
@@ -380,9 +385,9 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	var keys []string
 	var args []any
 	var id [idLen]byte
-	record := q.op != opPeek
+	record := q.op != opPeek && q.op != opPeekAll
 	var arg *idArg // a call with calendar quotas: its id, kept if it is sent again
-	if q.op == opAllowAll || q.limit.Calendar() {
+	if q.op == opAllowAll || q.op == opPeekAll || q.limit.Calendar() {
 		if record {
 			id = l.ids.Reserve(q.n)
 			arg = &idArg{}
@@ -427,7 +432,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	if err != nil {
 		var na fault.NotAcked
 		if v == nil || !errors.As(err, &na) {
-			if q.op == opAcquire && sent && !errors.As(err, new(fault.Left)) && fault.MayHaveRun(err) {
+			if (q.op == opAcquire || q.apart) && sent && !errors.As(err, new(fault.Left)) && fault.MayHaveRun(err) {
 				l.takeBacks.Add(l.takeBack(l.handle(q, keys, id))) // its reply was lost: it may have admitted
 			}
 			return Result{}, wrap(ctx, "run script", err)
@@ -436,7 +441,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	lims := [1]Limit{q.limit} // q.all(), without its allocation
 	limits := lims[:]
-	if q.op == opAllowAll {
+	if q.op == opAllowAll || q.op == opPeekAll {
 		limits = q.limits
 	}
 	r, err := decode(v, limits)
