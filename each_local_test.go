@@ -42,7 +42,7 @@ func againstLocal(t *testing.T, seed uint64, batch bool) {
 	clock := epoch
 	m.SetTime(clock)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	opts := []slidelog.Option{slidelog.WithoutBatching()}
 	if batch {
 		opts = []slidelog.Option{slidelog.WithBatching(8)}
