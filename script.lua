@@ -158,8 +158,10 @@ local replies -- the replies of a batch
 -- in place of a decision's string. The client never sends two asks that
 -- share a key. group: its G; gArg, gKey: the arguments and keys before its
 -- first ask; gLeft: its asks left in this pass; gPass: 1 or 2; gFits:
--- whether every ask has fitted so far; gReplies: this pass's replies.
-local group, gArg, gKey, gLeft, gPass, gFits, gReplies
+-- whether every ask has fitted so far; gReplies: this pass's replies;
+-- gAlone: whether it is the call's only decision (its table is the
+-- call's reply).
+local group, gArg, gKey, gLeft, gPass, gFits, gReplies, gAlone
 
 -- A denial writes nothing, so within one call the same decision on the same
 -- log gets the same answer until an admission writes to that log: a flood
@@ -196,7 +198,8 @@ while argAt < nargs do
     local mark = string.byte(ARGV[argAt + 1])
     if mark == 38 then -- '&G': an AllowEach of G asks begins
       group = tonumber(string.sub(ARGV[argAt + 1], 2))
-      gLeft, gPass, gFits, gReplies = group, 1, true, {}
+      gLeft, gPass, gFits, gReplies, gAlone = group, 1, true, {}, not replies
+      replies = replies or {} -- (its asks are never alone in the call)
       argAt = argAt + 1
       gArg, gKey = argAt, keyAt
       mark = string.byte(ARGV[argAt + 1])
@@ -228,9 +231,6 @@ while argAt < nargs do
   if resent then
     first = string.sub(first, 1, 8)
   end
-  -- decides exactly like an admission, writes nothing (an AllowEach's
-  -- first pass too)
-  local peek = first == '' or gPass == 1
   local last = argAt + 2 + 2 * nlimits -- its last argument; the call's last decision's is nargs
 
   -- known: a denial already answered in this call, on the same log, limit
@@ -239,6 +239,9 @@ while argAt < nargs do
   if known and known[1] == ARGV[argAt + 3] and known[2] == ARGV[argAt + 4] and known[3] == n then
     reply = known[4]
   else
+    -- peek: decides exactly like an admission, writes nothing (an
+    -- AllowEach's first pass too)
+    local peek = first == '' or gPass == 1
     -- retried: a re-sent admission that finds its events stays admitted,
     -- as of the time they were recorded at (at), and writes nothing
     local at, fits, retried = nows, true, false -- the decision's time; whether the request fits in every log
@@ -480,38 +483,34 @@ while argAt < nargs do
     end
   end
 
+  -- reply: alone in its call, the decision's string is the call's reply
+  if last == nargs and not replies then
+    return reply -- a single decision
+  end
+  replies = replies or {}
   keyAt = keyAt + nkeys
   argAt = last
-  if gLeft then -- an ask of an AllowEach: its reply joins the group's
-    if type(reply) == 'table' then
-      reply = '-' .. reply.err
-    end
+  if type(reply) == 'table' then -- the decision's error, as a string
+    reply = '-' .. reply.err
+  end
+  if not gLeft then
+    replies[#replies + 1] = reply
+  else -- an ask of an AllowEach: its reply joins the group's
     gReplies[#gReplies + 1] = reply
     gFits = gFits and string.byte(reply) == 49 -- '1'
     gLeft = gLeft - 1
     if gLeft == 0 and gPass == 1 and gFits then -- every ask fits: admit them
       argAt, keyAt, gLeft, gPass, gReplies = gArg, gKey, group, 2, {}
-    elseif gLeft == 0 then -- its reply: a table of its asks'
-      reply, gLeft, gPass = gReplies, nil, nil
-    end
-  end
-  -- reply: alone in its call, the decision's string (an AllowEach's table)
-  -- is the call's reply
-  if gLeft then
-    -- (the group's next ask)
-  elseif argAt == nargs and not replies then
-    if expiries then -- an AllowEach's asks but its last
-      for i = 1, #expiries, 2 do
-        call('PEXPIREAT', expiries[i], expiries[i + 1])
+    elseif gLeft == 0 then -- its reply: a table of its asks' (alone: the call's)
+      gLeft, gPass = nil, nil
+      if gAlone and argAt == nargs then
+        for i = 1, expiries and #expiries or 0, 2 do
+          call('PEXPIREAT', expiries[i], expiries[i + 1])
+        end
+        return gReplies
       end
+      replies[#replies + 1] = gReplies
     end
-    return reply -- a single decision
-  else
-    replies = replies or {}
-    if type(reply) == 'table' and reply.err then -- the decision's error, as a string
-      reply = '-' .. reply.err
-    end
-    replies[#replies + 1] = reply
   end
 end
 if expiries then
