@@ -21,28 +21,27 @@ import (
 
 // recipe rate-and-quota begin
 
-// admit decides a request against its API key's rate, then against its
-// customer's daily quota. When the quota denies (or fails), the rate's
-// admission is refunded: a request that is not served costs neither.
+// admit decides a request against its API key's rate and its customer's
+// daily quota as one (AllowEach): both admit it, or neither records
+// anything, so a request that is not served costs neither.
 func admit(ctx context.Context, limiter *slidelog.Limiter, apiKey, customer string) (slidelog.Result, error) {
-	rate, err := limiter.Allow(ctx, "key:"+apiKey, slidelog.PerMinute(10))
-	if err != nil || !rate.Allowed {
-		return rate, err
+	rs, err := limiter.AllowEach(ctx,
+		slidelog.Ask{Key: "key:" + apiKey, N: 1, Limits: []slidelog.Limit{slidelog.PerMinute(10)}},
+		slidelog.Ask{Key: "customer:" + customer, N: 1, Limits: []slidelog.Limit{slidelog.Daily(3, time.UTC)}})
+	if err != nil {
+		return slidelog.Result{}, err
 	}
-	quota, err := limiter.Allow(ctx, "customer:"+customer, slidelog.Daily(3, time.UTC))
-	if err != nil || !quota.Allowed {
-		// A refund that fails leaves the event counted: stricter, never looser.
-		_ = limiter.Refund(context.WithoutCancel(ctx), rate.Handle())
-		return quota, err
+	if !rs[0].Allowed && rs[0].Remaining < 1 {
+		return rs[0], nil // the key's rate denied it
 	}
-	return quota, nil
+	return rs[1], nil // the quota's answer: admitted, or denied by the quota
 }
 
 // recipe rate-and-quota end
 
 // A per-key rate and a per-customer daily quota, on two keys: the fourth
-// request of the day is denied by the quota, and its rate event is given
-// back (7 of the key's 10 per minute are left, not 6).
+// request of the day is denied by the quota, and costs the key's rate
+// nothing (7 of the key's 10 per minute are left, not 6).
 func Example_rateAndQuota() {
 	mr, rdb := server()
 	defer mr.Close()
