@@ -212,3 +212,38 @@ func TestFailLocalNeedsAFallback(t *testing.T) {
 		}()
 	}
 }
+
+// AllowEach under the policies, Redis down: FailLocal asks the fallback's
+// AllowEach with each limit's share (all or none there too), FailOpen
+// admits every ask, FailClosed returns the error; a fallback without
+// AllowEach fails closed.
+func TestPoliciesAllowEach(t *testing.T) {
+	ctx := context.Background()
+	rate, quota := slidelog.PerHour(8), slidelog.PerHour(4) // shares with 2 instances: 4 and 2
+	asks := func(key string) []slidelog.Ask {
+		return []slidelog.Ask{{Key: key, N: 1, Limits: []slidelog.Limit{rate}}, {Key: "customer", N: 1, Limits: []slidelog.Limit{quota}}}
+	}
+	fallback := local.New()
+	l := slidelog.New(downClient(t), slidelog.WithPolicy(slidelog.FailLocal(fallback, 2)))
+	for i, want := range []bool{true, true, false} {
+		rs, err := l.AllowEach(ctx, asks("k"+string(rune('a'+i)))...)
+		if err != nil || len(rs) != 2 || rs[0].Allowed != want || rs[1].Allowed != want || !rs[0].Degraded() {
+			t.Fatalf("FailLocal, request %d: %+v, %v; want allowed=%v, degraded", i, rs, err, want)
+		}
+	}
+	// the third request's key was charged nothing by the quota's denial
+	if r, _ := fallback.Peek(ctx, "kc", slidelog.PerHour(4)); r.Remaining != 4 {
+		t.Errorf("the fallback charged kc for the quota's denial: %+v", r)
+	}
+	rs, err := slidelog.New(downClient(t), slidelog.WithPolicy(slidelog.FailOpen)).AllowEach(ctx, asks("k")...)
+	if err != nil || !rs[0].Allowed || !rs[1].Allowed || !rs[1].Degraded() {
+		t.Errorf("FailOpen: %+v, %v", rs, err)
+	}
+	if _, err := slidelog.New(downClient(t)).AllowEach(ctx, asks("k")...); err == nil {
+		t.Errorf("FailClosed: no error")
+	}
+	noEach := slidelog.FailLocal(deciderOnly{local.New()}, 2)
+	if _, err := slidelog.New(downClient(t), slidelog.WithPolicy(noEach)).AllowEach(ctx, asks("k")...); err == nil {
+		t.Errorf("FailLocal with a fallback that has no AllowEach: no error")
+	}
+}
