@@ -164,10 +164,13 @@ echo "Europe/Berlin calendar day: reset ${reset}s, Berlin's midnight in ${want}s
 
 json=$(curl -s -o /dev/null -w '%{http_code}' -XPOST --data '{"domain":"echo-ratelimit","descriptors":[{"entries":[{"key":"PATH","value":"/"}]}]}' "http://$http/json")
 [ "$json" = 429 ] || fail "/json of PATH=/ after the limit: HTTP $json, want 429"
-curl -sf "http://$http/rlconfig" | grep -q 'echo-ratelimit.PATH_/' || fail "/rlconfig on 8080 does not show the rule"
-curl -sf "http://$debug/rlconfig" | grep -q 'echo-ratelimit.PATH_/' || fail "/rlconfig on 6070 does not show the rule"
-curl -sf "http://$http/metrics" | grep -q 'ratelimit_service_rate_limit_over_limit{domain="echo-ratelimit",rule="PATH_/"} 2' ||
-  fail "/metrics does not count the two denials of PATH=/"
+# (each page is read whole before grep -q looks at it: grep -q leaves at its
+# first match, and a curl still writing into the pipe then fails the
+# pipeline under pipefail, at random, by the page's size)
+rlconfig=$(curl -sf "http://$http/rlconfig") && grep -q 'echo-ratelimit.PATH_/' <<<"$rlconfig" || fail "/rlconfig on 8080 does not show the rule"
+rlconfig=$(curl -sf "http://$debug/rlconfig") && grep -q 'echo-ratelimit.PATH_/' <<<"$rlconfig" || fail "/rlconfig on 6070 does not show the rule"
+metrics=$(curl -sf "http://$http/metrics") && grep -q 'ratelimit_service_rate_limit_over_limit{domain="echo-ratelimit",rule="PATH_/"} 2' <<<"$metrics" ||
+  { grep -F 'rule="PATH_/"' <<<"$metrics" >&2 || true; fail "/metrics does not count the two denials of PATH=/"; }
 echo "/json 429, /rlconfig (8080 and 6070) and /metrics answer"
 
 docker stop -t 30 "$run-rls" >/dev/null
@@ -235,7 +238,7 @@ waitfor() {
   eg_logs
   fail "$what: not in 4 minutes"
 }
-xds_saw() { docker logs "$run-xds" 2>/dev/null | grep -qF "$1"; }
+xds_saw() { grep -qF -- "$1" <<<"$(docker logs "$run-xds" 2>/dev/null)"; }
 waitfor "a discovery request from node envoy-ratelimit (over mutual TLS)" xds_saw 'request node=envoy-ratelimit version="" ack=false'
 echo "the xDS server: a request from node envoy-ratelimit, over mutual TLS"
 eg_http=$(docker port "$run-eg" 8080/tcp | grep -m1 127.0.0.1)
@@ -267,7 +270,7 @@ codes=$(awk '{print $1}' <<<"$got" | tr '\n' ' ')
 [ "$codes" = "OK OK OVER_LIMIT " ] || fail "the pushed rule (2 a minute), three asks over TLS: $codes, want OK OK OVER_LIMIT"
 reset=$(tail -1 <<<"$got" | sed -n 's/.*reset=\([0-9]*\).*/\1/p')
 [ -n "$reset" ] && [ "$reset" -ge 1 ] && [ "$reset" -le 60 ] || fail "the denial's reset is ${reset:-missing}s, want 1 to 60"
-curl -sf "http://$eg_http/rlconfig" | grep -qF 'default/eg/http.httproute/default/backend/rule/0/match/0/*-key-rule-0-match-0_httproute/default/backend/rule/0/match/0/*-value-rule-0-match-0: unit=MINUTE requests_per_unit=2' ||
+eg_rlconfig=$(curl -sf "http://$eg_http/rlconfig") && grep -qF 'default/eg/http.httproute/default/backend/rule/0/match/0/*-key-rule-0-match-0_httproute/default/backend/rule/0/match/0/*-value-rule-0-match-0: unit=MINUTE requests_per_unit=2' <<<"$eg_rlconfig" ||
   { curl -s "http://$eg_http/rlconfig" >&2; fail "/rlconfig does not show the pushed rule"; }
 
 docker stop -t 30 "$run-eg" >/dev/null
