@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/ratefields"
@@ -43,31 +42,6 @@ type Rule struct {
 	Limits []slidelog.Limit
 }
 
-// validName reports whether name can be a rule's name: a policy name and
-// part of its keys, made of letters, digits, '-', '_' and '.'.
-func validName(name string) error {
-	if name == "" {
-		return errors.New("empty (a rule needs a name)")
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
-			return fmt.Errorf("byte %#02x at %d is not a letter, a digit, '-', '_' or '.'", c, i)
-		}
-	}
-	return nil
-}
-
-// slot is what two limits of one ask clash on: a sliding window's length
-// to the microsecond, or a calendar quota's period (day or month, anchor
-// and time zone).
-func slot(l slidelog.Limit) string {
-	if l.Calendar() {
-		l.Events = 1
-		return l.String() // "1 per day in UTC": the period, not the events
-	}
-	return l.Window.Truncate(time.Microsecond).String()
-}
-
 // validRules reports a mistake in o.Rules: a name that is not valid or
 // not distinct, a rule without a Key or a limit, an invalid limit, two
 // limits of one rule that would share a log, more than slidelog.MaxLimits
@@ -93,40 +67,11 @@ func (o Options) validRules() error {
 	if _, ok := o.Limiter.(slidelog.Eacher); !ok {
 		return fmt.Errorf("httplimit: Options.Limiter (%T) is not a slidelog.Eacher: Options.Rules are decided in one AllowEach, which *slidelog.Limiter and *local.Limiter have", o.Limiter)
 	}
-	total := 0
+	specs := make([]ratefields.RuleSpec, len(o.Rules))
 	for i, rule := range o.Rules {
-		what := fmt.Sprintf("Options.Rules[%d]", i)
-		if err := validName(rule.Name); err != nil {
-			return fmt.Errorf("httplimit: %s: the name %q: %w", what, rule.Name, err)
-		}
-		what += fmt.Sprintf(" (%q)", rule.Name)
-		for j, other := range o.Rules[:i] {
-			if other.Name == rule.Name {
-				return fmt.Errorf("httplimit: Options.Rules[%d] and [%d] are both named %q", j, i, rule.Name)
-			}
-		}
-		if rule.Key == nil {
-			return fmt.Errorf("httplimit: %s has no Key", what)
-		}
-		if len(rule.Limits) == 0 {
-			return fmt.Errorf("httplimit: %s has no limit", what)
-		}
-		for j, lim := range rule.Limits {
-			if err := lim.Validate(); err != nil {
-				return fmt.Errorf("httplimit: %s.Limits[%d]: %w", what, j, err)
-			}
-			for k, other := range rule.Limits[:j] {
-				if slot(other) == slot(lim) && other.Calendar() == lim.Calendar() {
-					return fmt.Errorf("httplimit: %s.Limits[%d] (%v) and [%d] (%v) would share a log: one rule's limits need different windows or periods", what, k, other, j, lim)
-				}
-			}
-		}
-		total += len(rule.Limits)
+		specs[i] = ratefields.RuleSpec{Name: rule.Name, HasKey: rule.Key != nil, Limits: rule.Limits}
 	}
-	if total > slidelog.MaxLimits {
-		return fmt.Errorf("httplimit: Options.Rules hold %d limits, more than one AllowEach takes (slidelog.MaxLimits, %d)", total, slidelog.MaxLimits)
-	}
-	return nil
+	return ratefields.CheckRules("httplimit", specs)
 }
 
 // rule is a valid Rule, ready to be decided.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -52,35 +51,6 @@ type Rule struct {
 	Limits []slidelog.Limit
 }
 
-// validRuleName: a rule's name is a policy name and part of its keys,
-// made of letters, digits, '-', '_' and '.' (httplimit's rule names).
-func validRuleName(name string) error {
-	if name == "" {
-		return errors.New("empty (a rule needs a name)")
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !ruleNameByte(c) {
-			return fmt.Errorf("byte %#02x at %d is not a letter, a digit, '-', '_' or '.'", c, i)
-		}
-	}
-	return nil
-}
-
-// ruleNameByte: a byte a rule's name may hold.
-func ruleNameByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
-}
-
-// slot is what two limits of one ask clash on: a sliding window's length
-// to the microsecond, or a calendar quota's period.
-func slot(l slidelog.Limit) string {
-	if l.Calendar() {
-		l.Events = 1
-		return l.String() // "1 per day in UTC": the period, not the events
-	}
-	return l.Window.Truncate(time.Microsecond).String()
-}
-
 // validRules reports a mistake in o.Rules (what httplimit's Options.Validate
 // reports of its Rules): Rules beside Limit, Methods, LimitFor, Key or
 // Name, a Limiter that is not a slidelog.Eacher, a name that is not valid
@@ -110,40 +80,11 @@ func (o Options) validRules() error {
 	if _, ok := o.Limiter.(slidelog.Eacher); !ok {
 		return fmt.Errorf("grpclimit: Options.Limiter (%T) is not a slidelog.Eacher: Options.Rules are decided in one AllowEach, which *slidelog.Limiter and *local.Limiter have", o.Limiter)
 	}
-	total := 0
+	specs := make([]ratefields.RuleSpec, len(o.Rules))
 	for i, rule := range o.Rules {
-		what := fmt.Sprintf("Options.Rules[%d]", i)
-		if err := validRuleName(rule.Name); err != nil {
-			return fmt.Errorf("grpclimit: %s: the name %q: %w", what, rule.Name, err)
-		}
-		what += fmt.Sprintf(" (%q)", rule.Name)
-		for j, other := range o.Rules[:i] {
-			if other.Name == rule.Name {
-				return fmt.Errorf("grpclimit: Options.Rules[%d] and [%d] are both named %q", j, i, rule.Name)
-			}
-		}
-		if rule.Key == nil {
-			return fmt.Errorf("grpclimit: %s has no Key", what)
-		}
-		if len(rule.Limits) == 0 {
-			return fmt.Errorf("grpclimit: %s has no limit", what)
-		}
-		for j, lim := range rule.Limits {
-			if err := lim.Validate(); err != nil {
-				return fmt.Errorf("grpclimit: %s.Limits[%d]: %w", what, j, err)
-			}
-			for k, other := range rule.Limits[:j] {
-				if slot(other) == slot(lim) && other.Calendar() == lim.Calendar() {
-					return fmt.Errorf("grpclimit: %s.Limits[%d] (%v) and [%d] (%v) would share a log: one rule's limits need different windows or periods", what, k, other, j, lim)
-				}
-			}
-		}
-		total += len(rule.Limits)
+		specs[i] = ratefields.RuleSpec{Name: rule.Name, HasKey: rule.Key != nil, Limits: rule.Limits}
 	}
-	if total > slidelog.MaxLimits {
-		return fmt.Errorf("grpclimit: Options.Rules hold %d limits, more than one AllowEach takes (slidelog.MaxLimits, %d)", total, slidelog.MaxLimits)
-	}
-	return nil
+	return ratefields.CheckRules("grpclimit", specs)
 }
 
 // rule is a valid Rule, ready to be decided.

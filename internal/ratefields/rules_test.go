@@ -1,0 +1,40 @@
+package ratefields
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slidelog/slidelog"
+)
+
+func TestCheckRules(t *testing.T) {
+	rate := slidelog.Limit{Events: 10, Window: time.Minute}
+	many := make([]slidelog.Limit, slidelog.MaxLimits+1)
+	for i := range many {
+		many[i] = slidelog.Limit{Events: 1, Window: time.Duration(i+1) * time.Second}
+	}
+	for _, c := range []struct {
+		rules []RuleSpec
+		want  string // "" for none
+	}{
+		{[]RuleSpec{{Name: "perkey", HasKey: true, Limits: []slidelog.Limit{rate}}, {Name: "customer.day", HasKey: true, Limits: []slidelog.Limit{rate, slidelog.Daily(5, time.UTC)}}}, ""},
+		{[]RuleSpec{{Name: "", HasKey: true, Limits: []slidelog.Limit{rate}}}, `pkg: Options.Rules[0]: the name "": empty`},
+		{[]RuleSpec{{Name: "a b", HasKey: true, Limits: []slidelog.Limit{rate}}}, "byte 0x20 at 1"},
+		{[]RuleSpec{{Name: "a", HasKey: true, Limits: []slidelog.Limit{rate}}, {Name: "a", HasKey: true, Limits: []slidelog.Limit{rate}}}, `[0] and [1] are both named "a"`},
+		{[]RuleSpec{{Name: "a", Limits: []slidelog.Limit{rate}}}, `Options.Rules[0] ("a") has no Key`},
+		{[]RuleSpec{{Name: "a", HasKey: true}}, "has no limit"},
+		{[]RuleSpec{{Name: "a", HasKey: true, Limits: []slidelog.Limit{{Events: 0, Window: time.Second}}}}, "Limits[0]: "},
+		{[]RuleSpec{{Name: "a", HasKey: true, Limits: []slidelog.Limit{rate, {Events: 5, Window: time.Minute}}}}, "would share a log"},
+		{[]RuleSpec{{Name: "a", HasKey: true, Limits: []slidelog.Limit{slidelog.Daily(5, time.UTC), slidelog.Daily(9, time.UTC)}}}, "would share a log"},
+		{[]RuleSpec{{Name: "a", HasKey: true, Limits: many}}, "more than one AllowEach takes"},
+	} {
+		err := CheckRules("pkg", c.rules)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v, want none", c.rules, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "pkg: ")):
+			t.Errorf("%+v: %v, want %q", c.rules, err, c.want)
+		}
+	}
+}
