@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -67,7 +68,7 @@ func (l *Limiter) AllowEach(ctx context.Context, asks ...Ask) ([]Result, error) 
 		if l.apart(keys) {
 			rs, err = l.eachApart(ctx, qs)
 		} else {
-			rs, err = l.each(ctx, qs)
+			rs, err = l.each(ctx, qs, keys)
 		}
 	}
 	return l.finishEach(ctx, qs, start, rs, err)
@@ -101,28 +102,31 @@ func (l *Limiter) checkEach(asks []Ask) ([]request, [][]string, error) {
 		qs[i] = q
 	}
 	// no two asks may write one Redis key (keys that alias another's logs)
+	// (every ask's keys in one array: an ask's keys are a part of it)
+	all := make([]string, 0, total+2*len(qs))
 	keys := make([][]string, len(qs))
-	seen := map[string]int{}
 	for i := range qs {
-		keys[i] = l.askKeys(&qs[i])
+		from := len(all)
+		all = l.askKeys(all, &qs[i])
+		keys[i] = all[from:len(all):len(all)]
 		for _, k := range keys[i] {
-			if j, ok := seen[k]; ok && j != i {
-				return nil, nil, fmt.Errorf("%w: asks %d and %d share the Redis key %q", ErrInvalidLimit, j, i, k)
+			for j, other := range keys[:i] {
+				if slices.Contains(other, k) {
+					return nil, nil, fmt.Errorf("%w: asks %d and %d share the Redis key %q", ErrInvalidLimit, j, i, k)
+				}
 			}
-			seen[k] = i
 		}
 	}
 	return qs, keys, nil
 }
 
-// askKeys are the Redis keys an ask's decision writes: its logs (and
-// quotas), and an AllowAll's indexes.
-func (l *Limiter) askKeys(q *request) []string {
+// askKeys appends to keys the Redis keys an ask's decision writes: its
+// logs (and quotas), and an AllowAll's indexes.
+func (l *Limiter) askKeys(keys []string, q *request) []string {
 	if q.op != opAllowAll && !q.limit.Calendar() {
-		return []string{l.prefix + q.key}
+		return append(keys, l.prefix+q.key)
 	}
 	base, index := l.allKeys(q.key)
-	keys := make([]string, 0, len(q.all())+2)
 	periods := false
 	for _, lim := range q.all() {
 		if lim.Calendar() {
@@ -170,54 +174,55 @@ func ringTag(k string) string {
 	return k
 }
 
-// askCall is one ask's part of the script call: its keys and arguments,
-// with the first id id (arg: its id argument, kept when the call is sent
-// again; nil to build the keys only) and a calendar quota's periods around
-// at.
-func (l *Limiter) askCall(q *request, at time.Time, id [idLen]byte, arg *idArg) ([]string, []any, Handle) {
-	if q.op == opAllowAll || q.limit.Calendar() {
-		keys, args := l.allArgsAt(q, at, arg)
-		return keys, args, l.handle(q, keys, id)
-	}
-	window := q.limit.micros()
-	if q.limit.Events > l.compactAbove {
-		window = -window
-	}
-	keys := []string{l.prefix + q.key}
-	var idv any = ""
-	if arg != nil {
-		idv = arg
-	}
-	return keys, []any{q.n, idv, q.limit.Events, window}, l.handle(q, keys, id)
-}
-
 // each decides the asks in one script call (script.lua's "&G").
-func (l *Limiter) each(ctx context.Context, qs []request) ([]Result, error) {
+func (l *Limiter) each(ctx context.Context, qs []request, askKeys [][]string) ([]Result, error) {
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	total := 0
-	for _, q := range qs {
+	total, nkeys, nargs := 0, 0, 1
+	for i, q := range qs {
 		total += q.n
+		nkeys += len(askKeys[i])
+		nargs += 3 + 2*len(q.all())
 	}
 	first := l.ids.Reserve(total)
 	counter := uint64(first[3])<<32 | uint64(binary.BigEndian.Uint32(first[4:]))
 	prefix := [ids.PrefixLen]byte(first[:ids.PrefixLen])
-	idOf := make([][idLen]byte, len(qs))
-	argOf := make([]idArg, len(qs))
+	// each ask's arguments, in one array: go-redis takes pointers to them,
+	// so nothing is boxed apart (as a lone decision's call)
+	type askArgs struct {
+		n, events, window int64
+		id                [idLen]byte
+		arg               idArg
+	}
+	as := make([]askArgs, len(qs))
 	for i, q := range qs {
-		idOf[i] = ids.At(prefix, counter)
-		argOf[i].Set(idOf[i])
+		a := &as[i]
+		a.id = ids.At(prefix, counter)
+		a.arg.Set(a.id)
 		counter += uint64(q.n)
+		a.n, a.events, a.window = int64(q.n), int64(q.limit.Events), q.limit.micros()
+		if q.limit.Events > l.compactAbove {
+			a.window = -a.window
+		}
 	}
 	handles := make([]Handle, len(qs))
 	build := func(at time.Time) (keys []string, args []any) {
-		args = append(args, "&"+strconv.Itoa(len(qs)))
+		keys, args = make([]string, 0, nkeys), make([]any, 0, nargs)
+		args = append(args, groupMarks[len(qs)])
 		for i := range qs {
-			k, a, h := l.askCall(&qs[i], at, idOf[i], &argOf[i])
-			keys, args, handles[i] = append(keys, k...), append(args, a...), h
+			q, a := &qs[i], &as[i]
+			if q.op == opAllowAll || q.limit.Calendar() {
+				k, v := l.allArgsAt(q, at, &a.arg)
+				keys, args = append(keys, k...), append(args, v...)
+				handles[i] = l.handle(q, k, a.id)
+				continue
+			}
+			keys = append(keys, askKeys[i][0])
+			args = append(args, &a.n, &a.arg, &a.events, &a.window)
+			handles[i] = l.handle(q, askKeys[i], a.id)
 		}
 		return keys, args
 	}
@@ -299,6 +304,15 @@ func (l *Limiter) each(ctx context.Context, qs []request) ([]Result, error) {
 	}
 	return rs, nil
 }
+
+// groupMarks are script.lua's marks of an AllowEach of G asks ("&G"), as
+// arguments: a call boxes none of its own.
+var groupMarks = func() (marks [MaxLimits + 1]any) {
+	for g := range marks {
+		marks[g] = "&" + strconv.Itoa(g)
+	}
+	return marks
+}()
 
 // needsPeriod reads an AllowEach's reply: the time whose calendar periods
 // an ask needs, if one does.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -306,7 +307,6 @@ func TestAllowEachPolicy(t *testing.T) {
 
 // The keys AllowEach checks (askKeys) are the keys its call writes.
 func TestAllowEachKeys(t *testing.T) {
-	l := New(newMini(t).rdb, WithPrefix("{p}:"))
 	rate := Limit{Events: 10, Window: time.Minute}
 	for _, a := range []Ask{
 		{Key: "a", N: 1, Limits: []Limit{rate}},
@@ -314,16 +314,47 @@ func TestAllowEachKeys(t *testing.T) {
 		{Key: "c", N: 1, Limits: []Limit{Daily(5, time.UTC)}},
 		{Key: "{d}", N: 1, Limits: []Limit{rate, Monthly(5, 31, time.UTC)}},
 	} {
-		qs, keys, err := l.checkEach([]Ask{a})
+		m := newMini(t)
+		sent := &sentKeys{}
+		m.rdb.AddHook(sent)
+		l := New(m.rdb, WithPrefix("{p}:"), WithoutBatching())
+		_, keys, err := l.checkEach([]Ask{a})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var arg idArg
-		want, _, _ := l.askCall(&qs[0], time.Now(), l.ids.Reserve(1), &arg)
-		if fmt.Sprint(keys[0]) != fmt.Sprint(want) {
-			t.Errorf("%+v: checked %q, the call writes %q", a, keys[0], want)
+		if rs, err := l.AllowEach(context.Background(), a); err != nil || !rs[0].Allowed {
+			t.Fatal(rs, err)
+		}
+		checked := slices.Sorted(slices.Values(keys[0]))
+		if got := slices.Sorted(slices.Values(sent.keys)); !slices.Equal(checked, got) {
+			t.Errorf("%+v: checked %q, the call sent %q", a, checked, got)
+		}
+		for _, k := range m.Keys() {
+			if !slices.Contains(checked, k) {
+				t.Errorf("%+v: the call wrote %q, which was not checked", a, k)
+			}
 		}
 	}
+}
+
+// sentKeys keeps the keys of the last script call a client sent.
+type sentKeys struct{ keys []string }
+
+func (h *sentKeys) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *sentKeys) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); len(args) > 2 && strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") {
+			h.keys = h.keys[:0]
+			n, _ := args[2].(int)
+			for _, k := range args[3 : 3+n] {
+				h.keys = append(h.keys, k.(string))
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *sentKeys) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // A hook hears one observation per AllowEach: op allow_each, N the asks'
