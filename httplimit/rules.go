@@ -157,16 +157,16 @@ func (rs *rules) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	for i, rule := range applying {
 		res := results[i]
 		if res.Limit.Events == 0 {
-			res.Limit = smallest(rule.limits) // a Decider outside slidelog may leave it out
+			res.Limit = ratefields.Smallest(rule.limits) // a Decider outside slidelog may leave it out
 			results[i] = res
 		}
 		policies[i] = ratefields.Policy(rule.field, res.Limit)
-		states[i] = ratefields.State(rule.field, own(res, cost))
+		states[i] = ratefields.State(rule.field, ratefields.Own(res, cost))
 		allowed = allowed && res.Allowed
 	}
 	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
 	h.Set("RateLimit", strings.Join(states, ", "))
-	t := tightest(results, cost)
+	t := ratefields.Denier(results, cost)
 	if o.LegacyHeaders {
 		h.Set("X-RateLimit-Limit", strconv.Itoa(results[t].Limit.Events))
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(results[t].Remaining))
@@ -193,7 +193,7 @@ func (rs *rules) fail(w http.ResponseWriter, r *http.Request, applying []*rule, 
 		policies := make([]string, len(applying))
 		heavy := -1
 		for i, rule := range applying {
-			limit := smallest(rule.limits)
+			limit := ratefields.Smallest(rule.limits)
 			policies[i] = ratefields.Policy(rule.field, limit)
 			if heavy < 0 && cost > limit.Events {
 				heavy = i
@@ -203,51 +203,12 @@ func (rs *rules) fail(w http.ResponseWriter, r *http.Request, applying []*rule, 
 		h.Set("RateLimit-Policy", strings.Join(policies, ", "))
 		if heavy >= 0 {
 			if rs.o.LegacyHeaders {
-				h.Set("X-RateLimit-Limit", strconv.Itoa(smallest(applying[heavy].limits).Events))
+				h.Set("X-RateLimit-Limit", strconv.Itoa(ratefields.Smallest(applying[heavy].limits).Events))
 			}
 			err = fmt.Errorf("rule %q: %w", applying[heavy].name, err)
 		}
 	}
 	rs.o.OnError(w, r, status, err)
-}
-
-// smallest is the limit of limits with the fewest events: the one a
-// request too heavy for any of them is too heavy for.
-func smallest(limits []slidelog.Limit) slidelog.Limit {
-	s := limits[0]
-	for _, l := range limits[1:] {
-		if l.Events < s.Events {
-			s = l
-		}
-	}
-	return s
-}
-
-// own is res, one rule's part of an AllowEach, as RateLimit shows that
-// rule: a rule that had room for the request (Remaining at least cost)
-// when another denied it is shown as its own state, not denied (t 0, or
-// a calendar quota's period end). Retry-After says when every rule fits.
-func own(res slidelog.Result, cost int) slidelog.Result {
-	if !res.Allowed && res.Remaining >= cost {
-		res.Allowed, res.RetryAfter = true, 0
-	}
-	return res
-}
-
-// tightest is the index of the rule that denied (the first whose own
-// limit had no room: Remaining below cost), or, when none did, of the one
-// with the fewest Remaining (the first of those).
-func tightest(results []slidelog.Result, cost int) int {
-	t := 0
-	for i, res := range results {
-		if !res.Allowed && res.Remaining < cost {
-			return i
-		}
-		if res.Remaining < results[t].Remaining {
-			t = i
-		}
-	}
-	return t
 }
 
 // deniedByRule is the default OnDenied under Options.Rules: deniedProblem,

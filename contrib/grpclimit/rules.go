@@ -150,16 +150,16 @@ func (s *server) decideRules(ctx context.Context, fullMethod string) (metadata.M
 	for i, rule := range applying {
 		res := results[i]
 		if res.Limit.Events == 0 {
-			res.Limit = smallest(rule.limits) // a Decider outside slidelog may leave it out
+			res.Limit = ratefields.Smallest(rule.limits) // a Decider outside slidelog may leave it out
 			results[i] = res
 		}
 		policies[i] = ratefields.Policy(rule.field, res.Limit)
-		states[i] = ratefields.State(rule.field, own(res, n))
+		states[i] = ratefields.State(rule.field, ratefields.Own(res, n))
 		allowed = allowed && res.Allowed
 	}
 	md := metadata.Pairs(policyField, strings.Join(policies, ", "), stateField, strings.Join(states, ", "))
 	if !allowed {
-		d := denier(results, n)
+		d := ratefields.Denier(results, n)
 		res := results[d]
 		res.Allowed = false
 		return md, ruleDeniedError(applying[d].name, res)
@@ -178,7 +178,7 @@ func (s *server) failRules(ctx context.Context, fullMethod string, applying []*r
 		msg := fmt.Sprintf("grpclimit: the call weighs %d events, more than a rule's limit ever admits", n)
 		heavy := false
 		for i, rule := range applying {
-			limit := smallest(rule.limits)
+			limit := ratefields.Smallest(rule.limits)
 			policies[i] = ratefields.Policy(rule.field, limit)
 			if !heavy && n > limit.Events {
 				heavy = true
@@ -194,45 +194,6 @@ func (s *server) failRules(ctx context.Context, fullMethod string, applying []*r
 		return nil, s.answer(ctx, fullMethod, st.Code(), st.Message(), err)
 	}
 	return nil, s.answer(ctx, fullMethod, codes.Unavailable, msgUnavailable, err)
-}
-
-// smallest is the limit of limits with the fewest events: the one a call
-// too heavy for any of them is too heavy for.
-func smallest(limits []slidelog.Limit) slidelog.Limit {
-	s := limits[0]
-	for _, l := range limits[1:] {
-		if l.Events < s.Events {
-			s = l
-		}
-	}
-	return s
-}
-
-// own is res, one rule's part of an AllowEach, as ratelimit shows that
-// rule: a rule that had room for the call (Remaining at least n) when
-// another denied it is shown as its own state, not denied. The RetryInfo
-// says when every rule fits.
-func own(res slidelog.Result, n int) slidelog.Result {
-	if !res.Allowed && res.Remaining >= n {
-		res.Allowed, res.RetryAfter = true, 0
-	}
-	return res
-}
-
-// denier is the index of the rule that denied: the first whose own limit
-// had no room for the call (Remaining below n), or, when none had (a
-// Decider outside slidelog), the one with the fewest Remaining.
-func denier(results []slidelog.Result, n int) int {
-	d := 0
-	for i, res := range results {
-		if !res.Allowed && res.Remaining < n {
-			return i
-		}
-		if res.Remaining < results[d].Remaining {
-			d = i
-		}
-	}
-	return d
 }
 
 // ruleDeniedError is ResourceExhausted for a call the rule name denied

@@ -88,3 +88,44 @@ func logOf(l slidelog.Limit) string {
 	}
 	return l.Window.Truncate(time.Microsecond).String()
 }
+
+// Smallest is the limit of limits with the fewest events (the first of
+// those): the one a request too heavy for any of them is too heavy for.
+func Smallest(limits []slidelog.Limit) slidelog.Limit {
+	s := limits[0]
+	for _, l := range limits[1:] {
+		if l.Events < s.Events {
+			s = l
+		}
+	}
+	return s
+}
+
+// Own is res, one rule's part of an AllowEach of n events each, as the
+// rate-limit fields show that rule: a rule that had room (Remaining at
+// least n) when another denied the request is shown as its own state, not
+// denied. The request's wait (Retry-After, RetryInfo) is when every rule
+// fits.
+func Own(res slidelog.Result, n int) slidelog.Result {
+	if !res.Allowed && res.Remaining >= n {
+		res.Allowed, res.RetryAfter = true, 0
+	}
+	return res
+}
+
+// Denier is the index of the rule that denied a request of n events: the
+// first whose own limit had no room (Remaining below n), or, when none
+// had (a Decider outside slidelog), the one with the fewest Remaining (the
+// first of those).
+func Denier(results []slidelog.Result, n int) int {
+	d := 0
+	for i, res := range results {
+		if !res.Allowed && res.Remaining < n {
+			return i
+		}
+		if res.Remaining < results[d].Remaining {
+			d = i
+		}
+	}
+	return d
+}

@@ -38,3 +38,25 @@ func TestCheckRules(t *testing.T) {
 		}
 	}
 }
+
+func TestDenierOwnSmallest(t *testing.T) {
+	denied := func(rem int) slidelog.Result { return slidelog.Result{Remaining: rem, RetryAfter: time.Minute} }
+	// the first rule without room for 2 events, though a later one has fewer left
+	if d := Denier([]slidelog.Result{denied(5), denied(1), denied(0)}, 2); d != 1 {
+		t.Errorf("Denier: %d, want 1", d)
+	}
+	// none without room (a Decider outside slidelog): the fewest left, the first of those
+	if d := Denier([]slidelog.Result{{Allowed: true, Remaining: 4}, {Allowed: true, Remaining: 2}, {Allowed: true, Remaining: 2}}, 1); d != 1 {
+		t.Errorf("Denier of admissions: %d, want 1", d)
+	}
+	if r := Own(denied(5), 2); !r.Allowed || r.RetryAfter != 0 || r.Remaining != 5 {
+		t.Errorf("Own of a rule with room: %+v", r)
+	}
+	if r := Own(denied(1), 2); r.Allowed || r.RetryAfter != time.Minute {
+		t.Errorf("Own of the rule that denied: %+v", r)
+	}
+	small := slidelog.Limit{Events: 3, Window: time.Hour}
+	if l := Smallest([]slidelog.Limit{{Events: 9, Window: time.Second}, small, {Events: 3, Window: time.Minute}}); l != small {
+		t.Errorf("Smallest: %v, want %v", l, small)
+	}
+}
