@@ -120,28 +120,6 @@ func (l *Limiter) checkEach(asks []Ask) ([]request, [][]string, error) {
 	return qs, keys, nil
 }
 
-// askKeys appends to keys the Redis keys an ask's decision writes: its
-// logs (and quotas), and an AllowAll's indexes.
-func (l *Limiter) askKeys(keys []string, q *request) []string {
-	if q.op != opAllowAll && !q.limit.Calendar() {
-		return append(keys, l.prefix+q.key)
-	}
-	base, index := l.allKeys(q.key)
-	periods := false
-	for _, lim := range q.all() {
-		if lim.Calendar() {
-			keys, periods = append(keys, quotaKey(base, lim)), true
-			continue
-		}
-		keys = append(keys, windowKey(base, lim.Window))
-	}
-	keys = append(keys, index)
-	if periods {
-		keys = append(keys, periodsKey(base))
-	}
-	return keys
-}
-
 // apart reports whether the asks' logs may be on several servers: a
 // Cluster with keys on several slots, or a Ring with several hash tags.
 func (l *Limiter) apart(keys [][]string) bool {

@@ -517,14 +517,37 @@ func (l *Limiter) handle(q *request, keys []string, id [idLen]byte) Handle {
 	return h
 }
 
+// askKeys appends to keys the Redis keys q's script call names: its log;
+// or, for an AllowAll (or its peek) or a decision on a calendar quota, a
+// log (or a quota) per limit, the index of the windows, and with quotas
+// the index of the periods (allArgsAt's keys).
+func (l *Limiter) askKeys(keys []string, q *request) []string {
+	if q.op != opAllowAll && q.op != opPeekAll && !q.limit.Calendar() {
+		return append(keys, l.prefix+q.key)
+	}
+	base, index := l.allKeys(q.key)
+	periods := false
+	for _, lim := range q.all() {
+		if lim.Calendar() {
+			keys, periods = append(keys, quotaKey(base, lim)), true
+			continue
+		}
+		keys = append(keys, windowKey(base, lim.Window))
+	}
+	keys = append(keys, index)
+	if periods {
+		keys = append(keys, periodsKey(base))
+	}
+	return keys
+}
+
 // allArgsAt is the script call of an AllowAll, or of a decision on a
-// calendar quota: a log (or a quota) per limit, then the index of the
-// windows, and with quotas the index of the periods; a quota's periods are
-// those around at. arg is the id (nil: Peek).
+// calendar quota: its keys (askKeys: a log or a quota per limit, the index
+// of the windows, and with quotas the index of the periods), and its
+// arguments, a quota's periods those around at. arg is the id (nil: Peek).
 func (l *Limiter) allArgsAt(q *request, at time.Time, arg *idArg) (keys []string, args []any) {
 	limits := q.all()
-	base, index := l.allKeys(q.key)
-	keys = make([]string, 0, len(limits)+2)
+	keys = l.askKeys(make([]string, 0, len(limits)+2), q)
 	args = make([]any, 0, 3+2*len(limits))
 	mark := "*" // "*L": AllowAll over L limits; "+L": some of them quotas
 	for _, lim := range limits {
@@ -538,21 +561,14 @@ func (l *Limiter) allArgsAt(q *request, at time.Time, arg *idArg) (keys []string
 	}
 	args = append(args, mark+strconv.Itoa(len(limits)), q.n, id)
 	for _, lim := range limits {
-		if lim.Calendar() {
-			keys = append(keys, quotaKey(base, lim))
+		switch {
+		case lim.Calendar():
 			args = append(args, lim.Events, lim.calendar().Bounds(at))
-			continue
-		}
-		keys = append(keys, windowKey(base, lim.Window))
-		if lim.Events > l.compactAbove {
+		case lim.Events > l.compactAbove:
 			args = append(args, lim.Events, -lim.micros())
-			continue
+		default:
+			args = append(args, lim.Events, lim.micros())
 		}
-		args = append(args, lim.Events, lim.micros())
-	}
-	keys = append(keys, index)
-	if mark == "+" {
-		keys = append(keys, periodsKey(base))
 	}
 	return keys, args
 }
