@@ -449,13 +449,7 @@ func (l *Limiter) fallbackEach(ctx context.Context, qs []request) ([]Result, boo
 	}
 	asks := make([]Ask, len(qs))
 	for i, q := range qs {
-		limits := q.all()
-		shared := make([]Limit, len(limits))
-		for j, lim := range limits {
-			shared[j] = lim
-			shared[j].Events = max(lim.Events/l.policy.instances, 1)
-		}
-		asks[i] = Ask{Key: q.key, N: q.n, Limits: shared}
+		asks[i] = Ask{Key: q.key, N: q.n, Limits: l.policy.share(q.all())}
 	}
 	rs, err := e.AllowEach(ctx, asks...)
 	if err != nil {

@@ -104,12 +104,7 @@ func (l *Limiter) fallback(ctx context.Context, q request) (Result, bool) {
 	if l.policy.kind == failOpen {
 		return admitted(q), true
 	}
-	limits := q.all()
-	shared := make([]Limit, len(limits))
-	for i, lim := range limits {
-		shared[i] = lim
-		shared[i].Events = max(lim.Events/l.policy.instances, 1)
-	}
+	shared := l.policy.share(q.all())
 	var r Result
 	var err error
 	switch q.op {
@@ -135,4 +130,15 @@ func (l *Limiter) fallback(ctx context.Context, q request) (Result, bool) {
 	}
 	r.degraded = true
 	return r, true
+}
+
+// share is FailLocal's share of limits: each limit with Events/instances
+// events (at least 1).
+func (p Policy) share(limits []Limit) []Limit {
+	shared := make([]Limit, len(limits))
+	for i, lim := range limits {
+		shared[i] = lim
+		shared[i].Events = max(lim.Events/p.instances, 1)
+	}
+	return shared
 }
