@@ -1,5 +1,6 @@
--- slidelog: the compact exact log's code, joined before script.lua and
--- refund.lua after log.lua (embed.go), which lays out its bytes. A decision
+-- slidelog: the compact exact log's code, part 'compact' of need.lua
+-- (joined before script.lua and refund.lua: embed.go); log.lua lays out
+-- its bytes. A decision
 -- reads the header (40 bytes); while event F is live it is the first live
 -- one, else the first live one is found from F by a scan of a block of
 -- slots, then a galloping and a binary search: the cost is the events that
@@ -242,10 +243,10 @@ local function compactLib()
 end
 
 -- openCompact and compactStep: a decision's usual steps on a compact log
--- (script.lua), plain functions made once by every call as the script's
--- body runs: a function a call makes when it meets a compact log (a
--- closure, and its upvalues) costs Redis some 2 000 instructions each
--- (callgrind), a call of one made already a few Lua operations. They pack
+-- (script.lua), made once by a call that meets a compact log (need.lua):
+-- a function made later, per decision (a closure, and its upvalues),
+-- would cost Redis some 2 000 instructions each (callgrind), a call of one
+-- made already a few Lua operations. They pack
 -- with Redis' struct library where they can and leave the rest to
 -- compactLib's functions: lib, made by the first step of the call that
 -- needs them (nil until then), which each step takes and returns last, for

@@ -31,6 +31,8 @@ var (
 
 	//go:embed ids.lua
 	idsLua string
+	//go:embed need.lua
+	needLua string
 
 	// sizesLua gives the scripts the sizes limit.go defines: the most
 	// slots a compact log has (MaxEvents), so that its reader refuses
@@ -45,15 +47,19 @@ var (
 	// decideSource's script).
 	thresholdsLua = "local convertPast = 128 -- a listpack's members (zset-max-listpack-entries)\n"
 
-	// The sources as Redis runs them: the sizes and thresholds, a log's
-	// layout (log.lua: a quota's code) and the compact log's code, the event
-	// ids' derivation, the clock, then the script. The functions of the
-	// shared files come before the clock, whose locals (call, tonumber,
-	// KEYS, ARGV) they would otherwise capture, which every call would pay
-	// for. scripts/luaops.lua joins what decideSrc names, in its order.
-	decideSrc = sizesLua + thresholdsLua + logLua + compactLua + idsLua + clockLua + scriptLua
+	// partsSrc is need(part) (need.lua): a log's layout and a quota's code
+	// (log.lua), the compact log's code (compact.lua) and the event ids'
+	// derivation (ids.lua), each made only by a call that asks for it.
+	partsSrc = inline(needLua, map[string]string{"log.lua": logLua, "compact.lua": compactLua, "ids.lua": idsLua})
+
+	// The sources as Redis runs them: the sizes and thresholds, need (the
+	// shared files), the clock, then the script. need comes before the
+	// clock, whose locals (call, tonumber, KEYS, ARGV) its functions would
+	// otherwise capture, which every call would pay for.
+	// scripts/luaops.lua joins what decideSrc names, in its order.
+	decideSrc = sizesLua + thresholdsLua + partsSrc + clockLua + scriptLua
 	renewSrc  = clockLua + idsLua + renewLua
-	refundSrc = sizesLua + logLua + compactLua + idsLua + refundLua
+	refundSrc = sizesLua + partsSrc + refundLua
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
 	// AcquireN, and batches of them (of a Limiter with the default
@@ -66,6 +72,31 @@ var (
 	// renewScript moves an in-flight lease's events to now (Lease.Renew).
 	renewScript = redis.NewScript(renewSrc)
 )
+
+// inline is src with each line "--[[NAME]]" replaced by files[NAME]; it
+// panics on a name files lacks, or one left unused, which the package's
+// tests would meet first.
+func inline(src string, files map[string]string) string {
+	used := 0
+	var b strings.Builder
+	for line := range strings.Lines(src) {
+		name, ok := strings.CutPrefix(strings.TrimSpace(line), "--[[")
+		if name, ok = strings.CutSuffix(name, "]]"); !ok {
+			b.WriteString(line)
+			continue
+		}
+		text, found := files[name]
+		if !found {
+			panic("slidelog: need.lua names " + name + ", which embed.go does not join")
+		}
+		used++
+		b.WriteString(text)
+	}
+	if used != len(files) {
+		panic("slidelog: need.lua does not name every file embed.go joins into it")
+	}
+	return b.String()
+}
 
 // decideSource is the decision script's source where a sorted set of a
 // limit kept compactly becomes a compact log past convertPast live events:

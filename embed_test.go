@@ -23,3 +23,35 @@ func TestDecideSourceThreshold(t *testing.T) {
 		t.Fatalf("script.lua compares with the literal 128 instead of convertPast")
 	}
 }
+
+// need.lua holds each shared file once, in its place, and inline refuses a
+// name it was not given and a file it did not place.
+func TestNeedHoldsTheSharedFiles(t *testing.T) {
+	for name, text := range map[string]string{"log.lua": logLua, "compact.lua": compactLua, "ids.lua": idsLua} {
+		if strings.Count(partsSrc, text) != 1 {
+			t.Errorf("partsSrc holds %s %d times, want once", name, strings.Count(partsSrc, text))
+		}
+	}
+	if strings.Contains(partsSrc, "--[[") {
+		t.Errorf("partsSrc still names a file to join: %q", partsSrc)
+	}
+	for _, c := range []struct {
+		src   string
+		files map[string]string
+	}{
+		{"--[[a.lua]]\n--[[b.lua]]\n", map[string]string{"a.lua": "a"}},
+		{"--[[a.lua]]\n", map[string]string{"a.lua": "a", "b.lua": "b"}},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("inline(%q, %v) did not panic", c.src, c.files)
+				}
+			}()
+			inline(c.src, c.files)
+		}()
+	}
+	if got := inline("x\n  --[[a.lua]]\ny\n", map[string]string{"a.lua": "A\n"}); got != "x\nA\ny\n" {
+		t.Errorf("inline = %q, want %q", got, "x\nA\ny\n")
+	}
+}

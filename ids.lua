@@ -1,5 +1,6 @@
--- slidelog: the ids of an admission's events, joined before script.lua,
--- refund.lua and renew.lua (embed.go). A call sends the id of its first
+-- slidelog: the ids of an admission's events, part 'ids' of need.lua
+-- (joined before script.lua and refund.lua), and joined before renew.lua
+-- itself (embed.go). A call sends the id of its first
 -- event only (member.go): 3 bytes of the process' prefix, then a 5-byte
 -- big-endian counter; event e of the admission has the counter + e
 -- (mod 2^40). The client never sends one argument per event, so what a

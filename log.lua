@@ -1,5 +1,6 @@
 -- slidelog: a log's layout, in both stores, and of the sorted sets an
--- AllowAll keeps beside its logs; joined before script.lua and refund.lua
+-- AllowAll keeps beside its logs; part 'log' of need.lua, joined before
+-- script.lua and refund.lua
 -- (embed.go). renew.lua writes the sorted set described here, reset.lua
 -- reads the indexes.
 --
@@ -52,9 +53,9 @@
 
 -- logLib(part): the steps on a calendar quota (part 'quota': count,
 -- admit, giveBack) or on an AllowAll's indexes (part 'index': nameAll). One
--- function of both, as every call makes each function of the script's
--- body (a closure: some 400 instructions, callgrind); a part's functions are
--- made only when it is asked for.
+-- function of both, as each function made costs Redis a closure (some 600
+-- instructions, callgrind); a part's functions are made only when it is
+-- asked for.
 local function logLib(part)
   if part == 'index' then
     -- nameAll: name the windows of a decision's limits (limit i's is

@@ -8,8 +8,8 @@
 --          The ids of the others are derived here (ids.lua): what the
 --          client sends does not grow with n.
 --
--- log.lua, compact.lua and ids.lua are joined before this script
--- (embed.go). A compact log keeps no ids:
+-- need.lua (log.lua, compact.lua and ids.lua, each made when asked for)
+-- is joined before this script (embed.go). A compact log keeps no ids:
 -- it takes back n events of the admission's time (events of one time are
 -- alike), the time its table keeps for its last 16 admissions, else the
 -- one sent, and marks the refund in its table, so that the same refund run
@@ -43,15 +43,16 @@ if string.byte(ARGV[from]) == 35 and #ARGV[from] ~= 8 then -- '#': quotas
 end
 local first, n = ARGV[from], tonumber(ARGV[from + 1])
 local quota0 = from - q -- (ARGV[quota0 - 1 + i]: the end of quota i's period)
-local clib, giveBack
+local eventIds, clib, giveBack -- (need.lua)
 for i = 1, #KEYS - q do
   for j = 0, n - 1, 1000 do
+    eventIds = eventIds or need('ids')
     local r = redis.pcall('ZREM', KEYS[i], unpack(eventIds(first, j, math.min(j + 999, n - 1))))
     if type(r) == 'table' then
       -- not a sorted set: a compact log (compact.lua) takes back as many
       -- events of the admission's time (its table knows the time of its
       -- last admissions), once: the refund is marked in its table
-      clib = clib or compactLib()
+      clib = clib or need('compact')()
       local lg = clib.open(KEYS[i], redis.call('GETRANGE', KEYS[i], '0', '39'))
       if not lg then
         return r -- another type: WRONGTYPE
@@ -67,7 +68,7 @@ end
 for i = 1, q do
   -- a quota (log.lua) gives n back to the period it counted the admission in
   if not giveBack then
-    giveBack = select(3, logLib('quota'))
+    giveBack = select(3, need('log')('quota'))
   end
   giveBack(KEYS[#KEYS - q + i], ARGV[quota0 - 1 + i], first, n)
 end

@@ -102,8 +102,9 @@
 -- its own, marked as re-sent.
 
 -- Joined before this script (embed.go): maxSlots and convertPast (the
--- sizes and thresholds), log.lua (logLib), compact.lua
--- (compactLib, openCompact, compactStep), ids.lua (eventIds), then clock.lua, which has read Redis'
+-- sizes and thresholds), need.lua (need: log.lua's logLib, compact.lua's
+-- compactLib, openCompact and compactStep, ids.lua's eventIds, each made
+-- only by a call that asks for it), then clock.lua, which has read Redis'
 -- TIME: now (µs, a number), nows (the same as a string), and call,
 -- tonumber, KEYS and ARGV as locals.
 
@@ -126,12 +127,14 @@
 -- (about 3 500 and 6 000 instructions a decision, callgrind).
 local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota
 local logs
--- The steps beyond a sorted set's and compact.lua's (openCompact,
--- compactStep), each set made by the first decision of the call that needs
--- one: clib (compactLib: a compact log's rarer steps, which compact.lua's
--- take and return); countQuota, admitQuota (logLib 'quota': calendar quotas);
--- nameAll (logLib 'index': an AllowAll's indexes).
-local clib, countQuota, admitQuota, nameAll
+-- The steps beyond a sorted set's, each set made by the first decision of
+-- the call that needs one (need.lua): compactLib, openCompact, compactStep
+-- (need 'compact': a compact log's), clib (compactLib(): a compact log's
+-- rarer steps, which openCompact and compactStep take and return);
+-- eventIds (need 'ids': AllowN's ids); countQuota, admitQuota (logLib
+-- 'quota': calendar quotas); nameAll (logLib 'index': an AllowAll's
+-- indexes).
+local compactLib, openCompact, compactStep, clib, eventIds, countQuota, admitQuota, nameAll
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -216,7 +219,7 @@ while argAt < nargs do
       nkeys = nlimits + 2
       pindex = KEYS[keyAt + nlimits + 2]
       if not countQuota then
-        countQuota, admitQuota = logLib('quota')
+        countQuota, admitQuota = need('log')('quota')
       end
     end
     if ARGV[argAt + 1] ~= '1' then
@@ -246,6 +249,9 @@ while argAt < nargs do
     -- as of the time they were recorded at (at), and writes nothing
     local at, fits, retried = nows, true, false -- the decision's time; whether the request fits in every log
     if resent then
+      if not compactStep then
+        compactLib, openCompact, compactStep = need('compact')
+      end
       retried, clib = compactStep('retried', clib, KEYS, keyAt, nlimits, first)
       at = retried or nows
     end
@@ -296,6 +302,9 @@ while argAt < nargs do
       elseif other then
         -- a compact log is read as one; another type (WRONGTYPE) fails this
         -- decision, with nothing written
+        if not openCompact then
+          compactLib, openCompact, compactStep = need('compact')
+        end
         lg, reply, clib = openCompact(clib, key, card, now, window, limit, n, peek)
         card = lg and lg.T - lg.f -- its live events
       elseif card + n > limit then
@@ -359,6 +368,9 @@ while argAt < nargs do
         -- events (a listpack's 128 members: embed.go): it becomes a compact
         -- log of its live events, in place, and is admitted as one (a larger
         -- one, an older slidelog's, stays a sorted set)
+        if not compactLib then
+          compactLib, openCompact, compactStep = need('compact')
+        end
         clib = clib or compactLib()
         lg = clib.convert(key, limit, now - window, n)
         count, gone, unknown = lg.T, 0, false
@@ -372,6 +384,7 @@ while argAt < nargs do
       elseif n == 1 then
         added = call('ZADD', key, 'NX', nows, first)
       else -- AllowN: its events' ids derived and recorded (ids.lua)
+        eventIds = eventIds or need('ids')
         added = eventIds(first, 0, n - 1, key, nows)
       end
       if denied then
@@ -402,7 +415,7 @@ while argAt < nargs do
     if admitted > 0 and index then
       -- name its windows and quotas in the indexes, which live as long as
       -- the longest of them (their expiries below, as the logs')
-      nameAll = nameAll or logLib('index')
+      nameAll = nameAll or need('log')('index')
       local b, longest, latest, wrote = 10 * nlimits, nameAll(index, named, pindex, periods, ARGV, argAt + 2, logs, nlimits)
       logs[b + 1], logs[b + 3], logs[b + 9] = index, longest, nil
       if pindex then

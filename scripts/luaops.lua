@@ -116,8 +116,9 @@ end
 
 -- The library joins shared files and constants before script.lua (embed.go's
 -- decideSrc); this joins what embed.go names there, in its order: a file
--- it embeds (beside the script), a Go string, or a fmt.Sprintf of one
--- constant. A script that reads TIME itself (an older one) runs alone.
+-- it embeds (beside the script), a Go string, a fmt.Sprintf of one
+-- constant, or an inline of a file. A script that reads TIME itself (an
+-- older one) runs alone.
 local function read(path)
   local f = assert(io.open(path))
   local text = f:read('*a')
@@ -147,7 +148,14 @@ local function joined()
       local def = embed:match('\n%s*' .. name .. '%s*=%s*([^\n]+)')
       local literal = def and def:match('^"(.*)"$')
       local format, const = (def or ''):match('^fmt%.Sprintf%("(.*)", ([%w_]+)%)$')
-      if literal then
+      local inlined = (def or ''):match('^inline%(([%w_]+),')
+      if inlined and files[inlined] then
+        -- a file with a line "--[[NAME]]" for each file it holds
+        -- (need.lua): the file NAME, beside it, in its place
+        sources[#sources + 1] = (read(dir .. files[inlined]):gsub('%-%-%[%[([%w_.]+)%]%]\n', function(name)
+          return read(dir .. name)
+        end))
+      elseif literal then
         sources[#sources + 1] = (literal:gsub('\\n', '\n'))
       elseif format then
         -- the constant's value: its definition in a Go file beside embed.go
