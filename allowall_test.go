@@ -11,7 +11,7 @@ import (
 
 func TestAllowAllBadInput(t *testing.T) {
 	m := newMini(t)
-	f := &faulty{Client: m.rdb}
+	f := &faulty{Client: m.Rdb}
 	l := New(f, WithMaxEvents(100))
 	ctx := context.Background()
 	for i, c := range []struct {
@@ -44,7 +44,7 @@ func TestAllowAllBadInput(t *testing.T) {
 // names the windows and lives as long as the longest.
 func TestAllowAllKeys(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	ctx := context.Background()
 	if _, err := l.AllowAll(ctx, "user42", 1, PerSecond(10), PerHour(1000)); err != nil {
 		t.Fatal(err)
@@ -54,14 +54,14 @@ func TestAllowAllKeys(t *testing.T) {
 	if len(keys) != 3 || keys[0] != want[0] || keys[1] != want[1] || keys[2] != want[2] {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
-	if got, _ := m.rdb.ZRange(ctx, want[2], 0, -1).Result(); len(got) != 2 || got[0] != "1000000" || got[1] != "3600000000" {
+	if got, _ := m.Rdb.ZRange(ctx, want[2], 0, -1).Result(); len(got) != 2 || got[0] != "1000000" || got[1] != "3600000000" {
 		t.Errorf("index %q", got)
 	}
 	if m.TTL(want[2]) != time.Hour || m.TTL(want[1]) != time.Hour || m.TTL(want[0]) != time.Second {
 		t.Errorf("TTLs: index %v, logs %v %v", m.TTL(want[2]), m.TTL(want[0]), m.TTL(want[1]))
 	}
 	// A later call with a shorter window only does not shorten the index's life.
-	m.at(time.Second)
+	m.At(time.Second)
 	if _, err := l.AllowAll(ctx, "user42", 1, PerSecond(10)); err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ type attackServer struct {
 func (s *attackServer) wait(d time.Duration) {
 	if s.mini != nil {
 		s.at += d
-		s.mini.at(s.at)
+		s.mini.At(s.at)
 		return
 	}
 	time.Sleep(d)
@@ -45,7 +45,7 @@ func (s *attackServer) wait(d time.Duration) {
 
 func attackServers(t *testing.T) map[string]*attackServer {
 	m := newMini(t)
-	return map[string]*attackServer{"miniredis": {rdb: m.rdb, mini: m}, "redis": {rdb: realRedis(t)}}
+	return map[string]*attackServer{"miniredis": {rdb: m.Rdb, mini: m}, "redis": {rdb: realRedis(t)}}
 }
 
 // Refunding the newest admission of a key whose earlier events have all
@@ -446,7 +446,7 @@ func TestAttackRefundFuzzMiniredis(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
 			var now time.Duration
-			refundFuzz(t, m.rdb, seed, 2000, func(d time.Duration) { now += d; m.at(now) }, false)
+			refundFuzz(t, m.Rdb, seed, 2000, func(d time.Duration) { now += d; m.At(now) }, false)
 		})
 	}
 }
@@ -463,7 +463,7 @@ func TestAttackRefundFuzzRetriedMiniredis(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
 			var now time.Duration
-			refundFuzz(t, m.rdb, seed, 2000, func(d time.Duration) { now += d; m.at(now) }, true)
+			refundFuzz(t, m.Rdb, seed, 2000, func(d time.Duration) { now += d; m.At(now) }, true)
 		})
 	}
 }
@@ -479,9 +479,9 @@ func TestAttackRefundFuzzClockStepsBack(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
 			now := time.Hour
-			m.at(now)
-			refundFuzz(t, m.rdb, seed, 2000, func(d time.Duration) { now += d; m.at(now) }, false,
-				func(d time.Duration) { now -= d; m.at(now) })
+			m.At(now)
+			refundFuzz(t, m.Rdb, seed, 2000, func(d time.Duration) { now += d; m.At(now) }, false,
+				func(d time.Duration) { now -= d; m.At(now) })
 		})
 	}
 }
@@ -716,7 +716,7 @@ func TestAttackBatchFuzzMiniredis(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
 			var now time.Duration
-			batchFuzz(t, m.rdb, seed, 300, func(d time.Duration) { now += d; m.at(now) }, seed%2 == 1)
+			batchFuzz(t, m.Rdb, seed, 300, func(d time.Duration) { now += d; m.At(now) }, seed%2 == 1)
 		})
 	}
 }

@@ -152,7 +152,7 @@ func TestBatchingWrongTypeFailsAlone(t *testing.T) {
 // the wrong key and one after it are admitted and expire a window after
 // now; the wrong key's decision has the WRONGTYPE error for its own.
 func TestSharedCallWrongTypeAlone(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
@@ -200,7 +200,7 @@ func TestSharedCallWrongTypeAlone(t *testing.T) {
 // A caller whose context ends while its batch waits gets ctx.Err().
 func TestBatchingContext(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, WithBatching(8))
+	l := New(m.Rdb, WithBatching(8))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := l.Allow(ctx, "k", PerSecond(1)); !errors.Is(err, context.Canceled) {
@@ -214,7 +214,7 @@ func TestBatchingContext(t *testing.T) {
 			t.Error("WithBatching on a client without Pipeline did not panic")
 		}
 	}()
-	New(scripterOnly{m.rdb}, WithBatching(8))
+	New(scripterOnly{m.Rdb}, WithBatching(8))
 }
 
 func (p *pipeCounter) Pipeline() redis.Pipeliner {
@@ -270,7 +270,7 @@ func (s *scriptCalls) count(cmd redis.Cmder) {
 // goes out alone, with no pipeline, exactly as without batching.
 func TestBatchingLoneCaller(t *testing.T) {
 	m := newMini(t)
-	pc := &pipeCounter{Client: m.rdb}
+	pc := &pipeCounter{Client: m.Rdb}
 	l := New(pc)
 	ctx := context.Background()
 	for i := range 5 {
@@ -287,7 +287,7 @@ func TestBatchingLoneCaller(t *testing.T) {
 // reply of nothing.
 func TestBatchingCanceledContext(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, WithBatching(256))
+	l := New(m.Rdb, WithBatching(256))
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
 	var wg sync.WaitGroup
@@ -352,8 +352,8 @@ func (h *flightHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestPipelinesInFlight(t *testing.T) {
 	m := newMini(t)
 	h := &flightHook{}
-	m.rdb.AddHook(h)
-	l := New(m.rdb)
+	m.Rdb.AddHook(h)
+	l := New(m.Rdb)
 	ctx := context.Background()
 	const callers, calls = 64, 20
 	var admitted atomic.Int64

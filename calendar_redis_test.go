@@ -14,10 +14,10 @@ import (
 	"github.com/slidelog/slidelog/internal/ids"
 )
 
-// calendarAt sets the miniredis clock to the instant s (RFC 3339).
-func (m *mini) calendarAt(s string) time.Time {
+// calendarAt sets m's clock to the instant s (RFC 3339).
+func calendarAt(m *mini, s string) time.Time {
 	t := utc(s)
-	m.at(t.Sub(epoch))
+	m.At(t.Sub(epoch))
 	return t
 }
 
@@ -70,8 +70,8 @@ func TestCalendarTrickyDates(t *testing.T) {
 		{Monthly(2, 6, santiago), "2026-09-06T04:00:00.5Z"}, // from a day without a midnight
 	} {
 		m := newMini(t)
-		l := New(m.rdb)
-		now := m.calendarAt(c.at)
+		l := New(m.Rdb)
+		now := calendarAt(m, c.at)
 		end := periodEnd(t, c.limit, now)
 		left := end.Sub(now)
 		r, err := l.Allow(ctx, "k", c.limit)
@@ -83,10 +83,10 @@ func TestCalendarTrickyDates(t *testing.T) {
 		if r.Limit != c.limit {
 			t.Fatalf("%v: Result.Limit %v", c.limit, r.Limit)
 		}
-		m.at(end.Add(-time.Microsecond).Sub(epoch))
+		m.At(end.Add(-time.Microsecond).Sub(epoch))
 		r, err = l.Peek(ctx, "k", c.limit)
 		mustDecide(t, r, err, false, 0, time.Microsecond, time.Microsecond)
-		m.at(end.Sub(epoch))
+		m.At(end.Sub(epoch))
 		r, err = l.Peek(ctx, "k", c.limit)
 		mustDecide(t, r, err, true, 2, 0, 0)
 		r, err = l.Allow(ctx, "k", c.limit)
@@ -102,9 +102,9 @@ func TestCalendarClientClockSkew(t *testing.T) {
 	for _, skew := range []time.Duration{0, time.Hour, -time.Hour, 2 * 365 * 24 * time.Hour, -2 * 365 * 24 * time.Hour, 13 * time.Hour} {
 		for _, lim := range []Limit{Daily(3, berlin), Monthly(3, 31, berlin)} {
 			m := newMini(t)
-			l := New(m.rdb)
-			now := m.calendarAt("2027-03-28T21:30:00Z") // half an hour before Berlin's short day ends
-			l.clock = func() time.Time { return m.now().Add(skew) }
+			l := New(m.Rdb)
+			now := calendarAt(m, "2027-03-28T21:30:00Z") // half an hour before Berlin's short day ends
+			l.clock = func() time.Time { return m.Now().Add(skew) }
 			left := periodEnd(t, lim, now).Sub(now)
 			r, err := l.Allow(ctx, "k", lim)
 			mustDecide(t, r, err, true, 2, 0, left)
@@ -125,8 +125,8 @@ func TestCalendarClientClockSkew(t *testing.T) {
 func TestCalendarAllowAllAtomic(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.rdb)
-	now := m.calendarAt("2026-02-28T23:00:00Z")
+	l := New(m.Rdb)
+	now := calendarAt(m, "2026-02-28T23:00:00Z")
 	quota := Monthly(3, 31, time.UTC)
 	left := periodEnd(t, quota, now).Sub(now) // to Mar 31
 	sec := PerSecond(2)
@@ -138,7 +138,7 @@ func TestCalendarAllowAllAtomic(t *testing.T) {
 	if r.Limit != sec {
 		t.Fatalf("denied by %v", r.Limit)
 	}
-	m.at(now.Add(time.Second).Sub(epoch))
+	m.At(now.Add(time.Second).Sub(epoch))
 	left -= time.Second
 	// denied by the quota (2 asked, 1 left): nothing in the sliding log
 	r, err = l.AllowAll(ctx, "k", 2, sec, quota)
@@ -149,7 +149,7 @@ func TestCalendarAllowAllAtomic(t *testing.T) {
 	r, err = l.Peek(ctx, "k", quota)
 	mustDecide(t, r, err, true, 1, 0, left)
 	base, _ := l.allKeys("k")
-	if n, _ := m.rdb.ZCard(ctx, windowKey(base, time.Second)).Result(); n != 2 {
+	if n, _ := m.Rdb.ZCard(ctx, windowKey(base, time.Second)).Result(); n != 2 {
 		t.Fatalf("the sliding log holds %d events after the quota denied, want the first call's 2", n)
 	}
 	r, err = l.AllowAll(ctx, "k", 1, sec, quota)
@@ -168,10 +168,10 @@ func TestCalendarAllowAllAtomic(t *testing.T) {
 func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	berlin := mustLoad(t, "Europe/Berlin")
 	quota := Daily(2, berlin)
-	before := m.calendarAt("2027-10-31T22:59:59.999999Z") // the last µs of the 25 h day
+	before := calendarAt(m, "2027-10-31T22:59:59.999999Z") // the last µs of the 25 h day
 	q := &request{op: opAllow, key: "k", limit: quota, n: 1}
 	var keys []string
 	var args []any
@@ -185,8 +185,8 @@ func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 	if r, err := l.Allow(ctx, "k", quota); err != nil || r.Remaining != 1 {
 		t.Fatalf("%+v %v", r, err)
 	}
-	end := m.calendarAt("2027-10-31T23:00:00Z")
-	v, err := decideScript.Run(ctx, m.rdb, keys, args...).Result()
+	end := calendarAt(m, "2027-10-31T23:00:00Z")
+	v, err := decideScript.Run(ctx, m.Rdb, keys, args...).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 		mustDecide(t, r, err, want.allowed, want.remaining, retry, left)
 	}
 	// the next day's last µs, with the client's clock two days behind
-	m.calendarAt("2027-11-02T22:59:59.999999Z")
+	calendarAt(m, "2027-11-02T22:59:59.999999Z")
 	l.clock = func() time.Time { return before }
 	for i, want := range []int{1, 0} {
 		r, err := l.Allow(ctx, "k", quota)
@@ -223,22 +223,22 @@ func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 func TestCalendarRetryCountsOnce(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.rdb)
-	now := m.calendarAt("2026-05-01T10:00:00Z")
+	l := New(m.Rdb)
+	now := calendarAt(m, "2026-05-01T10:00:00Z")
 	quota := Daily(5, time.UTC)
 	q := &request{op: opAllowAll, key: "k", limits: []Limit{quota}, n: 2}
 	arg := &idArg{}
 	arg.Set(ids.Process().Reserve(2))
 	keys, args := l.allArgsAt(q, now, arg)
 	for i := range 3 { // the first write, then two retries (marked)
-		v, err := decideScript.Run(ctx, m.rdb, keys, args...).Result()
+		v, err := decideScript.Run(ctx, m.Rdb, keys, args...).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		r, err := decode(v, q.limits)
 		mustDecide(t, r, err, true, 3, 0, 14*time.Hour)
 		if i == 0 {
-			m.at(now.Add(time.Minute).Sub(epoch)) // a retry later: answered as of the admission's time
+			m.At(now.Add(time.Minute).Sub(epoch)) // a retry later: answered as of the admission's time
 		}
 		if !r.Time().Equal(now) {
 			t.Fatalf("attempt %d answered at %v", i, r.Time())
@@ -251,9 +251,9 @@ func TestCalendarRetryCountsOnce(t *testing.T) {
 func TestCalendarRefund(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	month := Monthly(3, 31, time.UTC)
-	now := m.calendarAt("2026-02-27T12:00:00Z")
+	now := calendarAt(m, "2026-02-27T12:00:00Z")
 	left := periodEnd(t, month, now).Sub(now)
 	a, err := l.AllowAll(ctx, "k", 2, PerHour(10), month)
 	mustDecide(t, a, err, true, 1, 0, left)
@@ -273,7 +273,7 @@ func TestCalendarRefund(t *testing.T) {
 	}
 	// the next period: b's refund gives nothing to it
 	end := periodEnd(t, month, now)
-	m.at(end.Sub(epoch))
+	m.At(end.Sub(epoch))
 	c, err := l.Allow(ctx, "k", month)
 	mustDecide(t, c, err, true, 2, 0, periodEnd(t, month, end).Sub(end))
 	if err := l.Refund(ctx, b.Handle()); err != nil {
@@ -293,7 +293,7 @@ func TestCalendarRefund(t *testing.T) {
 	h := d.Handle()
 	lost := []quota{{key: (*h.quotas)[0].key}}
 	h.quotas, h.given = &lost, new(atomic.Bool)
-	if err := refundEvents(ctx, m.rdb, h); err != nil {
+	if err := refundEvents(ctx, m.Rdb, h); err != nil {
 		t.Fatal(err)
 	}
 	r, err = l.Peek(ctx, "k", month)
@@ -306,8 +306,8 @@ func TestCalendarRefund(t *testing.T) {
 func TestCalendarResetAndExpiry(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.rdb)
-	now := m.calendarAt("2026-02-28T12:00:00Z")
+	l := New(m.Rdb)
+	now := calendarAt(m, "2026-02-28T12:00:00Z")
 	day, month := Daily(3, time.UTC), Monthly(3, 31, time.UTC)
 	for _, call := range []func() (Result, error){
 		func() (Result, error) { return l.Allow(ctx, "k", day) },
@@ -324,7 +324,7 @@ func TestCalendarResetAndExpiry(t *testing.T) {
 		quotaKey(base, month): utc("2026-03-31T00:00:00Z"),
 		periodsKey(base):      utc("2026-03-31T00:00:00Z"),
 	} {
-		at, err := m.rdb.PExpireTime(ctx, key).Result()
+		at, err := m.Rdb.PExpireTime(ctx, key).Result()
 		if err != nil || at != time.Duration(end.UnixMilli())*time.Millisecond {
 			t.Errorf("%s expires at %v (%v), want %v", key, at, err, end)
 		}
@@ -345,11 +345,11 @@ func TestCalendarResetAndExpiry(t *testing.T) {
 func TestCalendarDenyCache(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	f := &faulty{Client: m.rdb}
+	f := &faulty{Client: m.Rdb}
 	l := New(f, WithDenyCache())
 	local := utc("2026-05-01T23:59:59Z")
 	l.deny = denycache.New[Limit](func() time.Time { return local })
-	m.calendarAt("2026-05-01T23:59:59Z")
+	calendarAt(m, "2026-05-01T23:59:59Z")
 	quota := Daily(1, time.UTC)
 	if r, err := l.Allow(ctx, "k", quota); err != nil || !r.Allowed {
 		t.Fatal(r, err)
@@ -364,7 +364,7 @@ func TestCalendarDenyCache(t *testing.T) {
 		t.Fatal("the cached denial asked Redis")
 	}
 	local = local.Add(time.Microsecond)
-	m.calendarAt("2026-05-02T00:00:00Z")
+	calendarAt(m, "2026-05-02T00:00:00Z")
 	r, err = l.Allow(ctx, "k", quota)
 	mustDecide(t, r, err, true, 0, 0, 24*time.Hour)
 }
@@ -386,8 +386,8 @@ func TestCalendarResetAfterInTheLastHour(t *testing.T) {
 		{"2026-12-01T12:00:00Z", 11 * time.Hour},          // midday: the day's
 	} {
 		m := newMini(t)
-		l := New(m.rdb)
-		m.calendarAt(c.at)
+		l := New(m.Rdb)
+		calendarAt(m, c.at)
 		r, err := l.AllowAll(ctx, "k", 2, PerHour(10), Daily(3, berlin))
 		if err != nil || !r.Allowed || r.ResetAfter != c.want {
 			t.Errorf("at %s: %+v %v, want ResetAfter %v", c.at, r, err, c.want)
@@ -400,7 +400,7 @@ func TestCalendarResetAfterInTheLastHour(t *testing.T) {
 func TestCalendarBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	f := &faulty{Client: m.rdb}
+	f := &faulty{Client: m.Rdb}
 	l := New(f)
 	for _, c := range []struct {
 		call func() error

@@ -90,14 +90,14 @@ func TestCompactModel(t *testing.T) {
 	}
 	for seed := range uint64(8) {
 		m := newMini(t)
-		l := New(m.rdb, compactFromFirst)
+		l := New(m.Rdb, compactFromFirst)
 		ctx := context.Background()
 		mod := model.New()
 		var now time.Duration
 		allowed := 0
 		for i, s := range compactTrace(rand.New(rand.NewPCG(seed, 22)), 1500) {
 			now += s.Advance
-			m.at(now)
+			m.At(now)
 			lim, got, err := runStep(ctx, l, s)
 			if err != nil {
 				t.Fatalf("seed %d step %d: %v", seed, i, err)
@@ -114,13 +114,13 @@ func TestCompactModel(t *testing.T) {
 			t.Errorf("seed %d: %d of 1500 admitted: the trace did not exercise both branches", seed, allowed)
 		}
 		for _, k := range []string{"a", "b", "c"} {
-			if typ := storeOf(t, m.rdb, "slidelog:"+k); typ != "string" && typ != "none" {
+			if typ := storeOf(t, m.Rdb, "slidelog:"+k); typ != "string" && typ != "none" {
 				t.Errorf("seed %d: key %s is a %s, want a compact log", seed, k, typ)
 			}
 		}
 		// the ring grew to its limit and wrapped
-		if storeOf(t, m.rdb, "slidelog:b") == "string" {
-			if lg := compactOf(t, m.rdb, "slidelog:b"); lg.Capacity != 300 || lg.Total <= 2*lg.Capacity {
+		if storeOf(t, m.Rdb, "slidelog:b") == "string" {
+			if lg := compactOf(t, m.Rdb, "slidelog:b"); lg.Capacity != 300 || lg.Total <= 2*lg.Capacity {
 				t.Errorf("seed %d: key b has %d slots and %d events: the trace did not wrap a full ring", seed, lg.Capacity, lg.Total)
 			}
 		}
@@ -178,7 +178,7 @@ func TestStoreFollowsTheKey(t *testing.T) {
 	}
 	m := newMini(t)
 	// every log compact, or none: two instances that disagree
-	instances := [2]*Limiter{New(m.rdb, compactAbove(0)), New(m.rdb, compactAbove(1<<30))}
+	instances := [2]*Limiter{New(m.Rdb, compactAbove(0)), New(m.Rdb, compactAbove(1<<30))}
 	ctx := context.Background()
 	mod := model.New()
 	r := rand.New(rand.NewPCG(3, 9))
@@ -190,7 +190,7 @@ func TestStoreFollowsTheKey(t *testing.T) {
 			s.Advance = 0
 		}
 		now += s.Advance
-		m.at(now)
+		m.At(now)
 		lim, got, err := runStep(ctx, l, s)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -199,7 +199,7 @@ func TestStoreFollowsTheKey(t *testing.T) {
 		if !sameDecision(got, lim, want) {
 			t.Fatalf("step %d (%+v at +%v):\n got %+v\nwant %+v", i, s, now, got, want)
 		}
-		stores[storeOf(t, m.rdb, "slidelog:"+s.Key)] = true
+		stores[storeOf(t, m.Rdb, "slidelog:"+s.Key)] = true
 	}
 	if !stores["zset"] || !stores["string"] {
 		t.Errorf("the keys were in %v: the trace did not use both stores", stores)
@@ -210,7 +210,7 @@ func TestStoreFollowsTheKey(t *testing.T) {
 // every event it holds still counts.
 func TestLimitCrossesTheThreshold(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, compactFromFirst)
+	l := New(m.Rdb, compactFromFirst)
 	ctx := context.Background()
 	small, large := Limit{Events: 100, Window: time.Minute}, Limit{Events: 1000, Window: time.Minute}
 	if r, err := l.AllowN(ctx, "up", small, 100); err != nil || !r.Allowed {
@@ -219,7 +219,7 @@ func TestLimitCrossesTheThreshold(t *testing.T) {
 	if r, err := l.AllowN(ctx, "up", large, 901); err != nil || r.Allowed || r.Remaining != 900 {
 		t.Errorf("limit raised to 1000 over a sorted set of 100: %+v, %v; want denied, 900 left", r, err)
 	}
-	if typ := storeOf(t, m.rdb, "slidelog:up"); typ != "zset" {
+	if typ := storeOf(t, m.Rdb, "slidelog:up"); typ != "zset" {
 		t.Errorf("the key is a %s, want the sorted set it was", typ)
 	}
 	if r, err := l.AllowN(ctx, "down", large, 500); err != nil || !r.Allowed {
@@ -228,11 +228,11 @@ func TestLimitCrossesTheThreshold(t *testing.T) {
 	if r, err := l.Allow(ctx, "down", small); err != nil || r.Allowed || r.Remaining != 0 {
 		t.Errorf("limit lowered to 100 over a compact log of 500: %+v, %v; want denied", r, err)
 	}
-	m.at(time.Minute)
+	m.At(time.Minute)
 	if r, err := l.AllowN(ctx, "down", small, 100); err != nil || !r.Allowed || r.Remaining != 0 {
 		t.Errorf("a window later: %+v, %v; want 100 admitted", r, err)
 	}
-	if typ := storeOf(t, m.rdb, "slidelog:down"); typ != "string" {
+	if typ := storeOf(t, m.Rdb, "slidelog:down"); typ != "string" {
 		t.Errorf("the key is a %s, want the compact log it was", typ)
 	}
 }
@@ -240,7 +240,7 @@ func TestLimitCrossesTheThreshold(t *testing.T) {
 // A string that is no compact log is the decision's error, and nothing is
 // written to it, whatever the limit.
 func TestCompactForeignString(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
@@ -263,7 +263,7 @@ func TestCompactForeignString(t *testing.T) {
 // A re-sent admission (go-redis' retry, the EVAL after NOSCRIPT) on a
 // compact log finds itself in the log's table: admitted, counted once.
 func TestCompactRetriedCallIsIdempotent(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
@@ -291,7 +291,7 @@ func TestCompactRetriedCallIsIdempotent(t *testing.T) {
 // holds), counted twice (docs/semantics.md, "Retries").
 func TestCompactOldRetryCountsTwice(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, compactFromFirst)
+	l := New(m.Rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 1000, Window: time.Minute}
 	first, err := l.Allow(ctx, "k", lim)
@@ -303,7 +303,7 @@ func TestCompactOldRetryCountsTwice(t *testing.T) {
 		arg := idArg{}
 		arg.Set(first.handle.id)
 		_, _ = arg.MarshalBinary() // a first write: the next carries the ninth byte, as a call that may have been sent before
-		v, err := compactScript.Run(ctx, m.rdb, []string{"slidelog:k"}, 1, &arg, 1000, -lim.micros()).Result()
+		v, err := compactScript.Run(ctx, m.Rdb, []string{"slidelog:k"}, 1, &arg, 1000, -lim.micros()).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,16 +331,16 @@ func TestCompactOldRetryCountsTwice(t *testing.T) {
 // on AllowAll, in each store its limits are in.
 func TestCompactRefund(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, compactFromFirst)
+	l := New(m.Rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 300, Window: time.Minute}
-	m.at(0)
+	m.At(0)
 	a, err := l.AllowN(ctx, "k", lim, 50)
 	if err != nil || !a.Allowed {
 		t.Fatal(a, err)
 	}
 	for i := range 20 { // past the table's 16 entries, each a microsecond later
-		m.at(time.Duration(i+1) * time.Microsecond)
+		m.At(time.Duration(i+1) * time.Microsecond)
 		if r, err := l.AllowN(ctx, "k", lim, 2); err != nil || !r.Allowed {
 			t.Fatal(r, err)
 		}
@@ -353,7 +353,7 @@ func TestCompactRefund(t *testing.T) {
 	if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != 300-40 {
 		t.Errorf("after the refund of 50: %+v, %v; want %d left", r, err, 300-40)
 	}
-	lg := compactOf(t, m.rdb, "slidelog:k")
+	lg := compactOf(t, m.Rdb, "slidelog:k")
 	for i, at := range lg.Events {
 		if want := epoch.Add(time.Duration(1+i/2) * time.Microsecond).UnixMicro(); at != want {
 			t.Fatalf("event %d at %d, want %d: the refund took the wrong events", i, at, want)
@@ -362,18 +362,18 @@ func TestCompactRefund(t *testing.T) {
 	// the same Handle refunded again after its mark left the table (16
 	// more admissions) gives nothing more, though events of its time are
 	// left (another admission's of the same microsecond)
-	m.at(20 * time.Microsecond)
+	m.At(20 * time.Microsecond)
 	a2, _ := l.AllowN(ctx, "k", lim, 5)
 	a3, _ := l.AllowN(ctx, "k", lim, 5)
 	for i := range 17 {
-		m.at(time.Duration(30+i) * time.Microsecond)
+		m.At(time.Duration(30+i) * time.Microsecond)
 		_, _ = l.Allow(ctx, "k", lim)
 	}
 	if err := l.Refund(ctx, a2.Handle()); err != nil { // found by its time: its entry left the table
 		t.Fatal(err)
 	}
 	for i := range 17 { // and now its refund's mark too
-		m.at(time.Duration(50+i) * time.Microsecond)
+		m.At(time.Duration(50+i) * time.Microsecond)
 		_, _ = l.Allow(ctx, "k", lim)
 	}
 	if err := l.Refund(ctx, a2.Handle()); err != nil {
@@ -390,7 +390,7 @@ func TestCompactRefund(t *testing.T) {
 	}
 	// a refund whose admission's events share their microsecond with
 	// another's takes back as many, once
-	m.at(time.Second)
+	m.At(time.Second)
 	b, _ := l.AllowN(ctx, "k", lim, 3)
 	c, _ := l.AllowN(ctx, "k", lim, 4)
 	if !b.Allowed || !c.Allowed {
@@ -420,28 +420,28 @@ func TestCompactRefund(t *testing.T) {
 // time meanwhile, so its times never decrease, and it stays exact.
 func TestCompactClockStepsBack(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, compactFromFirst)
+	l := New(m.Rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 200, Window: time.Second}
-	m.at(10 * time.Second)
+	m.At(10 * time.Second)
 	if r, _ := l.AllowN(ctx, "k", lim, 100); !r.Allowed {
 		t.Fatal(r)
 	}
-	m.at(9 * time.Second)
+	m.At(9 * time.Second)
 	if r, _ := l.AllowN(ctx, "k", lim, 100); !r.Allowed || r.Remaining != 0 {
 		t.Fatal(r)
 	}
-	lg := compactOf(t, m.rdb, "slidelog:k")
+	lg := compactOf(t, m.Rdb, "slidelog:k")
 	for i, at := range lg.Events {
 		if at != epoch.Add(10*time.Second).UnixMicro() {
 			t.Fatalf("event %d at %d: recorded before the newest", i, at)
 		}
 	}
-	m.at(11*time.Second - time.Microsecond)
+	m.At(11*time.Second - time.Microsecond)
 	if r, _ := l.Allow(ctx, "k", lim); r.Allowed || r.RetryAfter != time.Microsecond {
 		t.Errorf("1µs before they expire: %+v; want denied, RetryAfter 1µs", r)
 	}
-	m.at(11 * time.Second)
+	m.At(11 * time.Second)
 	if r, _ := l.AllowN(ctx, "k", lim, 200); !r.Allowed {
 		t.Errorf("once they expire: %+v; want 200 admitted", r)
 	}
@@ -452,7 +452,7 @@ func TestCompactClockStepsBack(t *testing.T) {
 // one).
 func TestCompactResetAndInFlight(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, compactFromFirst)
+	l := New(m.Rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 500, Window: time.Minute}
 	if r, _ := l.AllowN(ctx, "k", lim, 500); !r.Allowed {
@@ -471,7 +471,7 @@ func TestCompactResetAndInFlight(t *testing.T) {
 	if err != nil || !s.Allowed {
 		t.Fatal(s.Result, err)
 	}
-	if typ := storeOf(t, m.rdb, "slidelog:"+l.inflightKey("k")); typ != "zset" {
+	if typ := storeOf(t, m.Rdb, "slidelog:"+l.inflightKey("k")); typ != "zset" {
 		t.Errorf("the in-flight log is a %s, want a sorted set", typ)
 	}
 	if _, err := s.Renew(ctx); err != nil {
@@ -487,26 +487,26 @@ func TestCompactResetAndInFlight(t *testing.T) {
 // the limit.
 func TestCompactBounded(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, compactFromFirst)
+	l := New(m.Rdb, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 1000, Window: time.Second}
 	bound := int64(compactlog.Header + compactlog.Slot*lim.Events)
 	for i, n := range []int{1, 1, 999, 1000, 5, 1000, 700, 300} {
-		m.at(time.Duration(i) * time.Second)
+		m.At(time.Duration(i) * time.Second)
 		if r, err := l.AllowN(ctx, "k", lim, n); err != nil || !r.Allowed {
 			t.Fatalf("step %d: %+v %v", i, r, err)
 		}
-		if size := m.rdb.StrLen(ctx, "slidelog:k").Val(); size > bound {
+		if size := m.Rdb.StrLen(ctx, "slidelog:k").Val(); size > bound {
 			t.Errorf("step %d: %d bytes, over %d", i, size, bound)
 		}
 	}
-	if lg := compactOf(t, m.rdb, "slidelog:k"); lg.Capacity != int64(lim.Events) {
+	if lg := compactOf(t, m.Rdb, "slidelog:k"); lg.Capacity != int64(lim.Events) {
 		t.Errorf("capacity %d, want %d", lg.Capacity, lim.Events)
 	}
 	if _, err := l.AllowN(ctx, "one", lim, 1); err != nil {
 		t.Fatal(err)
 	}
-	if size := m.rdb.StrLen(ctx, "slidelog:one").Val(); size != compactlog.Header+compactlog.Slot*64 {
+	if size := m.Rdb.StrLen(ctx, "slidelog:one").Val(); size != compactlog.Header+compactlog.Slot*64 {
 		t.Errorf("a log of one event: %d bytes, want the header and 64 slots", size)
 	}
 }
@@ -522,13 +522,13 @@ func TestSortedSetBecomesCompact(t *testing.T) {
 		want         string
 	}{{1000, 900, time.Second, "string"}, {6000, 5000, time.Minute, "zset"}} {
 		m := newMini(t)
-		older, l := New(m.rdb, compactAbove(1<<30)), New(m.rdb) // older: a slidelog before the compact log, whose logs are sorted sets
+		older, l := New(m.Rdb, compactAbove(1<<30)), New(m.Rdb) // older: a slidelog before the compact log, whose logs are sorted sets
 		ctx := context.Background()
 		mod := model.New()
 		lim := Limit{Events: tc.events, Window: tc.window}
 		step := func(l *Limiter, at time.Duration, n int) {
 			t.Helper()
-			m.at(at)
+			m.At(at)
 			r, err := l.AllowN(ctx, "k", lim, n)
 			if err != nil {
 				t.Fatal(err)
@@ -540,11 +540,11 @@ func TestSortedSetBecomesCompact(t *testing.T) {
 		for i := 0; i < tc.fill; i += 100 {
 			step(older, time.Duration(i)*time.Millisecond, 100)
 		}
-		if typ := storeOf(t, m.rdb, "slidelog:k"); typ != "zset" {
+		if typ := storeOf(t, m.Rdb, "slidelog:k"); typ != "zset" {
 			t.Fatalf("%d events: a %s, want a sorted set", tc.fill, typ)
 		}
 		step(l, time.Duration(tc.fill)*time.Millisecond, 1) // some of the first events have expired
-		if typ := storeOf(t, m.rdb, "slidelog:k"); typ != tc.want {
+		if typ := storeOf(t, m.Rdb, "slidelog:k"); typ != tc.want {
 			t.Errorf("%d events: a %s after an admission, want a %s", tc.fill, typ, tc.want)
 		}
 		for i := range 40 {
@@ -588,7 +588,7 @@ func TestSortedSetBecomesCompactRealRedis(t *testing.T) {
 // to decide on), and becomes a compact log at the admission that takes it
 // past them, every live event kept, on miniredis and on a real server.
 func TestCompactPastAListpack(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"

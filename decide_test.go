@@ -131,7 +131,7 @@ func (w expiring) EvalSha(ctx context.Context, sha string, keys []string, args .
 	if err := w.Client.EvalSha(ctx, sha, keys, args...).Err(); err != nil {
 		return w.Client.EvalSha(ctx, sha, keys, args...)
 	}
-	w.m.at(w.m.now().Add(w.d).Sub(epoch))
+	w.m.At(w.m.Now().Add(w.d).Sub(epoch))
 	w.m.FastForward(w.d)
 	return w.Client.EvalSha(ctx, sha, keys, args...)
 }
@@ -141,8 +141,8 @@ func (w expiring) EvalSha(ctx context.Context, sha string, keys []string, args .
 // the call's own event. The retry stays admitted, as of its recorded time.
 func TestRetriedAllowAllFindsItsEvents(t *testing.T) {
 	m := newMini(t)
-	l := New(expiring{Client: m.rdb, m: m, d: 20 * ms}, WithoutBatching())
-	start := m.now()
+	l := New(expiring{Client: m.Rdb, m: m, d: 20 * ms}, WithoutBatching())
+	start := m.Now()
 	r, err := l.AllowAll(context.Background(), "k", 1, Limit{Events: 10, Window: 5 * ms}, PerHour(1))
 	if err != nil || !r.Allowed || !r.Time().Equal(start) {
 		t.Errorf("retried AllowAll: %+v, %v; want admitted at %v", r, err, start)
@@ -153,14 +153,14 @@ func TestRetriedAllowAllFindsItsEvents(t *testing.T) {
 // their time, before anything removes them; the next call is decided anew.
 func TestRetryAfterItsEventExpired(t *testing.T) {
 	m := newMini(t)
-	l := New(later{Client: m.rdb, m: m, d: 2 * ms}, WithoutBatching())
+	l := New(later{Client: m.Rdb, m: m, d: 2 * ms}, WithoutBatching())
 	lim := Limit{Events: 1, Window: time.Millisecond}
-	start := m.now()
+	start := m.Now()
 	r, err := l.Allow(context.Background(), "k", lim)
 	if err != nil || !r.Allowed || !r.Time().Equal(start) {
 		t.Fatalf("retried Allow: %+v, %v; want admitted at %v", r, err, start)
 	}
-	next, err := New(m.rdb).Allow(context.Background(), "k", lim)
+	next, err := New(m.Rdb).Allow(context.Background(), "k", lim)
 	if err != nil || !next.Allowed || next.Time().Sub(r.Time()) < lim.Window {
 		t.Errorf("next Allow: %+v, %v; want admitted a window after %v", next, err, r.Time())
 	}
@@ -170,7 +170,7 @@ func TestRetryAfterItsEventExpired(t *testing.T) {
 // before anything is written (WRONGTYPE, nothing recorded).
 func TestAllowAllIndexWrongTypeWritesNothing(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	base, index := l.allKeys("acct")
 	if err := m.Set(index, "a string"); err != nil {
 		t.Fatal(err)
@@ -229,9 +229,9 @@ func TestMergedCallEachAsIfAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(replies[0], err)
 		}
-		m.at(time.UnixMicro(at).Sub(epoch))
+		m.At(time.UnixMicro(at).Sub(epoch))
 		for i, c := range calls {
-			alone, err := decideScript.Run(ctx, m.rdb, c.keys, c.args...).Result()
+			alone, err := decideScript.Run(ctx, m.Rdb, c.keys, c.args...).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

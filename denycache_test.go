@@ -18,16 +18,16 @@ import (
 // at 3 s one event fits in 7 s, three fit in 9 s).
 func TestDenyCacheLargerRequest(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb, WithDenyCache())
+	l := New(m.Rdb, WithDenyCache())
 	ctx := context.Background()
 	lim := Limit{Events: 3, Window: 10 * time.Second}
 	for i := range 3 {
-		m.at(time.Duration(i) * time.Second)
+		m.At(time.Duration(i) * time.Second)
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 			t.Fatalf("admission %d: %+v %v", i, r, err)
 		}
 	}
-	m.at(3 * time.Second)
+	m.At(3 * time.Second)
 	if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed || r.RetryAfter != 7*time.Second {
 		t.Fatalf("Allow: %+v %v; want denied, RetryAfter 7s", r, err)
 	}
@@ -45,16 +45,16 @@ func TestDenyCacheLargerRequest(t *testing.T) {
 // and once it is admitted the same AllowN(2) waits 9 s.
 func TestDenyCacheSeveralEvents(t *testing.T) {
 	m := newMini(t)
-	l, other := New(m.rdb, WithDenyCache()), New(m.rdb)
+	l, other := New(m.Rdb, WithDenyCache()), New(m.Rdb)
 	ctx := context.Background()
 	lim := Limit{Events: 3, Window: 10 * time.Second}
 	for i := range 2 {
-		m.at(time.Duration(i) * time.Second)
+		m.At(time.Duration(i) * time.Second)
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 			t.Fatalf("admission %d: %+v %v", i, r, err)
 		}
 	}
-	m.at(2 * time.Second)
+	m.At(2 * time.Second)
 	if r, err := l.AllowN(ctx, "k", lim, 2); err != nil || r.Allowed || r.RetryAfter != 8*time.Second {
 		t.Fatalf("AllowN(2): %+v %v; want denied, RetryAfter 8s", r, err)
 	}
@@ -70,7 +70,7 @@ func TestDenyCacheSeveralEvents(t *testing.T) {
 // Redis would, and asks Redis again once it may admit.
 func TestDenyCache(t *testing.T) {
 	m := newMini(t)
-	f := &faulty{Client: m.rdb}
+	f := &faulty{Client: m.Rdb}
 	l := New(f, WithDenyCache())
 	clock := time.Now()
 	l.deny = denycache.New[Limit](func() time.Time { return clock })
@@ -81,7 +81,7 @@ func TestDenyCache(t *testing.T) {
 			t.Fatal(r, err)
 		}
 	}
-	m.at(50 * time.Millisecond)
+	m.At(50 * time.Millisecond)
 	first, err := l.Allow(ctx, "k", lim)
 	if err != nil || first.Allowed || first.RetryAfter != 150*time.Millisecond {
 		t.Fatalf("denial: %+v %v", first, err)
@@ -128,7 +128,7 @@ func TestDenyCache(t *testing.T) {
 	if _, ok, _ := l.deny.Lookup("k", lim, 1, clock); ok {
 		t.Fatal("the denial still answers once its RetryAfter has passed")
 	}
-	m.at(50*time.Millisecond + 250*time.Millisecond) // the server's clock moved past the window too
+	m.At(50*time.Millisecond + 250*time.Millisecond) // the server's clock moved past the window too
 	calls = f.calls.Load()
 	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || f.calls.Load() != calls+1 {
 		t.Errorf("after RetryAfter: %+v %v, %d Redis calls", r, err, f.calls.Load()-calls)
@@ -148,11 +148,11 @@ func TestDenyCacheCoalesces(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
 	lim := PerMinute(1)
-	if r, err := New(m.rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed { // fill the window
+	if r, err := New(m.Rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed { // fill the window
 		t.Fatal(r, err)
 	}
-	g := &gated{Client: m.rdb, open: make(chan struct{})}
-	if err := decideScript.Load(ctx, m.rdb).Err(); err != nil {
+	g := &gated{Client: m.Rdb, open: make(chan struct{})}
+	if err := decideScript.Load(ctx, m.Rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	l := New(g, WithDenyCache())
@@ -209,11 +209,11 @@ func TestDenyCacheResetDuringCall(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
 	lim := PerMinute(1)
-	if r, err := New(m.rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
+	if r, err := New(m.Rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
-	g := &held{Client: m.rdb, open: make(chan struct{})}
-	if err := decideScript.Load(ctx, m.rdb).Err(); err != nil {
+	g := &held{Client: m.Rdb, open: make(chan struct{})}
+	if err := decideScript.Load(ctx, m.Rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	l := New(g, WithDenyCache(), WithoutBatching())
@@ -225,7 +225,7 @@ func TestDenyCacheResetDuringCall(t *testing.T) {
 	for g.calls.Load() < 1 { // Redis has denied it; the reply is held
 		runtime.Gosched()
 	}
-	if err := New(m.rdb).Reset(ctx, "k"); err != nil { // another instance's Reset: Redis is free
+	if err := New(m.Rdb).Reset(ctx, "k"); err != nil { // another instance's Reset: Redis is free
 		t.Fatal(err)
 	}
 	l.deny.Forget("k") // and this instance's own Reset
@@ -263,27 +263,27 @@ func TestDenyCacheTimeNotAhead(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
 	lim := Limit{Events: 1, Window: time.Second}
-	if r, err := New(m.rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
+	if r, err := New(m.Rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
-	if err := decideScript.Load(ctx, m.rdb).Err(); err != nil {
+	if err := decideScript.Load(ctx, m.Rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	clock := time.Now()
-	l := New(&roundTrip{Client: m.rdb, clock: &clock, trip: 10 * time.Millisecond}, WithDenyCache(), WithoutBatching())
+	l := New(&roundTrip{Client: m.Rdb, clock: &clock, trip: 10 * time.Millisecond}, WithDenyCache(), WithoutBatching())
 	l.deny = denycache.New[Limit](func() time.Time { return clock })
-	m.at(100 * time.Millisecond)
+	m.At(100 * time.Millisecond)
 	first, err := l.Allow(ctx, "k", lim)
 	if err != nil || first.Allowed || first.RetryAfter != 900*time.Millisecond {
 		t.Fatalf("Redis' denial: %+v %v; want denied, RetryAfter 900ms", first, err)
 	}
 	clock = clock.Add(5 * time.Millisecond)
-	m.at(115 * time.Millisecond) // Redis' clock at this instant
+	m.At(115 * time.Millisecond) // Redis' clock at this instant
 	r, err := l.Allow(ctx, "k", lim)
 	if err != nil || r.Allowed {
 		t.Fatalf("cached: %+v %v; want denied", r, err)
 	}
-	now, err := m.rdb.Time(ctx).Result()
+	now, err := m.Rdb.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

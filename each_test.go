@@ -17,7 +17,7 @@ import (
 // eachServers are the servers an AllowEach test runs on: miniredis (its
 // clock set by the test) and a real redis-server.
 func eachServers(t *testing.T) map[string]redis.Scripter {
-	return map[string]redis.Scripter{"miniredis": newMini(t).rdb, "redis": realRedis(t)}
+	return map[string]redis.Scripter{"miniredis": newMini(t).Rdb, "redis": realRedis(t)}
 }
 
 // A per-key rate and a per-customer quota decide as one: a request that
@@ -27,7 +27,7 @@ func eachServers(t *testing.T) map[string]redis.Scripter {
 func TestAllowEachChargesNothingForAnothersDenial(t *testing.T) {
 	for _, batching := range []Option{WithoutBatching(), WithBatching(8)} {
 		m := newMini(t)
-		l := New(m.rdb, batching)
+		l := New(m.Rdb, batching)
 		ctx := context.Background()
 		perKey := Limit{Events: 3, Window: time.Minute}
 		perCustomer := []Limit{{Events: 5, Window: time.Hour}, {Events: 100, Window: 24 * time.Hour}}
@@ -35,7 +35,7 @@ func TestAllowEachChargesNothingForAnothersDenial(t *testing.T) {
 			return []Ask{{Key: key, N: 1, Limits: []Limit{perKey}}, {Key: "acme", N: 1, Limits: perCustomer}}
 		}
 		for i := 0; i < 3; i++ {
-			m.at(time.Duration(i) * time.Second)
+			m.At(time.Duration(i) * time.Second)
 			rs, err := l.AllowEach(ctx, ask("k1")...)
 			if err != nil || !rs[0].Allowed || !rs[1].Allowed {
 				t.Fatalf("admission %d: %+v, %v", i, rs, err)
@@ -45,7 +45,7 @@ func TestAllowEachChargesNothingForAnothersDenial(t *testing.T) {
 			}
 		}
 		// the per-key rate denies: the customer's quota is not charged
-		m.at(10 * time.Second)
+		m.At(10 * time.Second)
 		rs, err := l.AllowEach(ctx, ask("k1")...)
 		if err != nil || rs[0].Allowed || rs[1].Allowed {
 			t.Fatalf("the fourth request to k1: %+v, %v; want denied", rs, err)
@@ -78,11 +78,11 @@ func TestAllowEachChargesNothingForAnothersDenial(t *testing.T) {
 			t.Fatalf("k3 was charged for the quota's denial: Peek %+v", p)
 		}
 		// k1 fits again when its oldest event leaves, not a µs before
-		m.at(time.Minute - time.Microsecond)
+		m.At(time.Minute - time.Microsecond)
 		if rs, _ := l.AllowEach(ctx, Ask{Key: "k1", N: 1, Limits: []Limit{perKey}}); rs[0].Allowed {
 			t.Fatalf("admitted 1µs before its RetryAfter: %+v", rs)
 		}
-		m.at(time.Minute)
+		m.At(time.Minute)
 		if rs, err := l.AllowEach(ctx, Ask{Key: "k1", N: 1, Limits: []Limit{perKey}}); err != nil || !rs[0].Allowed {
 			t.Fatalf("at its RetryAfter: %+v, %v; want admitted", rs, err)
 		}
@@ -171,7 +171,7 @@ func TestAllowEachWrongTypeWritesNothing(t *testing.T) {
 // A re-sent AllowEach (its reply lost) records nothing twice and stays
 // admitted.
 func TestAllowEachRetried(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			l := New(twice{rdb}, WithPrefix(uniqueKey(t)+":"), WithoutBatching())
@@ -189,7 +189,7 @@ func TestAllowEachRetried(t *testing.T) {
 
 func TestAllowEachBadInput(t *testing.T) {
 	m := newMini(t)
-	f := &faulty{Client: m.rdb}
+	f := &faulty{Client: m.Rdb}
 	l := New(f, WithMaxEvents(100))
 	rate := Limit{Events: 10, Window: time.Minute}
 	many := make([]Ask, MaxLimits+1)
@@ -316,8 +316,8 @@ func TestAllowEachKeys(t *testing.T) {
 	} {
 		m := newMini(t)
 		sent := &sentKeys{}
-		m.rdb.AddHook(sent)
-		l := New(m.rdb, WithPrefix("{p}:"), WithoutBatching())
+		m.Rdb.AddHook(sent)
+		l := New(m.Rdb, WithPrefix("{p}:"), WithoutBatching())
 		_, keys, err := l.checkEach([]Ask{a})
 		if err != nil {
 			t.Fatal(err)
@@ -368,7 +368,7 @@ func TestAllowEachObserved(t *testing.T) {
 		obs = append(obs, o)
 		mu.Unlock()
 	})
-	l := New(newMini(t).rdb, WithHook(hook))
+	l := New(newMini(t).Rdb, WithHook(hook))
 	loose, tight := Limit{Events: 10, Window: time.Minute}, Limit{Events: 3, Window: time.Hour}
 	asks := []Ask{{Key: "a", N: 2, Limits: []Limit{loose}}, {Key: "b", N: 1, Limits: []Limit{tight}}}
 	for i := 0; i < 4; i++ {

@@ -17,4 +17,10 @@ var ScriptSources = map[string]string{
 var (
 	RealRedis = realRedis
 	UniqueKey = uniqueKey
+	NewClient = newClient
+	LogLen    = logLen
 )
+
+// Unavailable reports whether err is an error of a Redis that cannot
+// decide (the errors a Policy answers).
+var Unavailable = unavailable

@@ -70,7 +70,7 @@ func (w twice) Eval(ctx context.Context, src string, keys []string, args ...any)
 
 // A re-run of the same call records nothing twice and stays admitted.
 func TestRetriedCallIsIdempotent(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
@@ -220,13 +220,13 @@ func (w later) EvalSha(ctx context.Context, sha string, keys []string, args ...a
 	if err := w.Client.EvalSha(ctx, sha, keys, args...).Err(); err != nil {
 		return w.Client.EvalSha(ctx, sha, keys, args...) // NOSCRIPT and the like
 	}
-	w.m.at(w.m.now().Add(w.d).Sub(epoch))
+	w.m.At(w.m.Now().Add(w.d).Sub(epoch))
 	return w.Client.EvalSha(ctx, sha, keys, args...)
 }
 
 func (w later) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
 	_ = w.Client.Eval(ctx, src, keys, args...)
-	w.m.at(w.m.now().Add(w.d).Sub(epoch))
+	w.m.At(w.m.Now().Add(w.d).Sub(epoch))
 	return w.Client.Eval(ctx, src, keys, args...)
 }
 
@@ -236,15 +236,15 @@ func (w later) Eval(ctx context.Context, src string, keys []string, args ...any)
 func TestRetriedAdmissionTime(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
-	l := New(later{Client: m.rdb, m: m, d: 128 * ms})
+	l := New(later{Client: m.Rdb, m: m, d: 128 * ms})
 	lim := Limit{Events: 2, Window: time.Second}
 	for i := range 2 {
-		start := m.now()
+		start := m.Now()
 		r, err := l.Allow(ctx, "k", lim)
 		if err != nil || !r.Allowed {
 			t.Fatalf("call %d: %+v, %v", i, r, err)
 		}
-		score, err := m.rdb.ZRangeWithScores(ctx, "slidelog:k", -1, -1).Result()
+		score, err := m.Rdb.ZRangeWithScores(ctx, "slidelog:k", -1, -1).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestRetriedAdmissionTime(t *testing.T) {
 	for name, call := range map[string]func() (Result, error){
 		"AllowAll": func() (Result, error) { return l.AllowAll(ctx, "all", 1, lim, PerHour(5)) },
 	} {
-		start := m.now()
+		start := m.Now()
 		r, err := call()
 		if err != nil || !r.Allowed || !r.Time().Equal(start) || r.ResetAfter != time.Hour {
 			t.Errorf("%s: %+v, %v; want admitted at %v with ResetAfter 1h", name, r, err, start)

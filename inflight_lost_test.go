@@ -105,7 +105,7 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 		h := &lostReply{err: &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}}
 		rdb.AddHook(h)
 		prefix := uniqueKey(t) + ":"
-		l := New(rdb, WithPrefix(prefix), WithPolicy(FailLocal(New(newMini(t).rdb), 1)))
+		l := New(rdb, WithPrefix(prefix), WithPolicy(FailLocal(New(newMini(t).Rdb), 1)))
 		h.armed.Store(true)
 		s, err := l.Acquire(context.Background(), "k", InFlight(1, time.Minute))
 		if err != nil || !s.Allowed || !s.Degraded() {
@@ -119,8 +119,8 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 		m := newMini(t)
 		refunds := &scriptNames{hold: make(chan struct{})}
 		t.Cleanup(func() { close(refunds.hold) })
-		m.rdb.AddHook(refunds)
-		l := New(m.rdb)
+		m.Rdb.AddHook(refunds)
+		l := New(m.Rdb)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := l.Acquire(ctx, "k", InFlight(1, time.Minute)); !errors.Is(err, context.Canceled) {
@@ -135,9 +135,9 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 		// refund is sent
 		m := newMini(t)
 		refunds := &scriptNames{}
-		m.rdb.AddHook(refunds)
-		l := New(m.rdb, WithoutBatching())
-		if err := m.rdb.Set(context.Background(), "slidelog:{slidelog:k}:inflight", "x", 0).Err(); err != nil {
+		m.Rdb.AddHook(refunds)
+		l := New(m.Rdb, WithoutBatching())
+		if err := m.Rdb.Set(context.Background(), "slidelog:{slidelog:k}:inflight", "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.Acquire(context.Background(), "k", InFlight(1, time.Minute)); !errors.Is(err, ErrWrongType) {

@@ -12,7 +12,7 @@ import (
 func TestLogsShareASlot(t *testing.T) {
 	keys := []string{"acct", "}", "}mallory", "{}", "{}x", "a{b}c", "{x}", "x{", "{", "a}b{c", "\x00{\xff}", ""}
 	for _, prefix := range []string{"slidelog:", "", "a}b:", "{rl}:", "svc{x}:"} {
-		l := New(newMini(t).rdb, WithPrefix(prefix))
+		l := New(newMini(t).Rdb, WithPrefix(prefix))
 		for _, key := range keys {
 			want := keylayout.Slot(prefix + key)
 			base, index := l.allKeys(key)
@@ -27,7 +27,7 @@ func TestLogsShareASlot(t *testing.T) {
 
 // A prefix that would scatter a key's logs over slots is refused at New.
 func TestPrefixRefused(t *testing.T) {
-	rdb := newMini(t).rdb
+	rdb := newMini(t).Rdb
 	for _, prefix := range []string{"svc{}:", "svc{:", "{", "a{}{b}:"} {
 		func() {
 			defer func() {

@@ -19,10 +19,10 @@ const ms = time.Millisecond
 // a millisecond; a denial leaves the expiry alone.
 func TestExpiry(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	ctx := context.Background()
 	lim := Limit{Events: 1, Window: 1500 * time.Microsecond}
-	m.at(250 * time.Microsecond) // event at .250 ms: leaves the window at 1.750 ms
+	m.At(250 * time.Microsecond) // event at .250 ms: leaves the window at 1.750 ms
 	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Fatalf("first: %+v, %v", r, err)
 	}
@@ -30,7 +30,7 @@ func TestExpiry(t *testing.T) {
 	if ttl := m.TTL("slidelog:k"); ttl != 1750*time.Microsecond {
 		t.Errorf("TTL after admission = %v, want 1.75ms (from 0.25ms to the ceiling of 1.75ms)", ttl)
 	}
-	m.at(time.Millisecond)
+	m.At(time.Millisecond)
 	if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed {
 		t.Fatalf("second: %+v, %v", r, err)
 	}
@@ -72,7 +72,7 @@ func TestExpiryRealRedis(t *testing.T) {
 
 func TestAllowNRecordsDistinctEvents(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	ctx := context.Background()
 	lim := Limit{Events: 3000, Window: time.Minute}
 	// MaxAcquireN events in one call cross the script's 1000-per-ZADD
@@ -100,7 +100,7 @@ func TestAllowNRecordsDistinctEvents(t *testing.T) {
 
 func TestBadInputWritesNothing(t *testing.T) {
 	m := newMini(t)
-	f := &faulty{Client: m.rdb}
+	f := &faulty{Client: m.Rdb}
 	l := New(f)
 	ctx := context.Background()
 	cases := []struct {
@@ -141,7 +141,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 }
 
 func TestWrongTypeKeepsValue(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
@@ -172,7 +172,7 @@ func TestWrongTypeKeepsValue(t *testing.T) {
 // After SCRIPT FLUSH (or a restart, or a failover) EVALSHA answers NOSCRIPT
 // and the call goes on with EVAL: one more round trip, no error.
 func TestNoScriptRecovery(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).rdb, "redis": realRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
@@ -199,7 +199,7 @@ func TestNoScriptRecovery(t *testing.T) {
 func TestRedisErrorsAreWrapped(t *testing.T) {
 	m := newMini(t)
 	boom := errors.New("boom")
-	l := New(&faulty{Client: m.rdb, fail: boom})
+	l := New(&faulty{Client: m.Rdb, fail: boom})
 	ctx := context.Background()
 	_, err := l.Allow(ctx, "k", PerSecond(1))
 	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "slidelog: run script: ") {

@@ -1,7 +1,9 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
+	. "github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"testing"
 
 	"github.com/slidelog/slidelog/internal/ids"
@@ -11,9 +13,9 @@ import (
 // The script derives member i from the counter and carries across bytes and
 // past 2^40 the way the client's reserve does.
 func TestScriptIDCarry(t *testing.T) {
-	m := newMini(t)
+	m := redistest.NewMini(t)
 	src := ids.NewAt(ids.Process().Prefix(), ids.CounterMask-1) // 2 ids before the wrap
-	l := New(m.rdb, Option(optiontest.IDs(src)))
+	l := New(m.Rdb, Option(optiontest.IDs(src)))
 	ctx := context.Background()
 	if _, err := l.AllowN(ctx, "k", PerMinute(10), 4); err != nil {
 		t.Fatal(err)

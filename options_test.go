@@ -23,12 +23,12 @@ func TestOptionMistakesAllAtOnce(t *testing.T) {
 			}
 		}
 	}()
-	New(newMini(t).rdb, WithTimeout(-time.Second), WithMaxEvents(0), WithBatching(0), WithReplicas(1, 0))
+	New(newMini(t).Rdb, WithTimeout(-time.Second), WithMaxEvents(0), WithBatching(0), WithReplicas(1, 0))
 }
 
 // A configuration mistake panics in New, naming what is wrong.
 func TestOptionMistakesPanicInNew(t *testing.T) {
-	rdb := newMini(t).rdb
+	rdb := newMini(t).Rdb
 	for _, c := range []struct {
 		name string
 		opts []Option
@@ -64,7 +64,7 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 // the client can pipeline, off where it cannot (no panic: nobody asked for
 // it), and off on request.
 func TestOptionsBuild(t *testing.T) {
-	rdb := newMini(t).rdb
+	rdb := newMini(t).Rdb
 	if l := New(rdb); !l.plain || l.batch == nil || l.batch.Max() != config.DefaultBatch || l.batch.Merge() != transport.MergeAll || l.deny != nil {
 		t.Errorf("New(rdb): plain %v batch %+v deny %v", l.plain, l.batch, l.deny)
 	}

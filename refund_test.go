@@ -1,17 +1,19 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
+	. "github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"testing"
 )
 
 // Refund takes back exactly the events of one admission, once.
 func TestRefund(t *testing.T) {
-	for name, rdbOf := range map[string]func(t testing.TB) *mini{"miniredis": newMini} {
+	for name, rdbOf := range map[string]func(t testing.TB) *redistest.Mini{"miniredis": redistest.NewMini} {
 		t.Run(name, func(t *testing.T) {
 			m := rdbOf(t)
 			ctx := context.Background()
-			l := New(m.rdb, WithDenyCache())
+			l := New(m.Rdb, WithDenyCache())
 			lim := PerMinute(5)
 			first, err := l.AllowN(ctx, "k", lim, 3)
 			if err != nil || !first.Allowed {

@@ -280,10 +280,10 @@ func TestReplicasMistakes(t *testing.T) {
 	}{
 		{"ring", ring, WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s)", "*redis.Ring", "no replicas"}},
 		{"universal ring", universal, WithReplicas(1, time.Second), []string{"*redis.Ring"}},
-		{"no replica", m.rdb, WithReplicas(0, time.Second), []string{"WithReplicas(0, 1s)", "n below 1"}},
-		{"no timeout", m.rdb, WithReplicas(1, 0), []string{"WithReplicas(1, 0s)", "must be positive"}},
-		{"negative timeout", m.rdb, WithReplicas(1, -time.Second), []string{"WithReplicas(1, -1s)", "must be positive"}},
-		{"unknown client", scripterOnly{m.rdb}, WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s) needs a client"}},
+		{"no replica", m.Rdb, WithReplicas(0, time.Second), []string{"WithReplicas(0, 1s)", "n below 1"}},
+		{"no timeout", m.Rdb, WithReplicas(1, 0), []string{"WithReplicas(1, 0s)", "must be positive"}},
+		{"negative timeout", m.Rdb, WithReplicas(1, -time.Second), []string{"WithReplicas(1, -1s)", "must be positive"}},
+		{"unknown client", scripterOnly{m.Rdb}, WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s) needs a client"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {
@@ -298,7 +298,7 @@ func TestReplicasMistakes(t *testing.T) {
 		})
 	}
 	// Right: a plain client, a Cluster client; the timeout in whole ms.
-	if l := New(m.rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.Timeout() != 2*time.Millisecond || l.acks.Cluster() || l.batch.Acks() != l.acks {
+	if l := New(m.Rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.Timeout() != 2*time.Millisecond || l.acks.Cluster() || l.batch.Acks() != l.acks {
 		t.Errorf("acks %+v", l.acks)
 	}
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})

@@ -13,8 +13,8 @@ func TestReset(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
 	for name, l := range map[string]*Limiter{
-		"client":   New(m.rdb),
-		"scripter": New(scripterOnly{m.rdb}), // no Del: Reset runs a script
+		"client":   New(m.Rdb),
+		"scripter": New(scripterOnly{m.Rdb}), // no Del: Reset runs a script
 	} {
 		lim := PerMinute(2)
 		for range 2 {
@@ -66,7 +66,7 @@ func TestResetOnARing(t *testing.T) {
 // type there stops it with nothing removed.
 func TestResetIndexWrongTypeRemovesNothing(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	ctx := context.Background()
 	if _, err := l.Allow(ctx, "acct", PerMinute(5)); err != nil {
 		t.Fatal(err)

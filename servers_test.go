@@ -6,41 +6,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
-// epoch is the server time at which miniredis tests start (an arbitrary
-// instant with a realistic magnitude: microsecond scores near 1.76e15).
-var epoch = time.Date(2025, 11, 24, 16, 0, 0, 0, time.UTC)
+// epoch is the server time at which miniredis tests start; mini is a
+// miniredis whose clock the test sets to the microsecond (redistest's, which
+// the package's external tests use too).
+var epoch = redistest.Epoch
 
-// mini is a miniredis whose clock the test sets to the microsecond.
-type mini struct {
-	*miniredis.Miniredis
-	rdb   *redis.Client
-	clock time.Time // what TIME returns
-}
+type mini = redistest.Mini
 
-func newMini(t testing.TB) *mini {
-	t.Helper()
-	m := miniredis.RunT(t)
-	m.SetTime(epoch)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return &mini{Miniredis: m, rdb: rdb, clock: epoch}
-}
-
-// at sets the server clock to epoch + d (what TIME returns, and the TTL clock).
-func (m *mini) at(d time.Duration) {
-	m.clock = epoch.Add(d)
-	m.SetTime(m.clock)
-}
-
-// now is the server clock (what TIME returns).
-func (m *mini) now() time.Time { return m.clock }
+func newMini(t testing.TB) *mini { return redistest.NewMini(t) }
 
 // The real redis-server shared by the tests of this package, started on a
 // free loopback port the first time a test asks for it.

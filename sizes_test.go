@@ -33,7 +33,7 @@ var sizeCases = []struct {
 // (AllowN, Peek, AllowAll, AcquireN) and writes nothing.
 func TestSizesPastTheBoundsWriteNothing(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	ctx := context.Background()
 	for _, c := range sizeCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,7 +68,7 @@ func TestSizesPastTheBoundsWriteNothing(t *testing.T) {
 // The largest quota is accepted and counted exactly, and refunded with it.
 func TestLargestQuota(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	ctx := context.Background()
 	q := Daily(MaxQuota, time.UTC)
 	r, err := l.AllowN(ctx, "k", q, MaxQuota)
@@ -121,8 +121,8 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := newMini(t)
 			hook := &argsHook{args: map[string][]int{}}
-			m.rdb.AddHook(hook)
-			l := New(m.rdb, WithoutBatching())
+			m.Rdb.AddHook(hook)
+			l := New(m.Rdb, WithoutBatching())
 			r, err := l.AllowN(ctx, "k", c.limit, c.n)
 			if err != nil || !r.Allowed {
 				t.Fatal(r, err)
@@ -152,14 +152,14 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 	t.Run("renew", func(t *testing.T) {
 		m := newMini(t)
 		hook := &argsHook{args: map[string][]int{}}
-		m.rdb.AddHook(hook)
-		l := New(m.rdb, WithoutBatching())
+		m.Rdb.AddHook(hook)
+		l := New(m.Rdb, WithoutBatching())
 		lim := Limit{Events: 1600, Window: time.Minute}
 		s, err := l.AcquireN(ctx, "k", lim, MaxAcquireN)
 		if err != nil || !s.Allowed {
 			t.Fatal(s.Result, err)
 		}
-		m.at(30 * time.Second)
+		m.At(30 * time.Second)
 		hook.mu.Lock()
 		hook.args = map[string][]int{}
 		hook.mu.Unlock()
@@ -176,7 +176,7 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 			}
 		}
 		// renewed at 30s: its events are held until 90s, not 60s
-		m.at(75 * time.Second)
+		m.At(75 * time.Second)
 		if s, err := l.AcquireN(ctx, "k", lim, 1600-MaxAcquireN+1); err != nil || s.Allowed {
 			t.Errorf("one more than is left after the renewal's first lease: %+v, %v, want denied", s.Result, err)
 		}

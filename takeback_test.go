@@ -104,8 +104,8 @@ func TestTakeBackOfCompactLogNeverRunsTwice(t *testing.T) {
 func connHooks(t *testing.T) {
 	m := newMini(t)
 	seen := &argsHook{args: map[string][]int{}}
-	m.rdb.AddHook(seen)
-	conn := m.rdb.Conn()
+	m.Rdb.AddHook(seen)
+	conn := m.Rdb.Conn()
 	defer func() { _ = conn.Close() }()
 	_ = conn.Ping(context.Background()).Err()
 	seen.mu.Lock()
@@ -122,7 +122,7 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 	h := &replicaLoss{cutOnWait: cutOnWait, lost: make(chan struct{}), release: make(chan struct{})}
 	var release sync.Once
 	defer release.Do(func() { close(h.release) })
-	m.rdb.AddHook(h)
+	m.Rdb.AddHook(h)
 	var mu sync.Mutex
 	var given []Observation
 	hook := HookFunc(func(_ context.Context, o Observation) {
@@ -132,7 +132,7 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 			mu.Unlock()
 		}
 	})
-	l := New(m.rdb, compactFromFirst, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithoutBatching(), WithHook(hook))
+	l := New(m.Rdb, compactFromFirst, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithoutBatching(), WithHook(hook))
 	lim := Limit{Events: 200, Window: time.Minute}
 
 	// Two admissions at one time: the first acknowledged, answered allowed;
@@ -155,7 +155,7 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 	}
 	// 16 admissions later (the table forgot the refund), a refund run again
 	// would find the allowed admission's event of that time.
-	m.at(time.Millisecond)
+	m.At(time.Millisecond)
 	for i := range 16 {
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 			t.Fatalf("admission %d: %+v, %v", i, r, err)
@@ -170,7 +170,7 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 		return len(given) > 0 || h.refunds.Load() > 1
 	})
 
-	m.at(2 * time.Millisecond)
+	m.At(2 * time.Millisecond)
 	for {
 		r, err := l.Allow(ctx, "k", lim)
 		if err != nil {
@@ -226,8 +226,8 @@ func (h *refundLoss) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestRefundRetriedAfterALostReply(t *testing.T) {
 	m := newMini(t)
 	hook := &refundLoss{}
-	m.rdb.AddHook(hook)
-	l := New(m.rdb, WithoutBatching())
+	m.Rdb.AddHook(hook)
+	l := New(m.Rdb, WithoutBatching())
 	ctx := context.Background()
 	lim := PerMinute(300)
 	if r, err := l.AllowN(ctx, "k", lim, 130); err != nil || !r.Allowed { // past 128: a compact log
@@ -264,7 +264,7 @@ func TestRefundRetriedAfterALostReply(t *testing.T) {
 
 	// one that never reached Redis (a closed client) may be called again
 	m2 := newMini(t)
-	l2 := New(m2.rdb, WithoutBatching())
+	l2 := New(m2.Rdb, WithoutBatching())
 	c, err := l2.Allow(ctx, "k", lim)
 	if err != nil || !c.Allowed {
 		t.Fatal(c, err)

@@ -38,7 +38,7 @@ func TestWaitAdmitsWhenASlotFrees(t *testing.T) {
 // with ErrWaitDeadline; a context that ends while waiting ends the wait.
 func TestWaitDeadline(t *testing.T) {
 	m := newMini(t)
-	l := New(m.rdb)
+	l := New(m.Rdb)
 	lim := PerMinute(1)
 	if r, err := l.Allow(context.Background(), "k", lim); err != nil || !r.Allowed {
 		t.Fatal(r, err)
