@@ -80,8 +80,10 @@ func inline(src string, files map[string]string) string {
 	used := 0
 	var b strings.Builder
 	for line := range strings.Lines(src) {
-		name, ok := strings.CutPrefix(strings.TrimSpace(line), "--[[")
-		if name, ok = strings.CutSuffix(name, "]]"); !ok {
+		marker := strings.TrimSpace(line)
+		name, isName := strings.CutPrefix(marker, "--[[")
+		name, closed := strings.CutSuffix(name, "]]")
+		if !isName || !closed || strings.ContainsAny(name, " []") {
 			b.WriteString(line)
 			continue
 		}

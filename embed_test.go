@@ -51,7 +51,11 @@ func TestNeedHoldsTheSharedFiles(t *testing.T) {
 			inline(c.src, c.files)
 		}()
 	}
-	if got := inline("x\n  --[[a.lua]]\ny\n", map[string]string{"a.lua": "A\n"}); got != "x\nA\ny\n" {
-		t.Errorf("inline = %q, want %q", got, "x\nA\ny\n")
+	// a file in its place; a line that only ends like a name (a Lua long
+	// string's end), or a long comment of words, is no name
+	src := "x\n  --[[a.lua]]\ny = [[b.lua]]\nb.lua]]\n--[[ a comment ]]\n"
+	want := "x\nA\ny = [[b.lua]]\nb.lua]]\n--[[ a comment ]]\n"
+	if got := inline(src, map[string]string{"a.lua": "A\n"}); got != want {
+		t.Errorf("inline = %q, want %q", got, want)
 	}
 }
