@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,7 +215,7 @@ func TestBatchingContext(t *testing.T) {
 			t.Error("WithBatching on a client without Pipeline did not panic")
 		}
 	}()
-	New(scripterOnly{m.Rdb}, WithBatching(8))
+	New(redistest.ScripterOnly{Scripter: m.Rdb}, WithBatching(8))
 }
 
 func (p *pipeCounter) Pipeline() redis.Pipeliner {

@@ -2,6 +2,7 @@ package slidelog
 
 import (
 	"fmt"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 				}
 			}()
 			if c.says == "Pipeline" {
-				New(scripterOnly{rdb}, c.opts...)
+				New(redistest.ScripterOnly{Scripter: rdb}, c.opts...)
 				return
 			}
 			New(rdb, c.opts...)
@@ -71,7 +72,7 @@ func TestOptionsBuild(t *testing.T) {
 	if l := New(rdb, WithoutBatching()); l.batch != nil {
 		t.Errorf("WithoutBatching: batch %+v", l.batch)
 	}
-	if l := New(scripterOnly{rdb}); l.batch != nil {
+	if l := New(redistest.ScripterOnly{Scripter: rdb}); l.batch != nil {
 		t.Errorf("a client without Pipeline: batch %+v", l.batch)
 	}
 	timed := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true})
@@ -110,5 +111,5 @@ func TestTimeoutNeedsContextDeadlines(t *testing.T) {
 	defer func() { _ = on.Close() }()
 	New(on, WithTimeout(time.Second))
 	New(redis.NewClient(&redis.Options{Addr: addr})) // no WithTimeout: nothing needed
-	New(scripterOnly{on}, WithTimeout(time.Second))
+	New(redistest.ScripterOnly{Scripter: on}, WithTimeout(time.Second))
 }

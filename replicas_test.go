@@ -283,7 +283,7 @@ func TestReplicasMistakes(t *testing.T) {
 		{"no replica", m.Rdb, WithReplicas(0, time.Second), []string{"WithReplicas(0, 1s)", "n below 1"}},
 		{"no timeout", m.Rdb, WithReplicas(1, 0), []string{"WithReplicas(1, 0s)", "must be positive"}},
 		{"negative timeout", m.Rdb, WithReplicas(1, -time.Second), []string{"WithReplicas(1, -1s)", "must be positive"}},
-		{"unknown client", scripterOnly{m.Rdb}, WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s) needs a client"}},
+		{"unknown client", redistest.ScripterOnly{Scripter: m.Rdb}, WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s) needs a client"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -14,7 +15,7 @@ func TestReset(t *testing.T) {
 	ctx := context.Background()
 	for name, l := range map[string]*Limiter{
 		"client":   New(m.Rdb),
-		"scripter": New(scripterOnly{m.Rdb}), // no Del: Reset runs a script
+		"scripter": New(redistest.ScripterOnly{Scripter: m.Rdb}), // no Del: Reset runs a script
 	} {
 		lim := PerMinute(2)
 		for range 2 {
@@ -36,9 +37,6 @@ func TestReset(t *testing.T) {
 		}
 	}
 }
-
-// scripterOnly hides every method but redis.Scripter's.
-type scripterOnly struct{ redis.Scripter }
 
 // On a Ring, a key's logs keep to one shard (its hash tag is the key's own
 // unless the key holds a '}' and no tag), so Reset forgets them all.

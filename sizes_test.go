@@ -1,14 +1,12 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
+	. "github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // sizeCases are requests just past the sizes limit.go defines, each with
@@ -32,7 +30,7 @@ var sizeCases = []struct {
 // Every size past the bounds is refused with its error by Allow's paths
 // (AllowN, Peek, AllowAll, AcquireN) and writes nothing.
 func TestSizesPastTheBoundsWriteNothing(t *testing.T) {
-	m := newMini(t)
+	m := redistest.NewMini(t)
 	l := New(m.Rdb)
 	ctx := context.Background()
 	for _, c := range sizeCases {
@@ -67,7 +65,7 @@ func TestSizesPastTheBoundsWriteNothing(t *testing.T) {
 
 // The largest quota is accepted and counted exactly, and refunded with it.
 func TestLargestQuota(t *testing.T) {
-	m := newMini(t)
+	m := redistest.NewMini(t)
 	l := New(m.Rdb)
 	ctx := context.Background()
 	q := Daily(MaxQuota, time.UTC)
@@ -81,26 +79,6 @@ func TestLargestQuota(t *testing.T) {
 	if p, err := l.Peek(ctx, "k", q); err != nil || p.Remaining != MaxQuota {
 		t.Fatalf("after the refund: %+v, %v, want %d remaining", p, err, MaxQuota)
 	}
-}
-
-// argsHook records the number of arguments of every script call.
-type argsHook struct {
-	mu   sync.Mutex
-	args map[string][]int // command name: its calls' argument counts
-}
-
-func (h *argsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *argsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.mu.Lock()
-		name := strings.ToLower(cmd.Name())
-		h.args[name] = append(h.args[name], len(cmd.Args()))
-		h.mu.Unlock()
-		return next(ctx, cmd)
-	}
-}
-func (h *argsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // A Refund or a Renew sends the same few arguments whatever its n (the
@@ -119,23 +97,19 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 		{"with a quota", Daily(50_000, time.UTC), 40_000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := newMini(t)
-			hook := &argsHook{args: map[string][]int{}}
+			m := redistest.NewMini(t)
+			hook := &redistest.ArgsHook{}
 			m.Rdb.AddHook(hook)
 			l := New(m.Rdb, WithoutBatching())
 			r, err := l.AllowN(ctx, "k", c.limit, c.n)
 			if err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
-			hook.mu.Lock()
-			hook.args = map[string][]int{}
-			hook.mu.Unlock()
+			hook.Forget()
 			if err := l.Refund(ctx, r.Handle()); err != nil {
 				t.Fatal(err)
 			}
-			hook.mu.Lock()
-			calls := append(hook.args["evalsha"], hook.args["eval"]...)
-			hook.mu.Unlock()
+			calls := hook.Args("evalsha", "eval")
 			if len(calls) == 0 {
 				t.Fatal("no script call seen")
 			}
@@ -150,8 +124,8 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 		})
 	}
 	t.Run("renew", func(t *testing.T) {
-		m := newMini(t)
-		hook := &argsHook{args: map[string][]int{}}
+		m := redistest.NewMini(t)
+		hook := &redistest.ArgsHook{}
 		m.Rdb.AddHook(hook)
 		l := New(m.Rdb, WithoutBatching())
 		lim := Limit{Events: 1600, Window: time.Minute}
@@ -160,16 +134,12 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 			t.Fatal(s.Result, err)
 		}
 		m.At(30 * time.Second)
-		hook.mu.Lock()
-		hook.args = map[string][]int{}
-		hook.mu.Unlock()
+		hook.Forget()
 		r, err := s.Renew(ctx)
 		if err != nil || r.Remaining != 1600-MaxAcquireN {
 			t.Fatalf("renew: %+v, %v, want %d remaining", r, err, 1600-MaxAcquireN)
 		}
-		hook.mu.Lock()
-		calls := append(hook.args["evalsha"], hook.args["eval"]...)
-		hook.mu.Unlock()
+		calls := hook.Args("evalsha", "eval")
 		for _, a := range calls {
 			if a > 10 {
 				t.Errorf("a renewal of %d events sent %d arguments", MaxAcquireN, a)
@@ -188,10 +158,10 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 // exactly. (AllowN(MaxEvents) itself holds Redis for minutes while an
 // event is a slot: docs/semantics.md, "Sizes".)
 func TestLargestLimitsRealRedis(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := RealRedis(t)
 	ctx := context.Background()
 	l := New(rdb)
-	key := uniqueKey(t)
+	key := UniqueKey(t)
 	big := Limit{Events: MaxEvents, Window: time.Hour}
 	quota := Daily(MaxQuota, time.UTC)
 	first, err := l.AllowAll(ctx, key, 100_000, big, quota)

@@ -103,14 +103,12 @@ func TestTakeBackOfCompactLogNeverRunsTwice(t *testing.T) {
 // with a hook. The go-redis of the workspace (scripts/test.sh) runs them.
 func connHooks(t *testing.T) {
 	m := newMini(t)
-	seen := &argsHook{args: map[string][]int{}}
+	seen := &redistest.ArgsHook{}
 	m.Rdb.AddHook(seen)
 	conn := m.Rdb.Conn()
 	defer func() { _ = conn.Close() }()
 	_ = conn.Ping(context.Background()).Err()
-	seen.mu.Lock()
-	defer seen.mu.Unlock()
-	if len(seen.args["ping"]) == 0 {
+	if len(seen.Args("ping")) == 0 {
 		t.Skip("this go-redis does not run a client's hooks on its Conn, where WithReplicas sends WAIT")
 	}
 }
