@@ -2,11 +2,12 @@ package slidelog_test
 
 import (
 	"context"
-	. "github.com/slidelog/slidelog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	. "github.com/slidelog/slidelog"
 )
 
 // Several service instances (independent clients, each with its own pool),

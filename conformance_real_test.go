@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -6,34 +6,18 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/model"
 )
-
-// sameDecision reports whether r answers exactly what the model decided.
-func sameDecision(r Result, lim Limit, d model.Decision) bool {
-	return r.Allowed == d.Allowed && r.Remaining == d.Remaining && r.RetryAfter == d.RetryAfter &&
-		r.ResetAfter == d.ResetAfter && r.Limit == lim
-}
-
-// runStep runs one step of a trace.
-func runStep(ctx context.Context, l *Limiter, s model.Step) (Limit, Result, error) {
-	lim := Limit{Events: s.Events, Window: s.Window}
-	if s.Peek {
-		r, err := l.Peek(ctx, s.Key, lim)
-		return lim, r, err
-	}
-	r, err := l.AllowN(ctx, s.Key, lim, s.N)
-	return lim, r, err
-}
 
 // TestModelRealRedis holds the limiter against the model on a real server,
 // whose clock nobody sets: each reply carries the TIME it decided at, and the
 // model decides at that same instant. Calls are sequential, so the order of
 // the replies is the order of the decisions.
 func TestModelRealRedis(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := RealRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+	l := New(rdb, WithPrefix(UniqueKey(t)+":"))
 	mod := model.New()
 	r := rand.New(rand.NewPCG(7, 7))
 	trace := model.RandomTrace(r, 3000)
@@ -44,12 +28,12 @@ func TestModelRealRedis(t *testing.T) {
 		if r.IntN(10) == 0 {
 			time.Sleep(s.Advance)
 		}
-		lim, got, err := runStep(ctx, l, s)
+		lim, got, err := RunStep(ctx, l, s)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		want := mod.Decide(s.Key, s.Events, s.Window, s.N, got.at, !s.Peek)
-		if !sameDecision(got, lim, want) {
+		want := mod.Decide(s.Key, s.Events, s.Window, s.N, got.Time().UnixMicro(), !s.Peek)
+		if !SameDecision(got, lim, want) {
 			t.Fatalf("step %d (%+v):\n got %+v\nwant %+v", i, s, got, want)
 		}
 		if got.Allowed {

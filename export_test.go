@@ -19,6 +19,9 @@ var (
 	UniqueKey = uniqueKey
 	NewClient = newClient
 	LogLen    = logLen
+	// a step of a model trace, and whether a Result is the model's
+	RunStep      = runStep
+	SameDecision = sameDecision
 )
 
 // Unavailable reports whether err is an error of a Redis that cannot

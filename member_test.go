@@ -2,12 +2,12 @@ package slidelog_test
 
 import (
 	"context"
-	. "github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/redistest"
 	"testing"
 
+	. "github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/optiontest"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // The script derives member i from the counter and carries across bytes and

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/compactlog"
+	"github.com/slidelog/slidelog/internal/model"
 )
 
 // Helpers of the tests on real redis-servers that read slidelog's own logs
@@ -40,4 +41,21 @@ func logLen(t testing.TB, rdb redis.Cmdable, key string) int64 {
 	}
 	t.Fatalf("%s is a %s, no log", key, typ)
 	return 0
+}
+
+// sameDecision reports whether r answers exactly what the model decided.
+func sameDecision(r Result, lim Limit, d model.Decision) bool {
+	return r.Allowed == d.Allowed && r.Remaining == d.Remaining && r.RetryAfter == d.RetryAfter &&
+		r.ResetAfter == d.ResetAfter && r.Limit == lim
+}
+
+// runStep runs one step of a trace.
+func runStep(ctx context.Context, l *Limiter, s model.Step) (Limit, Result, error) {
+	lim := Limit{Events: s.Events, Window: s.Window}
+	if s.Peek {
+		r, err := l.Peek(ctx, s.Key, lim)
+		return lim, r, err
+	}
+	r, err := l.AllowN(ctx, s.Key, lim, s.N)
+	return lim, r, err
 }

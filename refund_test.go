@@ -2,9 +2,10 @@ package slidelog_test
 
 import (
 	"context"
+	"testing"
+
 	. "github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/redistest"
-	"testing"
 )
 
 // Refund takes back exactly the events of one admission, once.

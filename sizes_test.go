@@ -3,10 +3,11 @@ package slidelog_test
 import (
 	"context"
 	"errors"
-	. "github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/redistest"
 	"testing"
 	"time"
+
+	. "github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // sizeCases are requests just past the sizes limit.go defines, each with
