@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -7,11 +7,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	. "github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 func TestAllowAllBadInput(t *testing.T) {
-	m := newMini(t)
-	f := &faulty{Client: m.Rdb}
+	m := redistest.NewMini(t)
+	f := &redistest.Faulty{Client: m.Rdb}
 	l := New(f, WithMaxEvents(100))
 	ctx := context.Background()
 	for i, c := range []struct {
@@ -34,8 +37,8 @@ func TestAllowAllBadInput(t *testing.T) {
 	if _, err := l.Allow(ctx, "k", PerHour(101)); !errors.Is(err, ErrLimitTooLarge) {
 		t.Errorf("Allow over WithMaxEvents: %v", err)
 	}
-	if f.calls.Load() != 0 || len(m.Keys()) != 0 {
-		t.Errorf("bad input reached Redis (%d calls, keys %v)", f.calls.Load(), m.Keys())
+	if f.Calls.Load() != 0 || len(m.Keys()) != 0 {
+		t.Errorf("bad input reached Redis (%d calls, keys %v)", f.Calls.Load(), m.Keys())
 	}
 }
 
@@ -43,7 +46,7 @@ func TestAllowAllBadInput(t *testing.T) {
 // so the call is legal on Cluster (and keeps to one Ring shard); the index
 // names the windows and lives as long as the longest.
 func TestAllowAllKeys(t *testing.T) {
-	m := newMini(t)
+	m := redistest.NewMini(t)
 	l := New(m.Rdb)
 	ctx := context.Background()
 	if _, err := l.AllowAll(ctx, "user42", 1, PerSecond(10), PerHour(1000)); err != nil {
@@ -73,14 +76,14 @@ func TestAllowAllKeys(t *testing.T) {
 // On a real server, many instances: every window admits exactly its
 // events, and no call records in one window what another denied.
 func TestAllowAllRealRedis(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := RealRedis(t)
 	ctx := context.Background()
-	prefix := uniqueKey(t) + ":"
+	prefix := UniqueKey(t) + ":"
 	limits := []Limit{{Events: 30, Window: time.Minute}, {Events: 20, Window: time.Hour}}
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for range 4 {
-		l := New(newClient(t, rdb.Options().Addr), WithPrefix(prefix))
+		l := New(NewClient(t, rdb.Options().Addr), WithPrefix(prefix))
 		for range 16 {
 			wg.Add(1)
 			go func() {
@@ -102,9 +105,9 @@ func TestAllowAllRealRedis(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	base, _ := New(rdb, WithPrefix(prefix)).allKeys("k")
-	minute := rdb.ZCard(ctx, windowKey(base, time.Minute)).Val()
-	hour := rdb.ZCard(ctx, windowKey(base, time.Hour)).Val()
+	base, _ := New(rdb, WithPrefix(prefix)).AllKeys("k")
+	minute := rdb.ZCard(ctx, WindowKey(base, time.Minute)).Val()
+	hour := rdb.ZCard(ctx, WindowKey(base, time.Hour)).Val()
 	if admitted.Load() != 20 || minute != 20 || hour != 20 {
 		t.Errorf("admitted %d; the minute log holds %d, the hour log %d; want 20 each", admitted.Load(), minute, hour)
 	}
@@ -115,9 +118,9 @@ func TestAllowAllRealRedis(t *testing.T) {
 // to unpack" after every log held the event: logs with no expiry, and no
 // index for Reset to find them by.)
 func TestAllowAllTooManyLimitsWritesNothing(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := RealRedis(t)
 	ctx := context.Background()
-	prefix := uniqueKey(t) + ":"
+	prefix := UniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix))
 	limits := make([]Limit, 4500)
 	for i := range limits {

@@ -19,9 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/compactlog"
-	"github.com/slidelog/slidelog/internal/redistest"
-
 	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // attackServer is a server an attack runs on: miniredis (its clock set by
@@ -299,7 +298,7 @@ func refundFuzz(t *testing.T, rdb *redis.Client, seed uint64, steps int, wait fu
 	prefix := uniqueKey(t) + ":"
 	l := New(rdb, compactFromFirst, WithPrefix(prefix))
 	if retried {
-		l = New(twice{rdb}, compactFromFirst, WithPrefix(prefix)) // every call (decisions, refunds) run twice, the second marked re-sent
+		l = New(redistest.Twice{Client: rdb}, compactFromFirst, WithPrefix(prefix)) // every call (decisions, refunds) run twice, the second marked re-sent
 	}
 	mod := &refundModel{logs: map[string][]modelEvent{}, shifted: map[int]bool{}}
 	r := rand.New(rand.NewPCG(seed, 77))
@@ -902,7 +901,7 @@ func TestAttackRetryOfTheConvertingAdmission(t *testing.T) {
 			if r, err := older.AllowN(ctx, "k", lim, 300); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
-			r, err := New(twice{srv.rdb}, WithPrefix(prefix)).AllowN(ctx, "k", lim, 10)
+			r, err := New(redistest.Twice{Client: srv.rdb}, WithPrefix(prefix)).AllowN(ctx, "k", lim, 10)
 			if err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
@@ -917,7 +916,7 @@ func TestAttackRetryOfTheConvertingAdmission(t *testing.T) {
 			if r, err := older.AllowN(ctx, "full", lim, 300); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
-			r, err = New(twice{srv.rdb}, WithPrefix(prefix)).AllowN(ctx, "full", lim, 150)
+			r, err = New(redistest.Twice{Client: srv.rdb}, WithPrefix(prefix)).AllowN(ctx, "full", lim, 150)
 			if err != nil || !r.Allowed || logLen(t, srv.rdb, prefix+"full") != 450 {
 				t.Errorf("a retried admission of 150 into 300 of 500: %+v, %v, the log holds %d; want admitted, 450", r, err, logLen(t, srv.rdb, prefix+"full"))
 			}
@@ -970,7 +969,7 @@ func TestAttackRetriedAllowAllAcrossGrowth(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(twice{srv.rdb}, compactFromFirst, WithPrefix(prefix))
+			l := New(redistest.Twice{Client: srv.rdb}, compactFromFirst, WithPrefix(prefix))
 			lims := []Limit{{Events: 1000, Window: time.Minute}, {Events: 600, Window: time.Hour}, {Events: 100, Window: time.Second}}
 			for i, n := range []int{1, 63, 1, 35} { // the compact logs grow at 64 events, then 128
 				srv.wait(time.Microsecond)

@@ -3,15 +3,15 @@ package slidelog
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/denycache"
 	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // calendarAt sets m's clock to the instant s (RFC 3339).
@@ -345,7 +345,7 @@ func TestCalendarResetAndExpiry(t *testing.T) {
 func TestCalendarDenyCache(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	f := &faulty{Client: m.Rdb}
+	f := &redistest.Faulty{Client: m.Rdb}
 	l := New(f, WithDenyCache())
 	local := utc("2026-05-01T23:59:59Z")
 	l.deny = denycache.New[Limit](func() time.Time { return local })
@@ -356,11 +356,11 @@ func TestCalendarDenyCache(t *testing.T) {
 	}
 	r, err := l.Allow(ctx, "k", quota)
 	mustDecide(t, r, err, false, 0, time.Second, time.Second)
-	calls := f.calls.Load()
+	calls := f.Calls.Load()
 	local = local.Add(time.Second - time.Microsecond)
 	r, err = l.Allow(ctx, "k", quota)
 	mustDecide(t, r, err, false, 0, time.Microsecond, time.Microsecond)
-	if f.calls.Load() != calls {
+	if f.Calls.Load() != calls {
 		t.Fatal("the cached denial asked Redis")
 	}
 	local = local.Add(time.Microsecond)
@@ -400,7 +400,7 @@ func TestCalendarResetAfterInTheLastHour(t *testing.T) {
 func TestCalendarBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	f := &faulty{Client: m.Rdb}
+	f := &redistest.Faulty{Client: m.Rdb}
 	l := New(f)
 	for _, c := range []struct {
 		call func() error
@@ -417,12 +417,12 @@ func TestCalendarBadInputWritesNothing(t *testing.T) {
 			t.Errorf("%v, want %v", err, c.want)
 		}
 	}
-	if f.calls.Load() != 0 || len(m.Keys()) != 0 {
-		t.Errorf("bad input reached Redis (%d calls, keys %v)", f.calls.Load(), m.Keys())
+	if f.Calls.Load() != 0 || len(m.Keys()) != 0 {
+		t.Errorf("bad input reached Redis (%d calls, keys %v)", f.Calls.Load(), m.Keys())
 	}
 }
 
-var _ redis.Scripter = (*faulty)(nil)
+var _ redis.Scripter = (*redistest.Faulty)(nil)
 
 // TestCalendarRealRedis: the script on a real redis-server, whose TIME no
 // test sets: a quota counts Redis' period whatever this process's clock

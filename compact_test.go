@@ -11,6 +11,7 @@ import (
 
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/model"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // storeOf is the type of the log key holds: "zset", "string" (a compact
@@ -267,7 +268,7 @@ func TestCompactRetriedCallIsIdempotent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(twice{rdb}, compactFromFirst, WithPrefix(prefix))
+			l := New(redistest.Twice{Client: rdb}, compactFromFirst, WithPrefix(prefix))
 			lim := Limit{Events: 200, Window: time.Minute}
 			for i, s := range []struct {
 				n         int

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/denycache"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // A remembered denial answers only what Redis would answer the same way:
@@ -70,7 +71,7 @@ func TestDenyCacheSeveralEvents(t *testing.T) {
 // Redis would, and asks Redis again once it may admit.
 func TestDenyCache(t *testing.T) {
 	m := newMini(t)
-	f := &faulty{Client: m.Rdb}
+	f := &redistest.Faulty{Client: m.Rdb}
 	l := New(f, WithDenyCache())
 	clock := time.Now()
 	l.deny = denycache.New[Limit](func() time.Time { return clock })
@@ -86,7 +87,7 @@ func TestDenyCache(t *testing.T) {
 	if err != nil || first.Allowed || first.RetryAfter != 150*time.Millisecond {
 		t.Fatalf("denial: %+v %v", first, err)
 	}
-	calls := f.calls.Load()
+	calls := f.Calls.Load()
 	for i := range 100 {
 		r, err := l.Allow(ctx, "k", lim)
 		if err != nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > first.RetryAfter {
@@ -96,8 +97,8 @@ func TestDenyCache(t *testing.T) {
 			t.Fatalf("local %d decided at %v, before Redis' %v", i, r.Time(), first.Time())
 		}
 	}
-	if f.calls.Load() != calls {
-		t.Errorf("%d Redis calls for requests the cache covers", f.calls.Load()-calls)
+	if f.Calls.Load() != calls {
+		t.Errorf("%d Redis calls for requests the cache covers", f.Calls.Load()-calls)
 	}
 	// Not covered: another limit, another key.
 	if _, err := l.Allow(ctx, "k", Limit{Events: 4, Window: 200 * time.Millisecond}); err != nil {
@@ -106,7 +107,7 @@ func TestDenyCache(t *testing.T) {
 	if _, err := l.Allow(ctx, "other", lim); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.calls.Load() - calls; got != 2 {
+	if got := f.Calls.Load() - calls; got != 2 {
 		t.Errorf("%d Redis calls for 2 uncovered requests", got)
 	}
 	// Reset forgets the denial.
@@ -129,9 +130,9 @@ func TestDenyCache(t *testing.T) {
 		t.Fatal("the denial still answers once its RetryAfter has passed")
 	}
 	m.At(50*time.Millisecond + 250*time.Millisecond) // the server's clock moved past the window too
-	calls = f.calls.Load()
-	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || f.calls.Load() != calls+1 {
-		t.Errorf("after RetryAfter: %+v %v, %d Redis calls", r, err, f.calls.Load()-calls)
+	calls = f.Calls.Load()
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || f.Calls.Load() != calls+1 {
+		t.Errorf("after RetryAfter: %+v %v, %d Redis calls", r, err, f.Calls.Load()-calls)
 	}
 }
 

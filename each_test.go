@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -12,12 +12,15 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	. "github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // eachServers are the servers an AllowEach test runs on: miniredis (its
 // clock set by the test) and a real redis-server.
 func eachServers(t *testing.T) map[string]redis.Scripter {
-	return map[string]redis.Scripter{"miniredis": newMini(t).Rdb, "redis": realRedis(t)}
+	return map[string]redis.Scripter{"miniredis": redistest.NewMini(t).Rdb, "redis": RealRedis(t)}
 }
 
 // A per-key rate and a per-customer quota decide as one: a request that
@@ -26,7 +29,7 @@ func eachServers(t *testing.T) map[string]redis.Scripter {
 // then, not a microsecond before.
 func TestAllowEachChargesNothingForAnothersDenial(t *testing.T) {
 	for _, batching := range []Option{WithoutBatching(), WithBatching(8)} {
-		m := newMini(t)
+		m := redistest.NewMini(t)
 		l := New(m.Rdb, batching)
 		ctx := context.Background()
 		perKey := Limit{Events: 3, Window: time.Minute}
@@ -96,7 +99,7 @@ func TestAllowEachSharesLogs(t *testing.T) {
 	for name, rdb := range eachServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+			l := New(rdb, WithPrefix(UniqueKey(t)+":"))
 			rate := Limit{Events: 10, Window: time.Minute}
 			big := Limit{Events: 1000, Window: time.Minute} // a compact log
 			daily := Daily(50, time.UTC)
@@ -149,7 +152,7 @@ func TestAllowEachWrongTypeWritesNothing(t *testing.T) {
 	for name, rdb := range eachServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			prefix := uniqueKey(t) + ":"
+			prefix := UniqueKey(t) + ":"
 			l := New(rdb, WithPrefix(prefix))
 			rdb.(*redis.Client).Set(ctx, prefix+"str", "x", 0)
 			rate := Limit{Events: 10, Window: time.Minute}
@@ -171,10 +174,10 @@ func TestAllowEachWrongTypeWritesNothing(t *testing.T) {
 // A re-sent AllowEach (its reply lost) records nothing twice and stays
 // admitted.
 func TestAllowEachRetried(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": redistest.NewMini(t).Rdb, "redis": RealRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(twice{rdb}, WithPrefix(uniqueKey(t)+":"), WithoutBatching())
+			l := New(redistest.Twice{Client: rdb}, WithPrefix(UniqueKey(t)+":"), WithoutBatching())
 			rate := Limit{Events: 2, Window: time.Minute}
 			quota := []Limit{{Events: 3, Window: time.Hour}, Daily(3, time.UTC)}
 			for i := 0; i < 2; i++ {
@@ -188,8 +191,8 @@ func TestAllowEachRetried(t *testing.T) {
 }
 
 func TestAllowEachBadInput(t *testing.T) {
-	m := newMini(t)
-	f := &faulty{Client: m.Rdb}
+	m := redistest.NewMini(t)
+	f := &redistest.Faulty{Client: m.Rdb}
 	l := New(f, WithMaxEvents(100))
 	rate := Limit{Events: 10, Window: time.Minute}
 	many := make([]Ask, MaxLimits+1)
@@ -217,7 +220,7 @@ func TestAllowEachBadInput(t *testing.T) {
 			t.Errorf("%.80v: %v, %v; want %v", c.asks, rs, err, c.want)
 		}
 	}
-	if n := f.calls.Load(); n != 0 {
+	if n := f.Calls.Load(); n != 0 {
 		t.Errorf("bad input sent %d calls to Redis", n)
 	}
 	if keys := m.Keys(); len(keys) != 0 {
@@ -232,7 +235,7 @@ func TestAllowEachConcurrent(t *testing.T) {
 	for name, rdb := range eachServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(rdb, WithPrefix(uniqueKey(t)+":"), WithBatching(16))
+			l := New(rdb, WithPrefix(UniqueKey(t)+":"), WithBatching(16))
 			rate := Limit{Events: 20, Window: time.Hour}
 			keys := []string{"k0", "k1", "k2", "k3", "k4"}
 			var mu sync.Mutex
@@ -314,11 +317,11 @@ func TestAllowEachKeys(t *testing.T) {
 		{Key: "c", N: 1, Limits: []Limit{Daily(5, time.UTC)}},
 		{Key: "{d}", N: 1, Limits: []Limit{rate, Monthly(5, 31, time.UTC)}},
 	} {
-		m := newMini(t)
+		m := redistest.NewMini(t)
 		sent := &sentKeys{}
 		m.Rdb.AddHook(sent)
 		l := New(m.Rdb, WithPrefix("{p}:"), WithoutBatching())
-		_, keys, err := l.checkEach([]Ask{a})
+		keys, err := l.EachKeys([]Ask{a})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +371,7 @@ func TestAllowEachObserved(t *testing.T) {
 		obs = append(obs, o)
 		mu.Unlock()
 	})
-	l := New(newMini(t).Rdb, WithHook(hook))
+	l := New(redistest.NewMini(t).Rdb, WithHook(hook))
 	loose, tight := Limit{Events: 10, Window: time.Minute}, Limit{Events: 3, Window: time.Hour}
 	asks := []Ask{{Key: "a", N: 2, Limits: []Limit{loose}}, {Key: "b", N: 1, Limits: []Limit{tight}}}
 	for i := 0; i < 4; i++ {

@@ -27,3 +27,33 @@ var (
 // Unavailable reports whether err is an error of a Redis that cannot
 // decide (the errors a Policy answers).
 var Unavailable = unavailable
+
+// What the external tests read of a Limiter's inside.
+
+// AllKeys is the base of an AllowAll's log keys and its index's key.
+func (l *Limiter) AllKeys(key string) (base, index string) { return l.allKeys(key) }
+
+// WindowKey is the key of an AllowAll's log of one window.
+var WindowKey = windowKey
+
+// BatchState is how many sends are in flight and how many decisions wait
+// for one; ok is false without batching.
+func (l *Limiter) BatchState() (flushing, queued int, ok bool) {
+	if l.batch == nil {
+		return 0, 0, false
+	}
+	flushing, queued = l.batch.State()
+	return flushing, queued, true
+}
+
+// Waiting is how many Waits for key are in line.
+func (l *Limiter) Waiting(key string) int { return l.waits.Waiting(key) }
+
+// EachKeys is the keys each ask of an AllowEach writes.
+func (l *Limiter) EachKeys(asks []Ask) ([][]string, error) {
+	_, keys, err := l.checkEach(asks)
+	return keys, err
+}
+
+// HandleID is the id of a Handle's first event, as Redis holds it.
+func HandleID(h Handle) string { return string(h.id[:]) }

@@ -16,57 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
-
-// faulty is a *redis.Client that counts script calls and, when fail is set,
-// answers every one with that error instead of asking Redis.
-type faulty struct {
-	*redis.Client
-	fail  error
-	calls atomic.Int64
-}
-
-func (f *faulty) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	f.calls.Add(1)
-	if f.fail != nil {
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(f.fail)
-		return cmd
-	}
-	return f.Client.EvalSha(ctx, sha, keys, args...)
-}
-
-func (f *faulty) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
-	f.calls.Add(1)
-	if f.fail != nil {
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(f.fail)
-		return cmd
-	}
-	return f.Client.Eval(ctx, src, keys, args...)
-}
-
-func (f *faulty) Del(ctx context.Context, keys ...string) *redis.IntCmd {
-	f.calls.Add(1)
-	return f.Client.Del(ctx, keys...)
-}
-
-// twice runs every script two times with the same arguments and answers
-// with the second reply: what go-redis does when a reply is lost to a read
-// timeout and it retries (MaxRetries).
-type twice struct{ *redis.Client }
-
-func (w twice) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	if err := w.Client.EvalSha(ctx, sha, keys, args...).Err(); err != nil {
-		return w.Client.EvalSha(ctx, sha, keys, args...) // NOSCRIPT and the like
-	}
-	return w.Client.EvalSha(ctx, sha, keys, args...)
-}
-
-func (w twice) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
-	_ = w.Client.Eval(ctx, src, keys, args...)
-	return w.Client.Eval(ctx, src, keys, args...)
-}
 
 // A re-run of the same call records nothing twice and stays admitted.
 func TestRetriedCallIsIdempotent(t *testing.T) {
@@ -74,7 +25,7 @@ func TestRetriedCallIsIdempotent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(twice{rdb}, WithPrefix(prefix))
+			l := New(redistest.Twice{Client: rdb}, WithPrefix(prefix))
 			lim := Limit{Events: 5, Window: time.Minute}
 			steps := []struct {
 				n         int

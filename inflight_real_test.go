@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -8,19 +8,21 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	. "github.com/slidelog/slidelog"
 )
 
 // Several instances (clients of their own), many goroutines, one key of 3
 // holders: never more than 3 run at once, counted by the holders
 // themselves; every slot comes back.
 func TestAcquireNeverOverHoldersRealRedis(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := RealRedis(t)
 	ctx := context.Background()
-	prefix := uniqueKey(t) + ":"
+	prefix := UniqueKey(t) + ":"
 	lim := InFlight(3, time.Minute) // no lease runs out: only releases free slots
 	var instances []*Limiter
 	for range 4 {
-		instances = append(instances, New(newClient(t, rdb.Options().Addr), WithPrefix(prefix)))
+		instances = append(instances, New(NewClient(t, rdb.Options().Addr), WithPrefix(prefix)))
 	}
 
 	// Three hold; every instance is denied the fourth until one releases.
@@ -96,9 +98,9 @@ func TestAcquireNeverOverHoldersRealRedis(t *testing.T) {
 // after it took it: the denial names that instant, to the microsecond, and
 // an acquisition then is admitted.
 func TestDeadHolderRealRedis(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := RealRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+	l := New(rdb, WithPrefix(UniqueKey(t)+":"))
 	lease := 200 * time.Millisecond
 	lim := InFlight(1, lease)
 	dead, err := l.Acquire(ctx, "k", lim)
@@ -123,9 +125,9 @@ func TestDeadHolderRealRedis(t *testing.T) {
 // never takes back a slot that was released or ran out, even while the
 // run-out event is still in the log.
 func TestRenewRealRedis(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := RealRedis(t)
 	ctx := context.Background()
-	prefix := uniqueKey(t) + ":"
+	prefix := UniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix))
 	log := prefix + "{" + prefix + "k}:inflight"
 	lease := 300 * time.Millisecond
@@ -139,7 +141,7 @@ func TestRenewRealRedis(t *testing.T) {
 	if err != nil || !r.Allowed || r.Remaining != 0 || r.ResetAfter != lease || !r.Time().After(a.Time()) {
 		t.Fatalf("renew: %+v at %v (acquired at %v), %v", r.Result, r.Time(), a.Time(), err)
 	}
-	member := string(a.handle.id[:])
+	member := HandleID(a.Handle())
 	if score := rdb.ZScore(ctx, log, member).Val(); int64(score) != r.Time().UnixMicro() {
 		t.Errorf("the event is at %v, the renewal at %v", int64(score), r.Time().UnixMicro())
 	}
@@ -185,7 +187,7 @@ func TestRenewRealRedis(t *testing.T) {
 	if _, err := c.Renew(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("renew after the lease ran out: %v, want ErrNotHeld", err)
 	}
-	cm := string(c.handle.id[:])
+	cm := HandleID(c.Handle())
 	if score, err := rdb.ZScore(ctx, log, cm).Result(); err == nil && int64(score) != c.Time().UnixMicro() {
 		t.Errorf("a run-out event moved to %v", int64(score))
 	}
@@ -198,9 +200,9 @@ func TestRenewRealRedis(t *testing.T) {
 // them all (a ZADD XX each), and a log of another type is an error that
 // writes nothing.
 func TestRenewManyRealRedis(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := RealRedis(t)
 	ctx := context.Background()
-	prefix := uniqueKey(t) + ":"
+	prefix := UniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix))
 	log := prefix + "{" + prefix + "k}:inflight"
 	lim := InFlight(3000, time.Minute)

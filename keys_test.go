@@ -1,10 +1,12 @@
-package slidelog
+package slidelog_test
 
 import (
 	"fmt"
 	"testing"
 
+	. "github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/keylayout"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // Every log of a key, whatever the key's bytes, is on the slot of its
@@ -12,11 +14,11 @@ import (
 func TestLogsShareASlot(t *testing.T) {
 	keys := []string{"acct", "}", "}mallory", "{}", "{}x", "a{b}c", "{x}", "x{", "{", "a}b{c", "\x00{\xff}", ""}
 	for _, prefix := range []string{"slidelog:", "", "a}b:", "{rl}:", "svc{x}:"} {
-		l := New(newMini(t).Rdb, WithPrefix(prefix))
+		l := New(redistest.NewMini(t).Rdb, WithPrefix(prefix))
 		for _, key := range keys {
 			want := keylayout.Slot(prefix + key)
-			base, index := l.allKeys(key)
-			for _, k := range []string{index, windowKey(base, 1), windowKey(base, 1<<62)} {
+			base, index := l.AllKeys(key)
+			for _, k := range []string{index, WindowKey(base, 1), WindowKey(base, 1<<62)} {
 				if got := keylayout.Slot(k); got != want {
 					t.Errorf("prefix %q key %q: %q on slot %d, want %d", prefix, key, k, got, want)
 				}
@@ -27,7 +29,7 @@ func TestLogsShareASlot(t *testing.T) {
 
 // A prefix that would scatter a key's logs over slots is refused at New.
 func TestPrefixRefused(t *testing.T) {
-	rdb := newMini(t).Rdb
+	rdb := redistest.NewMini(t).Rdb
 	for _, prefix := range []string{"svc{}:", "svc{:", "{", "a{}{b}:"} {
 		func() {
 			defer func() {

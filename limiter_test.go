@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 const ms = time.Millisecond
@@ -100,7 +101,7 @@ func TestAllowNRecordsDistinctEvents(t *testing.T) {
 
 func TestBadInputWritesNothing(t *testing.T) {
 	m := newMini(t)
-	f := &faulty{Client: m.Rdb}
+	f := &redistest.Faulty{Client: m.Rdb}
 	l := New(f)
 	ctx := context.Background()
 	cases := []struct {
@@ -132,8 +133,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 	if err := l.Reset(ctx, ""); !errors.Is(err, ErrEmptyKey) {
 		t.Errorf("Reset(\"\"): %v", err)
 	}
-	if f.calls.Load() != 0 {
-		t.Errorf("bad input reached Redis %d times", f.calls.Load())
+	if f.Calls.Load() != 0 {
+		t.Errorf("bad input reached Redis %d times", f.Calls.Load())
 	}
 	if n := m.DB(0).Keys(); len(n) != 0 {
 		t.Errorf("bad input wrote keys %v", n)
@@ -199,7 +200,7 @@ func TestNoScriptRecovery(t *testing.T) {
 func TestRedisErrorsAreWrapped(t *testing.T) {
 	m := newMini(t)
 	boom := errors.New("boom")
-	l := New(&faulty{Client: m.Rdb, fail: boom})
+	l := New(&redistest.Faulty{Client: m.Rdb, Fail: boom})
 	ctx := context.Background()
 	_, err := l.Allow(ctx, "k", PerSecond(1))
 	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "slidelog: run script: ") {

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	. "github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -66,11 +67,11 @@ func TestClientPanicIsAnError(t *testing.T) {
 			if panics.Load() == 0 || s.Lies.Load() == 0 {
 				t.Fatalf("%d calls failed with ErrPanic, %d lies told: the test did not exercise the panic", panics.Load(), s.Lies.Load())
 			}
-			if l.batch != nil {
+			if _, _, batched := l.BatchState(); batched {
 				// a pipeline's goroutine ends just after it answered its callers
 				var flushing, queued int
 				for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
-					flushing, queued = l.batch.State()
+					flushing, queued, _ = l.BatchState()
 					if flushing == 0 && queued == 0 {
 						break
 					}

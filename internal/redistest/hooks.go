@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -56,3 +57,54 @@ func (h *ArgsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // ScripterOnly hides every method of a client but redis.Scripter's: a
 // client wrapper that can run scripts and nothing else.
 type ScripterOnly struct{ redis.Scripter }
+
+// Faulty is a client that counts its script calls (and DELs) and, while
+// Fail is set, answers every script call with that error instead of
+// asking Redis.
+type Faulty struct {
+	*redis.Client
+	Fail  error
+	Calls atomic.Int64
+}
+
+func (f *Faulty) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	f.Calls.Add(1)
+	if f.Fail != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(f.Fail)
+		return cmd
+	}
+	return f.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+func (f *Faulty) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	f.Calls.Add(1)
+	if f.Fail != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(f.Fail)
+		return cmd
+	}
+	return f.Client.Eval(ctx, src, keys, args...)
+}
+
+func (f *Faulty) Del(ctx context.Context, keys ...string) *redis.IntCmd {
+	f.Calls.Add(1)
+	return f.Client.Del(ctx, keys...)
+}
+
+// Twice runs every script two times with the same arguments and answers
+// with the second reply: what go-redis does when a reply is lost to a read
+// timeout and it retries (MaxRetries).
+type Twice struct{ *redis.Client }
+
+func (w Twice) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if err := w.Client.EvalSha(ctx, sha, keys, args...).Err(); err != nil {
+		return w.Client.EvalSha(ctx, sha, keys, args...) // NOSCRIPT and the like
+	}
+	return w.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+func (w Twice) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	_ = w.Client.Eval(ctx, src, keys, args...)
+	return w.Client.Eval(ctx, src, keys, args...)
+}
