@@ -839,9 +839,9 @@ func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("40 callers against a stopped replica: run without -short")
 	}
-	r := startReplicated(t)
+	r := redistest.StartReplicated(t)
 	prefix := uniqueKey(t) + ":"
-	l := New(r.master, compactFromFirst, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
+	l := New(r.Master, compactFromFirst, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
 	lims := []Limit{{Events: 100, Window: time.Minute}, {Events: 1000, Window: time.Minute}}
 	for _, lim := range lims {
 		ctx, cancel := context.WithTimeout(context.Background(), generous)
@@ -850,11 +850,11 @@ func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
 		}
 		cancel()
 	}
-	r.stop(t)
+	r.Stop(t)
 	stopped := true
 	defer func() {
 		if stopped {
-			r.resume(t)
+			r.Resume(t)
 		}
 	}()
 	done := make(chan struct{})
@@ -873,16 +873,16 @@ func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
 	for range 2 * 40 {
 		<-done
 	}
-	r.resume(t)
+	r.Resume(t)
 	stopped = false
 	for _, lim := range lims {
 		key := prefix + fmt.Sprint(lim.Events)
 		deadline := time.Now().Add(10 * time.Second)
-		for events(t, r.master, key) != 0 && time.Now().Before(deadline) {
+		for events(t, r.Master, key) != 0 && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if n := events(t, r.master, key); n != 0 {
-			t.Errorf("%v (%s): %d of 40 events no caller was told of still count 10s after the replica resumed", lim, storeOf(t, r.master, key), n)
+		if n := events(t, r.Master, key); n != 0 {
+			t.Errorf("%v (%s): %d of 40 events no caller was told of still count 10s after the replica resumed", lim, storeOf(t, r.Master, key), n)
 		}
 	}
 }
@@ -1003,15 +1003,15 @@ func attackSeeds(n uint64) uint64 {
 // byte for byte (growth's SET, the in-place SETRANGEs, a wrap), and so is a
 // refund once replicated; AllowAll too.
 func TestAttackCompactReplicated(t *testing.T) {
-	r := startReplicated(t)
+	r := redistest.StartReplicated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
 	defer cancel()
 	prefix := uniqueKey(t) + ":"
 	for _, mode := range batchingModes {
-		t.Run(mode.name, func(t *testing.T) {
-			l := New(r.master, compactFromFirst, WithPrefix(prefix+mode.name+":"), WithReplicas(1, generous), mode.opt)
+		t.Run(mode.Name, func(t *testing.T) {
+			l := New(r.Master, compactFromFirst, WithPrefix(prefix+mode.Name+":"), WithReplicas(1, generous), mode.Opt)
 			lim := Limit{Events: 300, Window: 50 * time.Millisecond}
-			key := prefix + mode.name + ":k"
+			key := prefix + mode.Name + ":k"
 			var last Result
 			for i, n := range []int{1, 63, 1, 200, 35, 300, 17, 250} {
 				if i == 5 || i == 6 {
@@ -1021,7 +1021,7 @@ func TestAttackCompactReplicated(t *testing.T) {
 				if err != nil || !res.Allowed {
 					t.Fatalf("step %d: %+v, %v", i, res, err)
 				}
-				if got, want := r.replica.Get(ctx, key).Val(), r.master.Get(ctx, key).Val(); got != want {
+				if got, want := r.Replica.Get(ctx, key).Val(), r.Master.Get(ctx, key).Val(); got != want {
 					t.Fatalf("step %d: the replica's log differs from the master's (%d and %d bytes)", i, len(got), len(want))
 				}
 				last = res
@@ -1029,14 +1029,14 @@ func TestAttackCompactReplicated(t *testing.T) {
 			if err := l.Refund(ctx, last.Handle()); err != nil {
 				t.Fatal(err)
 			}
-			redistest.WaitFor(t, "the refund on the replica", func() bool { return r.replica.Get(ctx, key).Val() == r.master.Get(ctx, key).Val() })
+			redistest.WaitFor(t, "the refund on the replica", func() bool { return r.Replica.Get(ctx, key).Val() == r.Master.Get(ctx, key).Val() })
 			all, err := l.AllowAll(ctx, "all", 40, lim, Limit{Events: 1000, Window: time.Minute}, PerHour(100))
 			if err != nil || !all.Allowed {
 				t.Fatal(all, err)
 			}
 			base, _ := l.allKeys("all")
 			for _, w := range []time.Duration{lim.Window, time.Minute} {
-				if k := windowKey(base, w); r.replica.Get(ctx, k).Val() != r.master.Get(ctx, k).Val() {
+				if k := windowKey(base, w); r.Replica.Get(ctx, k).Val() != r.Master.Get(ctx, k).Val() {
 					t.Errorf("AllowAll's %v log differs on the replica", w)
 				}
 			}

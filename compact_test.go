@@ -134,9 +134,9 @@ func TestCompactModelRealRedis(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
 	for _, batching := range batchingModes {
-		t.Run(batching.name, func(t *testing.T) {
+		t.Run(batching.Name, func(t *testing.T) {
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, compactFromFirst, WithPrefix(prefix), batching.opt)
+			l := New(rdb, compactFromFirst, WithPrefix(prefix), batching.Opt)
 			mod := model.New()
 			r := rand.New(rand.NewPCG(5, 5))
 			allowed := 0

@@ -57,3 +57,9 @@ func (l *Limiter) EachKeys(asks []Ask) ([][]string, error) {
 
 // HandleID is the id of a Handle's first event, as Redis holds it.
 func HandleID(h Handle) string { return string(h.id[:]) }
+
+// Generous is a WithReplicas timeout that a healthy replica never reaches.
+const Generous = generous
+
+// BatchingModes are the two ways a limiter sends its decisions.
+var BatchingModes = batchingModes

@@ -264,11 +264,11 @@ func TestAcquireLeftPipelineRealRedis(t *testing.T) {
 // could overtake it), and none is dropped however many there are.
 func TestAcquireTakeBacksFollowRealRedis(t *testing.T) {
 	for _, mode := range batchingModes {
-		t.Run(mode.name, func(t *testing.T) {
+		t.Run(mode.Name, func(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: realRedis(t).Options().Addr, ContextTimeoutEnabled: true, PoolSize: 128})
 			t.Cleanup(func() { _ = rdb.Close() })
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix), mode.opt)
+			l := New(rdb, WithPrefix(prefix), mode.Opt)
 			lim := InFlight(5, 30*time.Second)
 			var admitted, failed atomic.Int64
 			var wg sync.WaitGroup

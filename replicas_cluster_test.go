@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -11,38 +11,39 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	. "github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // A one-shard Cluster, a master with all slots and a replica, each a real
 // redis-server in cluster mode; the replica's process can be stopped.
-func startReplicatedCluster(t *testing.T) (r *replicated, masterAddr, replicaAddr string) {
+func startReplicatedCluster(t *testing.T) (r *redistest.Replicated, masterAddr, replicaAddr string) {
 	t.Helper()
 	ctx := context.Background()
 	args := []string{"--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1",
 		"--cluster-node-timeout", "1000", "--repl-diskless-sync-delay", "0"}
 	masterAddr = redistest.Start(t, args...)
 	replicaAddr, pid := redistest.StartProcess(t, args...)
-	r = &replicated{master: redistest.Client(t, masterAddr), replica: redistest.Client(t, replicaAddr), pid: pid}
+	r = &redistest.Replicated{Master: redistest.Client(t, masterAddr), Replica: redistest.Client(t, replicaAddr), Pid: pid}
 	slots := []any{"CLUSTER", "ADDSLOTS"}
 	for i := range 16384 {
 		slots = append(slots, i)
 	}
-	if err := r.master.Do(ctx, slots...).Err(); err != nil {
+	if err := r.Master.Do(ctx, slots...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	host, port, _ := net.SplitHostPort(masterAddr)
-	if err := r.replica.Do(ctx, "CLUSTER", "MEET", host, port).Err(); err != nil {
+	if err := r.Replica.Do(ctx, "CLUSTER", "MEET", host, port).Err(); err != nil {
 		t.Fatal(err)
 	}
-	id := r.master.Do(ctx, "CLUSTER", "MYID").Val()
+	id := r.Master.Do(ctx, "CLUSTER", "MYID").Val()
 	redistest.WaitFor(t, "the replica to know the master", func() bool {
-		return strings.Contains(r.replica.Do(ctx, "CLUSTER", "NODES").String(), id.(string))
+		return strings.Contains(r.Replica.Do(ctx, "CLUSTER", "NODES").String(), id.(string))
 	})
-	if err := r.replica.Do(ctx, "CLUSTER", "REPLICATE", id).Err(); err != nil {
+	if err := r.Replica.Do(ctx, "CLUSTER", "REPLICATE", id).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitOnline(t, r.master, r.replica)
+	waitOnline(t, r.Master, r.Replica)
 	return r, masterAddr, replicaAddr
 }
 
@@ -75,43 +76,43 @@ func TestReplicasCluster(t *testing.T) {
 	// (docs/operations.md). It failed 1 run in 15 here before.
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{masterAddr, replicaAddr}, ContextTimeoutEnabled: true, Protocol: 2})
 	t.Cleanup(func() { _ = cc.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*Generous)
 	defer cancel()
-	prefix := uniqueKey(t) + ":"
+	prefix := UniqueKey(t) + ":"
 	lim := Limit{Events: 1000, Window: time.Minute}
 	limiters := map[string]*Limiter{}
-	for _, mode := range batchingModes {
-		limiters[mode.name] = New(cc, WithPrefix(prefix+mode.name+":"), WithReplicas(1, 200*time.Millisecond), mode.opt)
+	for _, mode := range BatchingModes {
+		limiters[mode.Name] = New(cc, WithPrefix(prefix+mode.Name+":"), WithReplicas(1, 200*time.Millisecond), mode.Opt)
 	}
-	for _, mode := range batchingModes {
-		if res, err := limiters[mode.name].AllowAll(ctx, "k", 1, lim, PerHour(1000)); err != nil || !res.Allowed {
-			t.Fatalf("%s: AllowAll with the replica up: %+v, %v", mode.name, res, err)
+	for _, mode := range BatchingModes {
+		if res, err := limiters[mode.Name].AllowAll(ctx, "k", 1, lim, PerHour(1000)); err != nil || !res.Allowed {
+			t.Fatalf("%s: AllowAll with the replica up: %+v, %v", mode.Name, res, err)
 		}
 	}
-	r.stop(t)
-	for _, mode := range batchingModes {
-		res, err := limiters[mode.name].Allow(ctx, "stopped", lim)
+	r.Stop(t)
+	for _, mode := range BatchingModes {
+		res, err := limiters[mode.Name].Allow(ctx, "stopped", lim)
 		if !errors.Is(err, ErrNotReplicated) || res.Allowed {
-			t.Errorf("%s: Allow with the replica stopped: %+v, %v; want ErrNotReplicated", mode.name, res, err)
+			t.Errorf("%s: Allow with the replica stopped: %+v, %v; want ErrNotReplicated", mode.Name, res, err)
 		}
-		if got := events(t, r.master, prefix+mode.name+":stopped"); got != 0 {
-			t.Errorf("%s: the master holds %d events of a refused admission", mode.name, got)
+		if got := LogLen(t, r.Master, prefix+mode.Name+":stopped"); got != 0 {
+			t.Errorf("%s: the master holds %d events of a refused admission", mode.Name, got)
 		}
 	}
-	r.resume(t)
+	r.Resume(t)
 
-	if err := r.replica.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+	if err := r.Replica.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitOnline(t, r.replica, r.master) // roles swapped
-	for _, mode := range batchingModes {
-		t.Run(mode.name, func(t *testing.T) {
+	waitOnline(t, r.Replica, r.Master) // roles swapped
+	for _, mode := range BatchingModes {
+		t.Run(mode.Name, func(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 16 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if res, err := limiters[mode.name].Allow(ctx, "after", lim); err != nil || !res.Allowed {
+					if res, err := limiters[mode.Name].Allow(ctx, "after", lim); err != nil || !res.Allowed {
 						t.Errorf("Allow after the failover: %+v, %v", res, err)
 					}
 				}()
@@ -119,7 +120,7 @@ func TestReplicasCluster(t *testing.T) {
 			wg.Wait()
 		})
 	}
-	if stats := r.master.Info(ctx, "errorstats").Val(); !strings.Contains(stats, "errorstat_MOVED") {
+	if stats := r.Master.Info(ctx, "errorstats").Val(); !strings.Contains(stats, "errorstat_MOVED") {
 		t.Errorf("the old master answered no MOVED: the limiters did not find it stale\n%s", stats)
 	}
 }

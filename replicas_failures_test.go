@@ -19,22 +19,22 @@ import (
 // error under every policy, not ErrNotReplicated; the admission's events
 // are taken back all the same.
 func TestReplicasWaitRefused(t *testing.T) {
-	r := startReplicated(t)
+	r := redistest.StartReplicated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
-	if err := r.master.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
+	if err := r.Master.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
 		t.Fatal(err)
 	}
-	limited := redistest.Client(t, r.master.Options().Addr, "nowait", "pw")
+	limited := redistest.Client(t, r.Master.Options().Addr, "nowait", "pw")
 	prefix := uniqueKey(t) + ":"
 	for _, mode := range batchingModes {
-		l := New(limited, WithPrefix(prefix), WithReplicas(1, time.Second), WithPolicy(FailOpen), mode.opt)
-		res, err := l.Allow(ctx, mode.name, PerMinute(3))
+		l := New(limited, WithPrefix(prefix), WithReplicas(1, time.Second), WithPolicy(FailOpen), mode.Opt)
+		res, err := l.Allow(ctx, mode.Name, PerMinute(3))
 		if err == nil || errors.Is(err, ErrNotReplicated) || !strings.Contains(err.Error(), "NOPERM") || res.Allowed {
-			t.Errorf("%s: Allow with WAIT refused: %+v, %v; want the NOPERM error", mode.name, res, err)
+			t.Errorf("%s: Allow with WAIT refused: %+v, %v; want the NOPERM error", mode.Name, res, err)
 		}
-		if got := events(t, r.master, prefix+mode.name); got != 0 {
-			t.Errorf("%s: the master holds %d events of a refused admission", mode.name, got)
+		if got := events(t, r.Master, prefix+mode.Name); got != 0 {
+			t.Errorf("%s: the master holds %d events of a refused admission", mode.Name, got)
 		}
 	}
 }
@@ -45,13 +45,13 @@ func TestReplicasWaitRefused(t *testing.T) {
 // taken back: unbatched at once, in the background; batched, once the
 // pipeline's WAIT has answered (here, when the replica resumes).
 func TestReplicasContextEndsDuringWait(t *testing.T) {
-	r := startReplicated(t)
+	r := redistest.StartReplicated(t)
 	prefix := uniqueKey(t) + ":"
 	keys := map[string]*Limiter{}
 	for _, mode := range batchingModes {
-		l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.opt)
+		l := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.Opt)
 		for i := range 8 {
-			keys[mode.name+strconv.Itoa(i)] = l
+			keys[mode.Name+strconv.Itoa(i)] = l
 		}
 	}
 	// Warm up: the script loaded and the connections dialed while the
@@ -70,11 +70,11 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	r.stop(t)
+	r.Stop(t)
 	stopped := true
 	defer func() {
 		if stopped {
-			r.resume(t)
+			r.Resume(t)
 		}
 	}()
 	for key, l := range keys {
@@ -92,13 +92,13 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 	wg.Wait()
 	for key := range keys {
 		if strings.HasPrefix(key, "unbatched") {
-			redistest.WaitFor(t, "the unbatched events taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
+			redistest.WaitFor(t, "the unbatched events taken back", func() bool { return events(t, r.Master, prefix+key) == 0 })
 		}
 	}
-	r.resume(t)
+	r.Resume(t)
 	stopped = false
 	for key := range keys {
-		redistest.WaitFor(t, "every event taken back", func() bool { return events(t, r.master, prefix+key) == 0 })
+		redistest.WaitFor(t, "every event taken back", func() bool { return events(t, r.Master, prefix+key) == 0 })
 	}
 }
 
@@ -107,21 +107,21 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 // events are taken back in the background rather than with the spent
 // context.
 func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
-	r := startReplicated(t)
+	r := redistest.StartReplicated(t)
 	prefix := uniqueKey(t) + ":"
-	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithoutBatching())
+	l := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithoutBatching())
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 	if res, err := l.Allow(ctx, "warm", PerHour(3)); err != nil || !res.Allowed {
 		t.Fatalf("warm-up: %+v, %v", res, err)
 	}
-	r.stop(t)
-	defer r.resume(t)
+	r.Stop(t)
+	defer r.Resume(t)
 	res, err := l.Allow(lateTimer(300*ms), "k", PerHour(3))
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotReplicated) || res.Allowed {
 		t.Errorf("Allow past its deadline: %+v, %v; want context.DeadlineExceeded and ErrNotReplicated", res, err)
 	}
-	redistest.WaitFor(t, "the events taken back", func() bool { return events(t, r.master, prefix+"k") == 0 })
+	redistest.WaitFor(t, "the events taken back", func() bool { return events(t, r.Master, prefix+"k") == 0 })
 }
 
 // A master demoted by a failover answers a batched pipeline READONLY; the
@@ -131,8 +131,8 @@ func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
 // why (READONLY, an unavailability the policy answers for), not "script
 // replied <nil>". Here the limiter's client is a replica.
 func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
-	r := startReplicated(t)
-	l := New(r.replica, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithBatching(256))
+	r := redistest.StartReplicated(t)
+	l := New(r.Replica, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithBatching(256))
 	for round := range 5 {
 		var wg sync.WaitGroup
 		for i := range 32 {
@@ -157,7 +157,7 @@ func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
 // error no policy answered for.
 func TestReplicasMasterDemotedDuringWait(t *testing.T) {
 	for _, mode := range batchingModes {
-		t.Run(mode.name, func(t *testing.T) {
+		t.Run(mode.Name, func(t *testing.T) {
 			addr := redistest.Start(t) // no replica: a WAIT 1 blocks until its timeout
 			// RESP2: go-redis' maintenance notifications (RESP3) race with
 			// themselves under -race when Conn() opens a connection
@@ -168,8 +168,8 @@ func TestReplicasMasterDemotedDuringWait(t *testing.T) {
 			defer cancel()
 			gone := redistest.Gone(t)
 			host, port, _ := net.SplitHostPort(gone)
-			strict := New(rdb, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Minute), mode.opt)
-			open := New(rdb, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Minute), WithPolicy(FailOpen), mode.opt)
+			strict := New(rdb, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Minute), mode.Opt)
+			open := New(rdb, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Minute), WithPolicy(FailOpen), mode.Opt)
 			type answer struct {
 				r   Result
 				err error

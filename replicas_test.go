@@ -3,10 +3,8 @@ package slidelog
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,43 +13,8 @@ import (
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
-// The tests of WithReplicas run a real master and a real replica of it,
-// whose process a test stops (SIGSTOP: it acknowledges nothing) and
-// resumes.
-
-type replicated struct {
-	master, replica *redis.Client
-	pid             int // the replica's
-}
-
-// startReplicated starts a master and a replica, and waits until the
-// replica is online.
-func startReplicated(t *testing.T) *replicated {
-	t.Helper()
-	master := redistest.Start(t, "--repl-diskless-sync-delay", "0")
-	host, port, _ := net.SplitHostPort(master)
-	addr, pid := redistest.StartProcess(t, "--replicaof", host, port)
-	r := &replicated{master: redistest.Client(t, master), replica: redistest.Client(t, addr), pid: pid}
-	redistest.WaitFor(t, "the replica online", func() bool {
-		return strings.Contains(redistest.Info(r.master, "slave0"), "state=online") && redistest.Info(r.replica, "master_link_status") == "up"
-	})
-	return r
-}
-
-// stop stops the replica's process until resume (or the test's end).
-func (r *replicated) stop(t *testing.T) {
-	t.Helper()
-	if err := syscall.Kill(r.pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (r *replicated) resume(t *testing.T) {
-	t.Helper()
-	if err := syscall.Kill(r.pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-}
+// The tests of WithReplicas run a real master and a real replica of it
+// (redistest.Replicated), whose process a test stops and resumes.
 
 // events is how many events the log at key holds on rdb.
 func events(t *testing.T, rdb *redis.Client, key string) int64 {
@@ -61,8 +24,8 @@ func events(t *testing.T, rdb *redis.Client, key string) int64 {
 
 // batchingModes are the two ways a limiter sends its decisions.
 var batchingModes = []struct {
-	name string
-	opt  Option
+	Name string
+	Opt  Option
 }{
 	{"batched", WithBatching(256)},
 	{"unbatched", WithoutBatching()},
@@ -75,13 +38,13 @@ const generous = 30 * time.Second
 // replica holds every event it was told was admitted (Allow, AllowN,
 // AllowAll), and a denial is answered as usual.
 func TestReplicasAcknowledged(t *testing.T) {
-	r := startReplicated(t)
+	r := redistest.StartReplicated(t)
 	for _, mode := range batchingModes {
-		t.Run(mode.name, func(t *testing.T) {
+		t.Run(mode.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), generous)
 			defer cancel()
 			prefix := uniqueKey(t) + ":"
-			l := New(r.master, WithPrefix(prefix), WithReplicas(1, generous), mode.opt)
+			l := New(r.Master, WithPrefix(prefix), WithReplicas(1, generous), mode.Opt)
 			lim := Limit{Events: 5, Window: time.Minute}
 			for i, n := range []int{1, 3, 1} {
 				res, err := l.AllowN(ctx, "k", lim, n)
@@ -89,7 +52,7 @@ func TestReplicasAcknowledged(t *testing.T) {
 					t.Fatalf("AllowN %d: %+v, %v", i, res, err)
 				}
 			}
-			if got := events(t, r.replica, prefix+"k"); got != 5 {
+			if got := events(t, r.Replica, prefix+"k"); got != 5 {
 				t.Errorf("the replica holds %d events right after 5 were admitted", got)
 			}
 			if res, err := l.Allow(ctx, "k", lim); err != nil || res.Allowed {
@@ -101,7 +64,7 @@ func TestReplicasAcknowledged(t *testing.T) {
 			}
 			base, _ := l.allKeys("all")
 			for _, lim := range limits {
-				if got := events(t, r.replica, windowKey(base, lim.Window)); got != 2 {
+				if got := events(t, r.Replica, windowKey(base, lim.Window)); got != 2 {
 					t.Errorf("the replica holds %d events in the %v log, want 2", got, lim.Window)
 				}
 			}
@@ -114,30 +77,30 @@ func TestReplicasAcknowledged(t *testing.T) {
 // it, degraded. Denials and Peeks do not wait: under a WAIT timeout of an
 // hour they answer at once.
 func TestReplicasNotAcknowledged(t *testing.T) {
-	r := startReplicated(t)
+	r := redistest.StartReplicated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
 	defer cancel()
 	prefix := uniqueKey(t) + ":"
 	lim := Limit{Events: 3, Window: time.Minute}
 	// A full key, admitted while the replica is up.
-	full := New(r.master, WithPrefix(prefix), WithReplicas(1, generous))
+	full := New(r.Master, WithPrefix(prefix), WithReplicas(1, generous))
 	if res, err := full.AllowN(ctx, "full", lim, 3); err != nil || !res.Allowed {
 		t.Fatalf("filling a key: %+v, %v", res, err)
 	}
-	r.stop(t)
-	defer r.resume(t)
+	r.Stop(t)
+	defer r.Resume(t)
 	for _, mode := range batchingModes {
-		t.Run(mode.name, func(t *testing.T) {
+		t.Run(mode.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, generous)
 			defer cancel()
-			l := New(r.master, WithPrefix(prefix), WithReplicas(1, 200*time.Millisecond), mode.opt)
-			key := mode.name
+			l := New(r.Master, WithPrefix(prefix), WithReplicas(1, 200*time.Millisecond), mode.Opt)
+			key := mode.Name
 			res, err := l.AllowN(ctx, key, lim, 2)
 			if !errors.Is(err, ErrNotReplicated) || errors.Is(err, context.DeadlineExceeded) || res.Allowed {
 				t.Fatalf("AllowN with the replica stopped: %+v, %v; want ErrNotReplicated", res, err)
 			}
 			t.Log(err)
-			if got := events(t, r.master, prefix+key); got != 0 {
+			if got := events(t, r.Master, prefix+key); got != 0 {
 				t.Errorf("the master holds %d events of a refused admission", got)
 			}
 			limits := []Limit{{Events: 2, Window: time.Minute}, {Events: 3, Window: time.Hour}}
@@ -146,21 +109,21 @@ func TestReplicasNotAcknowledged(t *testing.T) {
 			}
 			base, _ := l.allKeys(key)
 			for _, lim := range limits {
-				if got := events(t, r.master, windowKey(base, lim.Window)); got != 0 {
+				if got := events(t, r.Master, windowKey(base, lim.Window)); got != 0 {
 					t.Errorf("the master holds %d events of a refused AllowAll in the %v log", got, lim.Window)
 				}
 			}
 
-			open := New(r.master, WithPrefix(prefix), WithReplicas(1, 200*time.Millisecond), WithPolicy(FailOpen), mode.opt)
+			open := New(r.Master, WithPrefix(prefix), WithReplicas(1, 200*time.Millisecond), WithPolicy(FailOpen), mode.Opt)
 			res, err = open.Allow(ctx, key, lim)
 			if err != nil || !res.Allowed || !res.Degraded() {
 				t.Errorf("FailOpen: %+v (degraded %v), %v; want a degraded admission", res, res.Degraded(), err)
 			}
-			if got := events(t, r.master, prefix+key); got != 0 {
+			if got := events(t, r.Master, prefix+key); got != 0 {
 				t.Errorf("the master holds %d events after FailOpen answered", got)
 			}
 
-			patient := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.opt)
+			patient := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.Opt)
 			if res, err := patient.Allow(ctx, "full", lim); err != nil || res.Allowed {
 				t.Errorf("a denial with the replica stopped: %+v, %v; want denied at once", res, err)
 			}
@@ -175,20 +138,20 @@ func TestReplicasNotAcknowledged(t *testing.T) {
 // admissions wait for the replica, and those admissions complete once the
 // replica is back.
 func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
-	r := startReplicated(t)
+	r := redistest.StartReplicated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
 	defer cancel()
 	prefix := uniqueKey(t) + ":"
 	lim := Limit{Events: 3, Window: time.Minute}
-	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
+	l := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
 	if res, err := l.AllowN(ctx, "full", lim, 3); err != nil || !res.Allowed {
 		t.Fatalf("filling a key: %+v, %v", res, err)
 	}
-	r.stop(t)
+	r.Stop(t)
 	stopped := true
 	defer func() {
 		if stopped {
-			r.resume(t)
+			r.Resume(t)
 		}
 	}()
 	const admissions = 16
@@ -202,7 +165,7 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 			results <- err
 		}()
 	}
-	redistest.WaitFor(t, "the admissions recorded on the master", func() bool { return events(t, r.master, prefix+"k") == admissions })
+	redistest.WaitFor(t, "the admissions recorded on the master", func() bool { return events(t, r.Master, prefix+"k") == admissions })
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -224,14 +187,14 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 		t.Fatalf("an admission was answered (%v) while the replica was stopped", err)
 	default:
 	}
-	r.resume(t)
+	r.Resume(t)
 	stopped = false
 	for range admissions {
 		if err := <-results; err != nil {
 			t.Errorf("an admission after the replica resumed: %v", err)
 		}
 	}
-	if got := events(t, r.replica, prefix+"k"); got != admissions {
+	if got := events(t, r.Replica, prefix+"k"); got != admissions {
 		t.Errorf("the replica holds %d events, want %d", got, admissions)
 	}
 }
@@ -239,11 +202,11 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 // Refund and Reset do not wait for replicas: with the replica stopped they
 // take effect on the master at once.
 func TestReplicasRefundAndResetDoNotWait(t *testing.T) {
-	r := startReplicated(t)
+	r := redistest.StartReplicated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 	prefix := uniqueKey(t) + ":"
-	l := New(r.master, WithPrefix(prefix), WithReplicas(1, time.Hour))
+	l := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour))
 	lim := Limit{Events: 3, Window: time.Minute}
 	a, err := l.AllowN(ctx, "a", lim, 2)
 	if err != nil || !a.Allowed {
@@ -252,15 +215,15 @@ func TestReplicasRefundAndResetDoNotWait(t *testing.T) {
 	if res, err := l.Allow(ctx, "b", lim); err != nil || !res.Allowed {
 		t.Fatalf("Allow: %+v, %v", res, err)
 	}
-	r.stop(t)
-	defer r.resume(t)
+	r.Stop(t)
+	defer r.Resume(t)
 	if err := l.Refund(ctx, a.Handle()); err != nil {
 		t.Errorf("Refund: %v", err)
 	}
 	if err := l.Reset(ctx, "b"); err != nil {
 		t.Errorf("Reset: %v", err)
 	}
-	if got := events(t, r.master, prefix+"a") + events(t, r.master, prefix+"b"); got != 0 {
+	if got := events(t, r.Master, prefix+"a") + events(t, r.Master, prefix+"b"); got != 0 {
 		t.Errorf("%d events left after Refund and Reset", got)
 	}
 }
