@@ -9,11 +9,12 @@ import (
 	"time"
 
 	. "github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 func TestAllowAllBadInput(t *testing.T) {
-	m := redistest.NewMini(t)
+	m := minitest.New(t)
 	f := &redistest.Faulty{Client: m.Rdb}
 	l := New(f, WithMaxEvents(100))
 	ctx := context.Background()
@@ -46,7 +47,7 @@ func TestAllowAllBadInput(t *testing.T) {
 // so the call is legal on Cluster (and keeps to one Ring shard); the index
 // names the windows and lives as long as the longest.
 func TestAllowAllKeys(t *testing.T) {
-	m := redistest.NewMini(t)
+	m := minitest.New(t)
 	l := New(m.Rdb)
 	ctx := context.Background()
 	if _, err := l.AllowAll(ctx, "user42", 1, PerSecond(10), PerHour(1000)); err != nil {

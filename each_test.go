@@ -14,13 +14,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	. "github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // eachServers are the servers an AllowEach test runs on: miniredis (its
 // clock set by the test) and a real redis-server.
 func eachServers(t *testing.T) map[string]redis.Scripter {
-	return map[string]redis.Scripter{"miniredis": redistest.NewMini(t).Rdb, "redis": RealRedis(t)}
+	return map[string]redis.Scripter{"miniredis": minitest.New(t).Rdb, "redis": RealRedis(t)}
 }
 
 // A per-key rate and a per-customer quota decide as one: a request that
@@ -29,7 +30,7 @@ func eachServers(t *testing.T) map[string]redis.Scripter {
 // then, not a microsecond before.
 func TestAllowEachChargesNothingForAnothersDenial(t *testing.T) {
 	for _, batching := range []Option{WithoutBatching(), WithBatching(8)} {
-		m := redistest.NewMini(t)
+		m := minitest.New(t)
 		l := New(m.Rdb, batching)
 		ctx := context.Background()
 		perKey := Limit{Events: 3, Window: time.Minute}
@@ -174,7 +175,7 @@ func TestAllowEachWrongTypeWritesNothing(t *testing.T) {
 // A re-sent AllowEach (its reply lost) records nothing twice and stays
 // admitted.
 func TestAllowEachRetried(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": redistest.NewMini(t).Rdb, "redis": RealRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": minitest.New(t).Rdb, "redis": RealRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			l := New(redistest.Twice{Client: rdb}, WithPrefix(UniqueKey(t)+":"), WithoutBatching())
@@ -191,7 +192,7 @@ func TestAllowEachRetried(t *testing.T) {
 }
 
 func TestAllowEachBadInput(t *testing.T) {
-	m := redistest.NewMini(t)
+	m := minitest.New(t)
 	f := &redistest.Faulty{Client: m.Rdb}
 	l := New(f, WithMaxEvents(100))
 	rate := Limit{Events: 10, Window: time.Minute}
@@ -317,7 +318,7 @@ func TestAllowEachKeys(t *testing.T) {
 		{Key: "c", N: 1, Limits: []Limit{Daily(5, time.UTC)}},
 		{Key: "{d}", N: 1, Limits: []Limit{rate, Monthly(5, 31, time.UTC)}},
 	} {
-		m := redistest.NewMini(t)
+		m := minitest.New(t)
 		sent := &sentKeys{}
 		m.Rdb.AddHook(sent)
 		l := New(m.Rdb, WithPrefix("{p}:"), WithoutBatching())
@@ -371,7 +372,7 @@ func TestAllowEachObserved(t *testing.T) {
 		obs = append(obs, o)
 		mu.Unlock()
 	})
-	l := New(redistest.NewMini(t).Rdb, WithHook(hook))
+	l := New(minitest.New(t).Rdb, WithHook(hook))
 	loose, tight := Limit{Events: 10, Window: time.Minute}, Limit{Events: 3, Window: time.Hour}
 	asks := []Ask{{Key: "a", N: 2, Limits: []Limit{loose}}, {Key: "b", N: 1, Limits: []Limit{tight}}}
 	for i := 0; i < 4; i++ {

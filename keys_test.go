@@ -6,7 +6,7 @@ import (
 
 	. "github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/keylayout"
-	"github.com/slidelog/slidelog/internal/redistest"
+	"github.com/slidelog/slidelog/internal/minitest"
 )
 
 // Every log of a key, whatever the key's bytes, is on the slot of its
@@ -14,7 +14,7 @@ import (
 func TestLogsShareASlot(t *testing.T) {
 	keys := []string{"acct", "}", "}mallory", "{}", "{}x", "a{b}c", "{x}", "x{", "{", "a}b{c", "\x00{\xff}", ""}
 	for _, prefix := range []string{"slidelog:", "", "a}b:", "{rl}:", "svc{x}:"} {
-		l := New(redistest.NewMini(t).Rdb, WithPrefix(prefix))
+		l := New(minitest.New(t).Rdb, WithPrefix(prefix))
 		for _, key := range keys {
 			want := keylayout.Slot(prefix + key)
 			base, index := l.AllKeys(key)
@@ -29,7 +29,7 @@ func TestLogsShareASlot(t *testing.T) {
 
 // A prefix that would scatter a key's logs over slots is refused at New.
 func TestPrefixRefused(t *testing.T) {
-	rdb := redistest.NewMini(t).Rdb
+	rdb := minitest.New(t).Rdb
 	for _, prefix := range []string{"svc{}:", "svc{:", "{", "a{}{b}:"} {
 		func() {
 			defer func() {

@@ -6,14 +6,14 @@ import (
 
 	. "github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/minitest"
 	"github.com/slidelog/slidelog/internal/optiontest"
-	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // The script derives member i from the counter and carries across bytes and
 // past 2^40 the way the client's reserve does.
 func TestScriptIDCarry(t *testing.T) {
-	m := redistest.NewMini(t)
+	m := minitest.New(t)
 	src := ids.NewAt(ids.Process().Prefix(), ids.CounterMask-1) // 2 ids before the wrap
 	l := New(m.Rdb, Option(optiontest.IDs(src)))
 	ctx := context.Background()

@@ -5,12 +5,12 @@ import (
 	"testing"
 
 	. "github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/redistest"
+	"github.com/slidelog/slidelog/internal/minitest"
 )
 
 // Refund takes back exactly the events of one admission, once.
 func TestRefund(t *testing.T) {
-	for name, rdbOf := range map[string]func(t testing.TB) *redistest.Mini{"miniredis": redistest.NewMini} {
+	for name, rdbOf := range map[string]func(t testing.TB) *minitest.Mini{"miniredis": minitest.New} {
 		t.Run(name, func(t *testing.T) {
 			m := rdbOf(t)
 			ctx := context.Background()

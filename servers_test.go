@@ -8,18 +8,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/minitest"
 	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // epoch is the server time at which miniredis tests start; mini is a
-// miniredis whose clock the test sets to the microsecond (redistest's, which
+// miniredis whose clock the test sets to the microsecond (internal/minitest's, which
 // the package's external tests use too).
-var epoch = redistest.Epoch
+var epoch = minitest.Epoch
 
-type mini = redistest.Mini
+type mini = minitest.Mini
 
-func newMini(t testing.TB) *mini { return redistest.NewMini(t) }
+func newMini(t testing.TB) *mini { return minitest.New(t) }
 
 // The real redis-server shared by the tests of this package, started on a
 // free loopback port the first time a test asks for it.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -31,7 +32,7 @@ var sizeCases = []struct {
 // Every size past the bounds is refused with its error by Allow's paths
 // (AllowN, Peek, AllowAll, AcquireN) and writes nothing.
 func TestSizesPastTheBoundsWriteNothing(t *testing.T) {
-	m := redistest.NewMini(t)
+	m := minitest.New(t)
 	l := New(m.Rdb)
 	ctx := context.Background()
 	for _, c := range sizeCases {
@@ -66,7 +67,7 @@ func TestSizesPastTheBoundsWriteNothing(t *testing.T) {
 
 // The largest quota is accepted and counted exactly, and refunded with it.
 func TestLargestQuota(t *testing.T) {
-	m := redistest.NewMini(t)
+	m := minitest.New(t)
 	l := New(m.Rdb)
 	ctx := context.Background()
 	q := Daily(MaxQuota, time.UTC)
@@ -98,7 +99,7 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 		{"with a quota", Daily(50_000, time.UTC), 40_000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := redistest.NewMini(t)
+			m := minitest.New(t)
 			hook := &redistest.ArgsHook{}
 			m.Rdb.AddHook(hook)
 			l := New(m.Rdb, WithoutBatching())
@@ -125,7 +126,7 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 		})
 	}
 	t.Run("renew", func(t *testing.T) {
-		m := redistest.NewMini(t)
+		m := minitest.New(t)
 		hook := &redistest.ArgsHook{}
 		m.Rdb.AddHook(hook)
 		l := New(m.Rdb, WithoutBatching())

@@ -1,4 +1,7 @@
-package redistest
+// Package minitest is the tests' miniredis whose clock a test sets to the
+// microsecond (apart from redistest, so that the modules whose tests use
+// only real servers need no miniredis).
+package minitest
 
 import (
 	"testing"
@@ -20,8 +23,8 @@ type Mini struct {
 	clock time.Time // what TIME returns
 }
 
-// NewMini starts a Mini at Epoch; the test's end stops it.
-func NewMini(t testing.TB) *Mini {
+// New starts a Mini at Epoch; the test's end stops it.
+func New(t testing.TB) *Mini {
 	t.Helper()
 	m := miniredis.RunT(t)
 	m.SetTime(Epoch)
