@@ -67,21 +67,27 @@ type Faulty struct {
 	Calls atomic.Int64
 }
 
-func (f *Faulty) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+// failed counts a script call and, while Fail is set, is its answer (else
+// nil: the call goes to Redis).
+func (f *Faulty) failed(ctx context.Context) *redis.Cmd {
 	f.Calls.Add(1)
-	if f.Fail != nil {
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(f.Fail)
+	if f.Fail == nil {
+		return nil
+	}
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(f.Fail)
+	return cmd
+}
+
+func (f *Faulty) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if cmd := f.failed(ctx); cmd != nil {
 		return cmd
 	}
 	return f.Client.EvalSha(ctx, sha, keys, args...)
 }
 
 func (f *Faulty) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
-	f.Calls.Add(1)
-	if f.Fail != nil {
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(f.Fail)
+	if cmd := f.failed(ctx); cmd != nil {
 		return cmd
 	}
 	return f.Client.Eval(ctx, src, keys, args...)
