@@ -442,12 +442,19 @@ func checkMaxMemory(t *testing.T, n *node) {
 		}
 	}
 	after := usedMemory(t, rdb)
-	// Redis checks maxmemory at a script's first write only, so one shared
-	// call (up to 64 decisions of 10 events, ~110 B each: ~70 KiB) that
-	// starts just under the limit may write past it; seen up to +67 KiB
-	// with 4 pipelines in flight (Redis 8.0)
-	if oom == 0 || oomc == 0 || after > limitBytes+96*1024 {
-		t.Errorf("%d admissions refused with OOM (%d of them compact logs'), used_memory %d for maxmemory %d", oom+oomc, oomc, after, limitBytes)
+	// Redis lets a write through whenever used_memory is under maxmemory
+	// when the command starts. Its own memory beside the data (client
+	// buffers, the scripts' bookkeeping) moves by tens of KiB, so
+	// used_memory dips under maxmemory now and then, an admission goes
+	// through, and it settles above maxmemory by that swing: Redis 8.0
+	// went +84 to +95 KiB (+6 %) here, admitting a call now and then long
+	// after the first OOM. A script that wrote before Redis' check, or
+	// past it, would take the run's 40 000 calls (~20 MB) far past the
+	// bound, which is a quarter of maxmemory.
+	if oom == 0 || oomc == 0 || after > limitBytes+limitBytes/4 {
+		info, _ := rdb.Info(ctx, "memory").Result()
+		t.Errorf("%d admissions refused with OOM (%d of them compact logs'), used_memory %d for maxmemory %d; INFO memory:\n%s",
+			oom+oomc, oomc, after, limitBytes, memoryBreakdown(info))
 	}
 	// Over maxmemory a denial is still an exact answer (it writes nothing).
 	if r, err := l.Allow(ctx, "full", lim); err != nil || r.Allowed || r.RetryAfter <= 0 {
@@ -498,6 +505,21 @@ func checkMaxMemory(t *testing.T, n *node) {
 	}
 	report(t, "%s maxmemory %d KiB noeviction: %d calls of 10 admitted (%d into compact logs), %d refused with OOM (%d); used_memory after %d KiB (%+.0f%% of maxmemory)",
 		n.flavor.name, limitBytes/1024, admitted+admittedc, admittedc, oom+oomc, oomc, after/1024, 100*float64(after-limitBytes)/float64(limitBytes))
+}
+
+// memoryBreakdown is INFO memory's byte counts that say where Redis' memory
+// went: the data, its own overhead, the clients, the scripts.
+func memoryBreakdown(info string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, f := range []string{"used_memory:", "used_memory_peak:", "used_memory_overhead:", "used_memory_dataset:",
+			"used_memory_scripts:", "mem_clients_normal:", "mem_not_counted_for_evict:", "maxmemory:"} {
+			if strings.HasPrefix(line, f) {
+				b.WriteString(line + "\n")
+			}
+		}
+	}
+	return b.String()
 }
 
 func usedMemory(t *testing.T, rdb *redis.Client) int64 {
