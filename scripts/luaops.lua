@@ -12,7 +12,9 @@
 --
 -- CASE is one call: deny (a full log, one decision), admit (an empty log),
 -- admit-live (a log with a live event), peek (a log with room), allowall
--- (two limits, empty logs) or batch (16 denials on one full log). It prints
+-- (two limits, empty logs), batch (16 denials on one full log),
+-- compact-deny (a full compact log of 1 000 events) or compact-admit (a
+-- compact log of 1 000 events with room for one more). It prints
 -- the operations, the commands called and the reply; with "lines", the
 -- operations per line of the script. A script that answers wrongly here
 -- answers wrongly in Redis too, but this is no test of the script (the
@@ -22,7 +24,7 @@ local now_s, now_us = '1764527041', '023456'
 local now = tonumber(now_s) * 1000000 + tonumber(now_us)
 local W = '3600000000' -- an hour: no event of these cases expires
 
-local db = {} -- key -> sorted list of {score, member}
+local db = {} -- key -> sorted list of {score, member}, or a string
 local function zset(key)
   db[key] = db[key] or {}
   return db[key]
@@ -39,6 +41,21 @@ redis = {call = function(cmd, key, ...)
   local a = {...}
   if cmd == 'TIME' then
     return {now_s, tostring(tonumber(now_us))}
+  end
+  if type(db[key]) == 'string' then -- a compact log
+    local v = db[key]
+    if cmd == 'GETRANGE' then
+      return v:sub(tonumber(a[1]) + 1, tonumber(a[2]) + 1)
+    elseif cmd == 'STRLEN' then
+      return #v
+    elseif cmd == 'SETRANGE' then
+      local at = tonumber(a[1])
+      db[key] = v:sub(1, at) .. a[2] .. v:sub(at + #a[2] + 1)
+      return #db[key]
+    elseif cmd == 'PEXPIREAT' then
+      return 1
+    end
+    return {err = 'WRONGTYPE Operation against a key holding the wrong kind of value'}
   end
   local z = zset(key)
   if cmd == 'ZCARD' then
@@ -86,7 +103,57 @@ redis = {call = function(cmd, key, ...)
   end
   error('the stand-in has no ' .. cmd)
 end}
-redis.pcall = redis.call -- the stand-in raises no errors
+redis.pcall = redis.call -- the stand-in raises no errors: it returns them
+
+-- Redis' struct library, as much of it as the compact log uses (big-endian
+-- unsigned integers of 1 to 7 bytes); its operations are not counted.
+local function be(v, n)
+  local t = {}
+  for i = n, 1, -1 do
+    t[i] = string.char(v % 256)
+    v = math.floor(v / 256)
+  end
+  return table.concat(t)
+end
+struct = {
+  pack = function(format, ...)
+    local out, args, i = {}, {...}, 0
+    for n in format:gmatch('I(%d)') do
+      i = i + 1
+      out[i] = be(args[i], tonumber(n))
+    end
+    for _ in format:gmatch('B') do
+      i = i + 1
+      out[i] = string.char(args[i])
+    end
+    return table.concat(out)
+  end,
+  unpack = function(format, s, at)
+    local out, pos = {}, at
+    for code, n in format:gmatch('([IB])(%d*)') do
+      n = code == 'B' and 1 or tonumber(n)
+      local v = 0
+      for j = pos, pos + n - 1 do
+        v = v * 256 + s:byte(j)
+      end
+      out[#out + 1], pos = v, pos + n
+    end
+    out[#out + 1] = pos
+    return unpack(out)
+  end,
+}
+
+-- compact(key, events, slots): a compact log (compact.lua's layout) of
+-- that many events, a microsecond apart, ending a millisecond ago
+local function compact(key, events, slots)
+  local ring = {}
+  for i = 1, slots do
+    ring[i] = be(i <= events and now - 1000 + i or 0, 7)
+  end
+  local newest, oldest = now - 1000 + events, now - 1000 + 1
+  db[key] = 'slc1' .. be(slots, 7) .. be(events, 7) .. be(0, 7) .. be(newest, 7) .. be(oldest, 7) .. string.char(0)
+    .. string.rep('\0', 256) .. table.concat(ring)
+end
 
 if case == 'deny' then
   fill('hot', 100)
@@ -110,8 +177,14 @@ elseif case == 'batch' then
       ARGV[#ARGV + 1] = v
     end
   end
+elseif case == 'compact-deny' then
+  compact('hot', 1000, 1000)
+  KEYS, ARGV = {'hot'}, {'1', 'd0000001', '1000', '-' .. W}
+elseif case == 'compact-admit' then
+  compact('k', 1000, 1001)
+  KEYS, ARGV = {'k'}, {'1', 'a0000001', '1001', '-' .. W}
 else
-  error('usage: lua5.1 scripts/luaops.lua script.lua deny|admit|admit-live|peek|allowall|batch [lines]')
+  error('usage: lua5.1 scripts/luaops.lua script.lua deny|admit|admit-live|peek|allowall|batch|compact-deny|compact-admit [lines]')
 end
 
 -- The library joins shared files and constants before script.lua (embed.go's
