@@ -3,7 +3,6 @@ package slidelog
 import (
 	"context"
 	"errors"
-	"fmt"
 	"github.com/slidelog/slidelog/internal/redistest"
 	"strconv"
 	"strings"
@@ -25,13 +24,6 @@ type pipeCounter struct {
 	pipelines atomic.Int64
 }
 
-// scriptCalls counts, through a go-redis hook, the script calls a client
-// sends, the decisions (keys) they carry, and the failed ones carrying more
-// than one.
-type scriptCalls struct {
-	calls, keys, mostKeys, failedMerged atomic.Int64
-}
-
 // On a real server, 64 concurrent callers of one batched limiter: exactly
 // Events admitted, in far fewer pipelines than calls and far fewer script
 // calls than decisions (one call takes many), and NOSCRIPT after SCRIPT
@@ -39,7 +31,7 @@ type scriptCalls struct {
 func TestBatchingRealRedis(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	sc := &scriptCalls{}
+	sc := &redistest.ScriptCalls{}
 	rdb.AddHook(sc)
 	pc := &pipeCounter{Client: rdb}
 	l := New(pc, WithPrefix(uniqueKey(t)+":"), WithBatching(256))
@@ -76,12 +68,12 @@ func TestBatchingRealRedis(t *testing.T) {
 	if p := pc.pipelines.Load(); p >= calls.Load()/2 {
 		t.Errorf("%d pipelines for %d calls: batching did not batch", p, calls.Load())
 	}
-	if c := sc.calls.Load(); c >= calls.Load()/2 || sc.mostKeys.Load() < 2 {
+	if c := sc.Calls.Load(); c >= calls.Load()/2 || sc.MostKeys.Load() < 2 {
 		t.Errorf("%d script calls for %d decisions (most in one: %d): decisions did not share calls",
-			c, calls.Load(), sc.mostKeys.Load())
+			c, calls.Load(), sc.MostKeys.Load())
 	}
 	t.Logf("%d calls in %d pipelines, %d script calls (most decisions in one: %d)",
-		calls.Load(), pc.pipelines.Load(), sc.calls.Load(), sc.mostKeys.Load())
+		calls.Load(), pc.pipelines.Load(), sc.Calls.Load(), sc.MostKeys.Load())
 }
 
 // A decision on a key of another type fails alone, inside the call it
@@ -94,7 +86,7 @@ func TestBatchingRealRedis(t *testing.T) {
 func TestBatchingWrongTypeFailsAlone(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	sc := &scriptCalls{}
+	sc := &redistest.ScriptCalls{}
 	rdb.AddHook(sc)
 	prefix := uniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix), WithBatching(256))
@@ -143,9 +135,9 @@ func TestBatchingWrongTypeFailsAlone(t *testing.T) {
 	if v := rdb.Get(ctx, prefix+"bad").Val(); v != "a string" {
 		t.Errorf("the other type's value became %q", v)
 	}
-	if sc.mostKeys.Load() < 2 || sc.failedMerged.Load() != 0 {
+	if sc.MostKeys.Load() < 2 || sc.FailedMerged.Load() != 0 {
 		t.Errorf("%d calls, most decisions in one %d, %d shared calls failed whole: want shared calls, none failed",
-			sc.calls.Load(), sc.mostKeys.Load(), sc.failedMerged.Load())
+			sc.Calls.Load(), sc.MostKeys.Load(), sc.FailedMerged.Load())
 	}
 }
 
@@ -223,50 +215,6 @@ func (p *pipeCounter) Pipeline() redis.Pipeliner {
 	return p.Client.Pipeline()
 }
 
-func (s *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (s *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		s.count(cmd)
-		return err
-	}
-}
-
-func (s *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			s.count(cmd)
-		}
-		return err
-	}
-}
-
-// isScriptCall tells a script call (EVALSHA, or EVAL after NOSCRIPT).
-func isScriptCall(cmd redis.Cmder) bool {
-	return cmd.Name() == "evalsha" || cmd.Name() == "eval"
-}
-
-// raiseTo raises a to v if v is larger.
-func raiseTo(a *atomic.Int64, v int64) {
-	for m := a.Load(); v > m && !a.CompareAndSwap(m, v); m = a.Load() {
-	}
-}
-
-func (s *scriptCalls) count(cmd redis.Cmder) {
-	if !isScriptCall(cmd) {
-		return
-	}
-	k, _ := strconv.Atoi(fmt.Sprint(cmd.Args()[2]))
-	s.calls.Add(1)
-	s.keys.Add(int64(k))
-	raiseTo(&s.mostKeys, int64(k))
-	if k > 1 && cmd.Err() != nil && !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		s.failedMerged.Add(1)
-	}
-}
-
 // A lone caller never waits for company: with nothing in flight, its call
 // goes out alone, with no pipeline, exactly as without batching.
 func TestBatchingLoneCaller(t *testing.T) {
@@ -318,7 +266,7 @@ type flightHook struct {
 }
 
 func (h *flightHook) enter() func() {
-	raiseTo(&h.most, h.now.Add(1))
+	redistest.RaiseTo(&h.most, h.now.Add(1))
 	time.Sleep(time.Millisecond)
 	return func() { h.now.Add(-1) }
 }
@@ -327,7 +275,7 @@ func (h *flightHook) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (h *flightHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !isScriptCall(cmd) {
+		if !redistest.IsScriptCall(cmd) {
 			return next(ctx, cmd)
 		}
 		defer h.enter()()
@@ -339,7 +287,7 @@ func (h *flightHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		// (a new connection's first commands go in a pipeline of their own,
 		// inside the one that dialed it)
-		if len(cmds) == 0 || !isScriptCall(cmds[0]) {
+		if len(cmds) == 0 || !redistest.IsScriptCall(cmds[0]) {
 			return next(ctx, cmds)
 		}
 		defer h.enter()()

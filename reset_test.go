@@ -1,9 +1,11 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
 	"github.com/slidelog/slidelog/internal/redistest"
 	"testing"
 
@@ -11,13 +13,13 @@ import (
 )
 
 func TestReset(t *testing.T) {
-	m := newMini(t)
+	m := minitest.New(t)
 	ctx := context.Background()
-	for name, l := range map[string]*Limiter{
-		"client":   New(m.Rdb),
-		"scripter": New(redistest.ScripterOnly{Scripter: m.Rdb}), // no Del: Reset runs a script
+	for name, l := range map[string]*slidelog.Limiter{
+		"client":   slidelog.New(m.Rdb),
+		"scripter": slidelog.New(redistest.ScripterOnly{Scripter: m.Rdb}), // no Del: Reset runs a script
 	} {
-		lim := PerMinute(2)
+		lim := slidelog.PerMinute(2)
 		for range 2 {
 			if _, err := l.Allow(ctx, "k", lim); err != nil {
 				t.Fatal(err)
@@ -41,11 +43,11 @@ func TestReset(t *testing.T) {
 // On a Ring, a key's logs keep to one shard (its hash tag is the key's own
 // unless the key holds a '}' and no tag), so Reset forgets them all.
 func TestResetOnARing(t *testing.T) {
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": newMini(t).Addr(), "b": newMini(t).Addr()}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": minitest.New(t).Addr(), "b": minitest.New(t).Addr()}})
 	defer func() { _ = ring.Close() }()
 	ctx := context.Background()
-	l := New(ring)
-	limits := []Limit{PerMinute(1), PerHour(5)}
+	l := slidelog.New(ring)
+	limits := []slidelog.Limit{slidelog.PerMinute(1), slidelog.PerHour(5)}
 	for i := range 20 {
 		key := fmt.Sprintf("acct%d", i)
 		if r, err := l.AllowAll(ctx, key, 1, limits...); err != nil || !r.Allowed {
@@ -63,17 +65,17 @@ func TestResetOnARing(t *testing.T) {
 // Reset reads the AllowAll index before removing anything: a key of another
 // type there stops it with nothing removed.
 func TestResetIndexWrongTypeRemovesNothing(t *testing.T) {
-	m := newMini(t)
-	l := New(m.Rdb)
+	m := minitest.New(t)
+	l := slidelog.New(m.Rdb)
 	ctx := context.Background()
-	if _, err := l.Allow(ctx, "acct", PerMinute(5)); err != nil {
+	if _, err := l.Allow(ctx, "acct", slidelog.PerMinute(5)); err != nil {
 		t.Fatal(err)
 	}
-	_, index := l.allKeys("acct")
+	_, index := l.AllKeys("acct")
 	if err := m.Set(index, "a string"); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Reset(ctx, "acct"); !errors.Is(err, ErrWrongType) {
+	if err := l.Reset(ctx, "acct"); !errors.Is(err, slidelog.ErrWrongType) {
 		t.Errorf("Reset: %v, want ErrWrongType", err)
 	}
 	if !m.Exists("slidelog:acct") {

@@ -1,9 +1,12 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +17,10 @@ import (
 // Wait sleeps exactly the RetryAfter of its denial and is then admitted: its
 // event is recorded when the oldest has left the window (by server time).
 func TestWaitAdmitsWhenASlotFrees(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := slidelog.RealRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
-	lim := Limit{Events: 2, Window: 200 * ms}
+	l := slidelog.New(rdb, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"))
+	lim := slidelog.Limit{Events: 2, Window: 200 * time.Millisecond}
 	first, err := l.Allow(ctx, "k", lim)
 	if err != nil || !first.Allowed {
 		t.Fatal(first, err)
@@ -37,21 +40,21 @@ func TestWaitAdmitsWhenASlotFrees(t *testing.T) {
 // A request that cannot fit before the context's deadline fails at once
 // with ErrWaitDeadline; a context that ends while waiting ends the wait.
 func TestWaitDeadline(t *testing.T) {
-	m := newMini(t)
-	l := New(m.Rdb)
-	lim := PerMinute(1)
+	m := minitest.New(t)
+	l := slidelog.New(m.Rdb)
+	lim := slidelog.PerMinute(1)
 	if r, err := l.Allow(context.Background(), "k", lim); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := l.Wait(ctx, "k", lim)
-	if !errors.Is(err, ErrWaitDeadline) || r.Allowed || r.RetryAfter != time.Minute || ctx.Err() != nil {
+	if !errors.Is(err, slidelog.ErrWaitDeadline) || r.Allowed || r.RetryAfter != time.Minute || ctx.Err() != nil {
 		t.Errorf("Wait with a 10s deadline for a 1m wait: %+v, %v (context: %v); want ErrWaitDeadline at once", r, err, ctx.Err())
 	}
 	canceled, cancel2 := context.WithCancel(context.Background())
 	go func() {
-		for l.waits.Waiting("k") == 0 { // until the waiter is in line
+		for l.Waiting("k") == 0 { // until the waiter is in line
 			time.Sleep(time.Millisecond)
 		}
 		cancel2()
@@ -59,7 +62,7 @@ func TestWaitDeadline(t *testing.T) {
 	if _, err := l.Wait(canceled, "k", lim); !errors.Is(err, context.Canceled) {
 		t.Errorf("Wait canceled while sleeping: %v, want context.Canceled", err)
 	}
-	if _, err := l.Wait(context.Background(), "", lim); !errors.Is(err, ErrEmptyKey) {
+	if _, err := l.Wait(context.Background(), "", lim); !errors.Is(err, slidelog.ErrEmptyKey) {
 		t.Errorf("bad input: %v", err)
 	}
 }
@@ -68,24 +71,24 @@ func TestWaitDeadline(t *testing.T) {
 // admission, not one per waiter whenever a slot frees; and every window
 // (by the admissions' server times) holds at most the limit.
 func TestWaitNoStampede(t *testing.T) {
-	rdb := realRedis(t)
-	calls := &scriptCalls{}
+	rdb := slidelog.RealRedis(t)
+	calls := &redistest.ScriptCalls{}
 	rdb.AddHook(calls)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
-	lim := Limit{Events: 8, Window: 100 * ms}
+	l := slidelog.New(rdb, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"))
+	lim := slidelog.Limit{Events: 8, Window: 100 * time.Millisecond}
 	const waiters = 64
 	admitted := windowcheck.Waiters(t, waiters, lim.Events, lim.Window, func() (time.Time, error) { return admittedAt(l.Wait(ctx, "hot", lim)) })
-	per := float64(calls.calls.Load()) / float64(admitted)
+	per := float64(calls.Calls.Load()) / float64(admitted)
 	t.Logf("%d waiters on one key, %v: %d admitted with %d Redis calls, %.2f per admission",
-		waiters, lim, admitted, calls.calls.Load(), per)
+		waiters, lim, admitted, calls.Calls.Load(), per)
 	if per > 2 {
 		t.Errorf("%.2f Redis calls per admission; want at most 2 (one denial and one admission per freed slot)", per)
 	}
 }
 
 // admittedAt is the time of an admission; a denial is an error.
-func admittedAt(r Result, err error) (time.Time, error) {
+func admittedAt(r slidelog.Result, err error) (time.Time, error) {
 	if err == nil && !r.Allowed {
 		err = fmt.Errorf("not admitted: %+v", r)
 	}
@@ -101,8 +104,8 @@ func admittedAt(r Result, err error) (time.Time, error) {
 // runs must keep the rule, where before the rule 9 of 10 slept the whole
 // wait, then failed with context.DeadlineExceeded.
 func TestWaitDeadlineJustAfterFit(t *testing.T) {
-	l := New(realRedis(t), WithPrefix(uniqueKey(t)+":"))
-	lim := Limit{Events: 1, Window: 50 * time.Millisecond}
+	l := slidelog.New(slidelog.RealRedis(t), slidelog.WithPrefix(slidelog.UniqueKey(t)+":"))
+	lim := slidelog.Limit{Events: 1, Window: 50 * time.Millisecond}
 	const runs = 10
 	var missed []string
 	for run := range runs {
@@ -121,7 +124,7 @@ func TestWaitDeadlineJustAfterFit(t *testing.T) {
 		cancel()
 		switch {
 		case err == nil && r.Allowed:
-		case errors.Is(err, ErrWaitDeadline) && took < p.RetryAfter/2:
+		case errors.Is(err, slidelog.ErrWaitDeadline) && took < p.RetryAfter/2:
 		case errors.Is(err, context.DeadlineExceeded):
 			missed = append(missed, fmt.Sprintf("run %d: Wait %v after a wait of %v: %v", run, took, p.RetryAfter, err))
 		default:

@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,4 +115,56 @@ func (w Twice) EvalSha(ctx context.Context, sha string, keys []string, args ...a
 func (w Twice) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
 	_ = w.Client.Eval(ctx, src, keys, args...)
 	return w.Client.Eval(ctx, src, keys, args...)
+}
+
+// ScriptCalls is a go-redis hook that counts the script calls a client
+// sends (alone or in pipelines), the decisions (keys) they carry, the most
+// one carried, and the failed ones that carried more than one (NOSCRIPT
+// aside: the call is sent again).
+type ScriptCalls struct {
+	Calls, Keys, MostKeys, FailedMerged atomic.Int64
+}
+
+func (s *ScriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *ScriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		s.count(cmd)
+		return err
+	}
+}
+
+func (s *ScriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			s.count(cmd)
+		}
+		return err
+	}
+}
+
+func (s *ScriptCalls) count(cmd redis.Cmder) {
+	if !IsScriptCall(cmd) {
+		return
+	}
+	k, _ := strconv.Atoi(fmt.Sprint(cmd.Args()[2]))
+	s.Calls.Add(1)
+	s.Keys.Add(int64(k))
+	RaiseTo(&s.MostKeys, int64(k))
+	if k > 1 && cmd.Err() != nil && !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		s.FailedMerged.Add(1)
+	}
+}
+
+// IsScriptCall tells a script call (EVALSHA, or EVAL after NOSCRIPT).
+func IsScriptCall(cmd redis.Cmder) bool {
+	return cmd.Name() == "evalsha" || cmd.Name() == "eval"
+}
+
+// RaiseTo raises a to v if v is larger.
+func RaiseTo(a *atomic.Int64, v int64) {
+	for m := a.Load(); v > m && !a.CompareAndSwap(m, v); m = a.Load() {
+	}
 }
