@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
 )
 
 // twoShards is a go-redis Ring over two miniredis servers whose clocks the
@@ -16,11 +19,11 @@ import (
 // decides them apart (with take-backs), as on a Cluster's slots.
 func twoShards(t *testing.T) (*redis.Ring, func(d time.Duration)) {
 	a, b := miniredis.RunT(t), miniredis.RunT(t)
-	a.SetTime(epoch)
-	b.SetTime(epoch)
+	a.SetTime(minitest.Epoch)
+	b.SetTime(minitest.Epoch)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = ring.Close() })
-	return ring, func(d time.Duration) { a.SetTime(epoch.Add(d)); b.SetTime(epoch.Add(d)) }
+	return ring, func(d time.Duration) { a.SetTime(minitest.Epoch.Add(d)); b.SetTime(minitest.Epoch.Add(d)) }
 }
 
 // apartKeys are two keys the Ring puts on different shards (found by
@@ -58,16 +61,16 @@ func apartKeys(t *testing.T, ring *redis.Ring, prefix string) (string, string) {
 func TestAllowEachApartDenialResults(t *testing.T) {
 	ring, _ := twoShards(t)
 	ctx := context.Background()
-	l := New(ring, WithoutBatching())
+	l := slidelog.New(ring, slidelog.WithoutBatching())
 	a, b := apartKeys(t, ring, "slidelog:")
-	lim := Limit{Events: 2, Window: time.Hour}
+	lim := slidelog.Limit{Events: 2, Window: time.Hour}
 	for i := 0; i < 2; i++ {
 		if r, err := l.Allow(ctx, b, lim); err != nil || !r.Allowed {
 			t.Fatal(r, err)
 		}
 	}
-	for _, ask := range []Ask{{Key: a, N: 1, Limits: []Limit{lim}}, {Key: a, N: 1, Limits: []Limit{lim, {Events: 5, Window: 24 * time.Hour}}}} {
-		rs, err := l.AllowEach(ctx, ask, Ask{Key: b, N: 1, Limits: []Limit{lim}})
+	for _, ask := range []slidelog.Ask{{Key: a, N: 1, Limits: []slidelog.Limit{lim}}, {Key: a, N: 1, Limits: []slidelog.Limit{lim, {Events: 5, Window: 24 * time.Hour}}}} {
+		rs, err := l.AllowEach(ctx, ask, slidelog.Ask{Key: b, N: 1, Limits: []slidelog.Limit{lim}})
 		if err != nil || rs[0].Allowed || rs[1].Allowed {
 			t.Fatalf("%+v, %v; want denied", rs, err)
 		}
@@ -90,7 +93,7 @@ func (h *lose) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *lose) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
-		isRefund := len(args) > 1 && (args[1] == refundScript.Hash() || args[1] == refundSrc)
+		isRefund := len(args) > 1 && (args[1] == slidelog.RefundScript.Hash() || args[1] == slidelog.RefundSrc)
 		if h.block && isRefund {
 			<-ctx.Done()
 			cmd.SetErr(ctx.Err())
@@ -116,13 +119,13 @@ func TestAllowEachApartLostReply(t *testing.T) {
 	ctx := context.Background()
 	a, b := apartKeys(t, ring, "slidelog:")
 	ring.AddHook(&lose{key: "slidelog:" + a})
-	l := New(ring, WithoutBatching())
-	lim := Limit{Events: 5, Window: time.Hour}
-	_, err := l.AllowEach(ctx, Ask{Key: a, N: 1, Limits: []Limit{lim}}, Ask{Key: b, N: 1, Limits: []Limit{lim}})
+	l := slidelog.New(ring, slidelog.WithoutBatching())
+	lim := slidelog.Limit{Events: 5, Window: time.Hour}
+	_, err := l.AllowEach(ctx, slidelog.Ask{Key: a, N: 1, Limits: []slidelog.Limit{lim}}, slidelog.Ask{Key: b, N: 1, Limits: []slidelog.Limit{lim}})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%v; want the lost reply's error", err)
 	}
-	check := New(redis.NewRing(ring.Options()), WithoutBatching())
+	check := slidelog.New(redis.NewRing(ring.Options()), slidelog.WithoutBatching())
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		pa, _ := check.Peek(ctx, a, lim)
 		pb, _ := check.Peek(ctx, b, lim)
@@ -142,21 +145,21 @@ func TestAllowEachApartLostReply(t *testing.T) {
 func TestAllowEachApartTakeBackBoundedByContext(t *testing.T) {
 	ring, _ := twoShards(t)
 	a, b := apartKeys(t, ring, "slidelog:")
-	l := New(ring, WithoutBatching())
-	lim := Limit{Events: 1, Window: time.Hour}
+	l := slidelog.New(ring, slidelog.WithoutBatching())
+	lim := slidelog.Limit{Events: 1, Window: time.Hour}
 	if r, err := l.Allow(context.Background(), b, lim); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
 	ring.AddHook(&lose{block: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	var rs []Result
+	var rs []slidelog.Result
 	var err error
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		rs, err = l.AllowEach(ctx, Ask{Key: a, N: 1, Limits: []Limit{lim}}, Ask{Key: b, N: 1, Limits: []Limit{lim}})
+		rs, err = l.AllowEach(ctx, slidelog.Ask{Key: a, N: 1, Limits: []slidelog.Limit{lim}}, slidelog.Ask{Key: b, N: 1, Limits: []slidelog.Limit{lim}})
 	}()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

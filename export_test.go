@@ -22,6 +22,8 @@ var (
 	// a step of a model trace, and whether a Result is the model's
 	RunStep      = runStep
 	SameDecision = sameDecision
+	// the type of a key ("zset", "string")
+	StoreOf = storeOf
 )
 
 // Unavailable reports whether err is an error of a Redis that cannot
@@ -63,3 +65,7 @@ const Generous = generous
 
 // BatchingModes are the two ways a limiter sends its decisions.
 var BatchingModes = batchingModes
+
+// RefundScript and RefundSrc are the refund script, as EVALSHA and EVAL
+// send it.
+var RefundScript, RefundSrc = refundScript, refundSrc

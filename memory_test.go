@@ -3,7 +3,7 @@
 // Bytes per stored event, measured on a real redis-server: run with
 // go test -tags measure -run TestMemoryPerEvent (scripts/test.sh does).
 
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -21,10 +24,10 @@ import (
 // USAGE (every element sampled) by events.
 func bytesPerEvent(t *testing.T, rdb *redis.Client, fill func(key string, events int)) func(events int) float64 {
 	return func(events int) float64 {
-		key := uniqueKey(t)
+		key := slidelog.UniqueKey(t)
 		fill(key, events)
 		ctx := context.Background()
-		if n := logLen(t, rdb, key); n != int64(events) {
+		if n := slidelog.LogLen(t, rdb, key); n != int64(events) {
 			t.Fatalf("key holds %d events, want %d", n, events)
 		}
 		used, err := rdb.MemoryUsage(ctx, key, 0).Result()
@@ -42,12 +45,12 @@ func bytesPerEvent(t *testing.T, rdb *redis.Client, fill func(key string, events
 // a listpack (<= 128 events), at most 110 B at 1 000 events. Run with -v to
 // see the table in docs/semantics.md.
 func TestMemoryPerEvent(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := slidelog.RealRedis(t)
 	ctx := context.Background()
-	fill := func(opts ...Option) func(key string, events int) {
+	fill := func(opts ...slidelog.Option) func(key string, events int) {
 		return func(key string, events int) {
-			l := New(rdb, append(opts, WithPrefix(""))...)
-			lim := Limit{Events: events, Window: time.Hour}
+			l := slidelog.New(rdb, append(opts, slidelog.WithPrefix(""))...)
+			lim := slidelog.Limit{Events: events, Window: time.Hour}
 			for left := events; left > 0; {
 				n := min(left, 1000)
 				if r, err := l.AllowN(ctx, key, lim, n); err != nil || !r.Allowed {
@@ -71,7 +74,7 @@ func TestMemoryPerEvent(t *testing.T) {
 		}
 	}
 	ours, ref := bytesPerEvent(t, rdb, fill()), bytesPerEvent(t, rdb, uuidFill)
-	sorted := bytesPerEvent(t, rdb, fill(compactAbove(1<<30))) // slidelog's sorted set, whatever the limit
+	sorted := bytesPerEvent(t, rdb, fill(slidelog.Option(optiontest.CompactAbove(1<<30)))) // slidelog's sorted set, whatever the limit
 	// targets: the sorted set's while it is a listpack; the compact log's
 	// from 10 000 events
 	targets := map[int]float64{100: 25, 128: 25, 10000: 10, 100000: 8, 1000000: 8}
@@ -135,10 +138,10 @@ func commandUsec(t *testing.T, rdb *redis.Client, cmd string) int64 {
 // time in the reset script; the latency monitor for the expiry). Run with
 // -v for the figures docs/semantics.md quotes.
 func TestResetBlocks(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := slidelog.RealRedis(t)
 	ctx := context.Background()
-	fill := func(l *Limiter, key string, events int) {
-		lim := Limit{Events: events, Window: time.Hour}
+	fill := func(l *slidelog.Limiter, key string, events int) {
+		lim := slidelog.Limit{Events: events, Window: time.Hour}
 		for left := events; left > 0; left -= 1000 {
 			if r, err := l.AllowN(ctx, key, lim, min(left, 1000)); err != nil || !r.Allowed {
 				t.Fatalf("fill: %+v %v", r, err)
@@ -149,9 +152,10 @@ func TestResetBlocks(t *testing.T) {
 		name  string
 		above int
 	}{{"compact log", 128}, {"sorted set", 1 << 30}} {
-		l := New(rdb, compactAbove(st.above), WithPrefix(uniqueKey(t)+":"), WithoutBatching())
+		prefix := slidelog.UniqueKey(t) + ":"
+		l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(st.above)), slidelog.WithPrefix(prefix), slidelog.WithoutBatching())
 		fill(l, "k", 1000000)
-		if err := resetScript.Load(ctx, rdb).Err(); err != nil {
+		if err := rdb.ScriptLoad(ctx, slidelog.ScriptSources["reset.lua"]).Err(); err != nil { // (its first run, measured, would load it)
 			t.Fatal(err)
 		}
 		before := commandUsec(t, rdb, "evalsha")
@@ -164,8 +168,8 @@ func TestResetBlocks(t *testing.T) {
 		fill(l, "e", 1000000)
 		rdb.Do(ctx, "LATENCY", "RESET")
 		rdb.ConfigSet(ctx, "latency-monitor-threshold", "1")
-		rdb.PExpire(ctx, l.prefix+"e", time.Millisecond)
-		redistest.WaitFor(t, "the key to expire", func() bool { return rdb.Exists(ctx, l.prefix+"e").Val() == 0 })
+		rdb.PExpire(ctx, prefix+"e", time.Millisecond)
+		redistest.WaitFor(t, "the key to expire", func() bool { return rdb.Exists(ctx, prefix+"e").Val() == 0 })
 		time.Sleep(200 * time.Millisecond)
 		latest := rdb.Do(ctx, "LATENCY", "LATEST").Val()
 		rdb.ConfigSet(ctx, "latency-monitor-threshold", "0")
@@ -179,12 +183,12 @@ func TestResetBlocks(t *testing.T) {
 // TestConvertBlocks measures Redis' time in the admission that turns a
 // sorted set of 4 096 live events into a compact log.
 func TestConvertBlocks(t *testing.T) {
-	rdb := realRedis(t)
+	rdb := slidelog.RealRedis(t)
 	ctx := context.Background()
-	prefix := uniqueKey(t) + ":"
-	older, l := New(rdb, compactAbove(1<<30), WithPrefix(prefix), WithoutBatching()), New(rdb, WithPrefix(prefix), WithoutBatching()) // older: its logs are sorted sets
-	lim := Limit{Events: 5000, Window: time.Hour}
-	admit := func(l *Limiter, key string, n int) {
+	prefix := slidelog.UniqueKey(t) + ":"
+	older, l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(1<<30)), slidelog.WithPrefix(prefix), slidelog.WithoutBatching()), slidelog.New(rdb, slidelog.WithPrefix(prefix), slidelog.WithoutBatching()) // older: its logs are sorted sets
+	lim := slidelog.Limit{Events: 5000, Window: time.Hour}
+	admit := func(l *slidelog.Limiter, key string, n int) {
 		t.Helper()
 		if r, err := l.AllowN(ctx, key, lim, n); err != nil || !r.Allowed {
 			t.Fatal(key, n, r, err)
@@ -202,5 +206,5 @@ func TestConvertBlocks(t *testing.T) {
 	before = commandUsec(t, rdb, "evalsha")
 	admit(l, "k", 1)
 	next := commandUsec(t, rdb, "evalsha") - before
-	t.Logf("the admission that converts 4 096 events: %d µs in Redis; the next: %d µs (type %s)", conv, next, storeOf(t, rdb, l.prefix+"k"))
+	t.Logf("the admission that converts 4 096 events: %d µs in Redis; the next: %d µs (type %s)", conv, next, slidelog.StoreOf(t, rdb, prefix+"k"))
 }

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -80,11 +81,11 @@ func TestReplicasClientPanicKeepsThePool(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: f.addr, PoolSize: 3, PoolTimeout: 300 * time.Millisecond,
 				MaxRetries: -1, ContextTimeoutEnabled: true, Protocol: 2})
 			t.Cleanup(func() { _ = rdb.Close() })
-			opts := []Option{WithReplicas(1, 100*time.Millisecond)}
+			opts := []slidelog.Option{slidelog.WithReplicas(1, 100*time.Millisecond)}
 			if !tc.batched {
-				opts = append(opts, WithoutBatching())
+				opts = append(opts, slidelog.WithoutBatching())
 			}
-			l := New(rdb, opts...)
+			l := slidelog.New(rdb, opts...)
 			if tc.wait {
 				f.lieWait.Store(6)
 			} else {
@@ -99,10 +100,10 @@ func TestReplicasClientPanicKeepsThePool(t *testing.T) {
 					defer wg.Done()
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 					defer cancel()
-					_, err := l.Allow(ctx, fmt.Sprintf("k%d", g), PerSecond(10))
+					_, err := l.Allow(ctx, fmt.Sprintf("k%d", g), slidelog.PerSecond(10))
 					mu.Lock()
 					switch {
-					case errors.Is(err, ErrPanic):
+					case errors.Is(err, slidelog.ErrPanic):
 						errs["panic"]++
 					case err == nil:
 						errs["nil"]++
@@ -123,7 +124,7 @@ func TestReplicasClientPanicKeepsThePool(t *testing.T) {
 			bad := 0
 			for i := range 5 {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				r, err := l.Allow(ctx, fmt.Sprintf("after%d", i), PerSecond(10))
+				r, err := l.Allow(ctx, fmt.Sprintf("after%d", i), slidelog.PerSecond(10))
 				cancel()
 				if err != nil || !r.Allowed {
 					bad++

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/minitest"
-	"github.com/slidelog/slidelog/internal/redistest"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 func TestReset(t *testing.T) {

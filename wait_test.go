@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/minitest"
-	"github.com/slidelog/slidelog/internal/redistest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"github.com/slidelog/slidelog/internal/windowcheck"
 )
 

@@ -68,7 +68,7 @@ func usage(t *testing.T, rdb *redis.Client, key string) int64 {
 // entry and the 3.0 B target cannot be met by one string.
 func TestMemory(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: real.Addr(t)})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	ctx := context.Background()
 	r := rand.New(rand.NewSource(1))
 	const day, minute = 86_400_000_000, 60_000_000
@@ -154,7 +154,7 @@ func evalUsec(t *testing.T, rdb *redis.Client) int64 {
 // compare, not to hold.
 func TestDecisionCost(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: real.Addr(t)})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	ctx := context.Background()
 	if err := script.Load(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
