@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -13,24 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/breaker"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
-
-// settled waits until the breaker's probe, if one runs, has decided: the
-// breaker is open or nobody probes. A test then knows what its next call
-// meets, however slowly the machine runs the probe.
-func settled(t *testing.T, b *breaker.Breaker) {
-	t.Helper()
-	for start := time.Now(); ; time.Sleep(time.Millisecond) {
-		if open, probing := b.State(); !probing || open {
-			return
-		}
-		if time.Since(start) > time.Minute {
-			t.Fatal("the breaker's probe did not decide within a minute")
-		}
-	}
-}
 
 // A redis-server killed with SIGKILL (its port closed): callers with the
 // quick start's 50ms deadline see only "context deadline exceeded" from
@@ -43,15 +29,15 @@ func TestBreakerKilledRedisCause(t *testing.T) {
 	addr, pid := redistest.StartProcess(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	strict := New(rdb)
-	open := New(rdb, WithPolicy(FailOpen))
-	lim := PerMinute(1000)
-	allow := func(l *Limiter) (Result, error) {
+	strict := slidelog.New(rdb)
+	open := slidelog.New(rdb, slidelog.WithPolicy(slidelog.FailOpen))
+	lim := slidelog.PerMinute(1000)
+	allow := func(l *slidelog.Limiter) (slidelog.Result, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		return l.Allow(ctx, "k", lim)
 	}
-	for _, l := range []*Limiter{strict, open} {
+	for _, l := range []*slidelog.Limiter{strict, open} {
 		if r, err := allow(l); err != nil || !r.Allowed {
 			t.Fatalf("with Redis up: %+v, %v", r, err)
 		}
@@ -75,15 +61,15 @@ func TestBreakerKilledRedisCause(t *testing.T) {
 	for range breaker.Failures + 1 {
 		_, err := allow(strict)
 		errs = append(errs, err)
-		settled(t, strict.breaker)
+		strict.SettleBreaker(t)
 	}
 	last := errs[len(errs)-1]
-	if !errors.Is(last, ErrBreakerOpen) || !errors.Is(last, syscall.ECONNREFUSED) {
+	if !errors.Is(last, slidelog.ErrBreakerOpen) || !errors.Is(last, syscall.ECONNREFUSED) {
 		t.Errorf("decision %d after the kill: %v; want ErrBreakerOpen wrapping connection refused (earlier ones: %v)", len(errs), last, errs[:len(errs)-1])
 	}
 	for range breaker.Failures {
 		_, _ = allow(open)
-		settled(t, open.breaker)
+		open.SettleBreaker(t)
 	}
 	r, err := allow(open)
 	if err != nil || !r.Allowed || !r.Degraded() {
@@ -101,9 +87,9 @@ func TestBreakerPausedRedis(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 16})
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _, _ = rdb.Close(), admin.Close() })
-	hook := &breakerEvents{}
-	l := New(rdb, WithHook(hook))
-	lim := PerSecond(1000000)
+	hook := &slidelog.BreakerEvents{}
+	l := slidelog.New(rdb, slidelog.WithHook(hook))
+	lim := slidelog.PerSecond(1000000)
 	ctx := context.Background()
 	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Fatalf("with Redis up: %+v, %v", r, err)
@@ -131,7 +117,7 @@ func TestBreakerPausedRedis(t *testing.T) {
 					}
 					after++
 					afterResume.Add(1)
-					if errors.Is(err, ErrBreakerOpen) {
+					if errors.Is(err, slidelog.ErrBreakerOpen) {
 						openAfter.Add(1)
 						firstOpenAfter.CompareAndSwap(nil, fmt.Sprintf("pause %d: %v", p, err))
 					}
@@ -148,11 +134,11 @@ func TestBreakerPausedRedis(t *testing.T) {
 		wg.Wait()
 	}
 	t.Logf("%d pauses of 250ms, %d callers with 30ms deadlines: %d calls failed during the pauses, %d calls after them; the hook heard %v",
-		pauses, callers, duringPause.Load(), afterResume.Load(), hook.ops())
+		pauses, callers, duringPause.Load(), afterResume.Load(), hook.Ops())
 	if n := openAfter.Load(); n > 0 {
 		t.Errorf("%d of %d calls started after Redis answered a PING got ErrBreakerOpen; the first: %v", n, afterResume.Load(), firstOpenAfter.Load())
 	}
-	if got := hook.ops(); len(got) > 0 {
+	if got := hook.Ops(); len(got) > 0 {
 		t.Errorf("the breaker opened on a paused Redis: the hook heard %v", got)
 	}
 }
@@ -165,10 +151,10 @@ func TestBreakerHungRedis(t *testing.T) {
 	addr, pid := redistest.StartProcess(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, ReadTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	hook := &breakerEvents{}
-	l := New(rdb, WithHook(hook))
-	lim := PerMinute(1000)
-	allow := func() (Result, error) {
+	hook := &slidelog.BreakerEvents{}
+	l := slidelog.New(rdb, slidelog.WithHook(hook))
+	lim := slidelog.PerMinute(1000)
+	allow := func() (slidelog.Result, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		return l.Allow(ctx, "k", lim)
@@ -180,7 +166,7 @@ func TestBreakerHungRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	var err error
-	for start := time.Now(); !errors.Is(err, ErrBreakerOpen); time.Sleep(time.Millisecond) {
+	for start := time.Now(); !errors.Is(err, slidelog.ErrBreakerOpen); time.Sleep(time.Millisecond) {
 		_, err = allow()
 		if time.Since(start) > time.Minute {
 			t.Fatalf("a stopped server: no ErrBreakerOpen within a minute (last error %v)", err)
@@ -201,8 +187,8 @@ func TestBreakerHungRedis(t *testing.T) {
 			t.Fatal("no admission within a minute of the server resuming")
 		}
 	}
-	settled(t, l.breaker)
-	if got := hook.ops(); len(got) != 2 || got[0] != opBreakerOpen || got[1] != opBreakerClose {
+	l.SettleBreaker(t)
+	if got := hook.Ops(); len(got) != 2 || got[0] != "breaker_open" || got[1] != "breaker_close" {
 		t.Errorf("the hook heard %v, want open then close", got)
 	}
 }

@@ -1,5 +1,12 @@
 package slidelog
 
+import (
+	"testing"
+	"time"
+
+	"github.com/slidelog/slidelog/internal/breaker"
+)
+
 // ScriptSources are the sources of the scripts the library runs, by file
 // name, for the tests of package slidelog_test (script_commands_test.go).
 var ScriptSources = map[string]string{
@@ -69,3 +76,31 @@ var BatchingModes = batchingModes
 // RefundScript and RefundSrc are the refund script, as EVALSHA and EVAL
 // send it.
 var RefundScript, RefundSrc = refundScript, refundSrc
+
+// SettleBreaker waits until the breaker's probe, if one is out, has
+// decided.
+func (l *Limiter) SettleBreaker(t *testing.T) { settled(t, l.breaker) }
+
+// settled waits until the breaker's probe, if one runs, has decided: the
+// breaker is open or nobody probes. A test then knows what its next call
+// meets, however slowly the machine runs the probe.
+func settled(t *testing.T, b *breaker.Breaker) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		if open, probing := b.State(); !probing || open {
+			return
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatal("the breaker's probe did not decide within a minute")
+		}
+	}
+}
+
+// BreakerOpen reports whether the breaker is open.
+func (l *Limiter) BreakerOpen() bool { return l.breaker.Open() }
+
+// BreakerEvents is a Hook that records the breaker's openings and
+// closings; Ops lists their ops in order.
+type BreakerEvents = breakerEvents
+
+func (h *breakerEvents) Ops() []string { return h.ops() }

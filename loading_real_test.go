@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/breaker"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
@@ -97,37 +98,39 @@ func loadingServer(t *testing.T) (addr string, kill func()) {
 func TestLoadingIsUnavailable(t *testing.T) {
 	addr, _ := loadingServer(t)
 	ctx := context.Background()
-	lim := PerMinute(10)
+	lim := slidelog.PerMinute(10)
 	type path struct {
 		name string
-		opts []Option
-		call func(l *Limiter) (Result, error)
+		opts []slidelog.Option
+		call func(l *slidelog.Limiter) (slidelog.Result, error)
 	}
-	allow := func(l *Limiter) (Result, error) { return l.Allow(ctx, "k", lim) }
+	allow := func(l *slidelog.Limiter) (slidelog.Result, error) { return l.Allow(ctx, "k", lim) }
 	paths := []path{
 		{"batched", nil, allow},
-		{"unbatched", []Option{WithoutBatching()}, allow},
-		{"deny-cache", []Option{WithDenyCache()}, allow},
-		{"allowall", nil, func(l *Limiter) (Result, error) { return l.AllowAll(ctx, "k", 1, lim, PerHour(100)) }},
-		{"acquire", nil, func(l *Limiter) (Result, error) {
+		{"unbatched", []slidelog.Option{slidelog.WithoutBatching()}, allow},
+		{"deny-cache", []slidelog.Option{slidelog.WithDenyCache()}, allow},
+		{"allowall", nil, func(l *slidelog.Limiter) (slidelog.Result, error) {
+			return l.AllowAll(ctx, "k", 1, lim, slidelog.PerHour(100))
+		}},
+		{"acquire", nil, func(l *slidelog.Limiter) (slidelog.Result, error) {
 			lease, err := l.AcquireN(ctx, "k", lim, 1)
 			return lease.Result, err
 		}},
-		{"peek", nil, func(l *Limiter) (Result, error) { return l.Peek(ctx, "k", lim) }},
+		{"peek", nil, func(l *slidelog.Limiter) (slidelog.Result, error) { return l.Peek(ctx, "k", lim) }},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
-			for _, pol := range []Policy{FailClosed, FailOpen} {
+			for _, pol := range []slidelog.Policy{slidelog.FailClosed, slidelog.FailOpen} {
 				rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 				t.Cleanup(func() { _ = rdb.Close() })
-				l := New(rdb, append([]Option{WithPolicy(pol)}, p.opts...)...)
+				l := slidelog.New(rdb, append([]slidelog.Option{slidelog.WithPolicy(pol)}, p.opts...)...)
 				r, err := p.call(l)
 				switch {
-				case pol == FailOpen && (err != nil || !r.Degraded()):
+				case pol == slidelog.FailOpen && (err != nil || !r.Degraded()):
 					t.Errorf("FailOpen: %+v, %v; want a degraded answer", r, err)
-				case pol == FailClosed && (err == nil || !unavailable(err)):
+				case pol == slidelog.FailClosed && (err == nil || !slidelog.Unavailable(err)):
 					t.Errorf("FailClosed: %+v, %v; want an unavailability", r, err)
-				case pol == FailClosed && !strings.Contains(err.Error(), "LOADING"):
+				case pol == slidelog.FailClosed && !strings.Contains(err.Error(), "LOADING"):
 					t.Errorf("FailClosed: %v; want LOADING named", err)
 				}
 			}
@@ -152,22 +155,22 @@ func TestLoadingIsUnavailable(t *testing.T) {
 // serves again on the address, the breaker closes.
 func TestLoadingShortDeadlines(t *testing.T) {
 	addr, kill := loadingServer(t)
-	lim := PerMinute(10)
-	var open []*Limiter
+	lim := slidelog.PerMinute(10)
+	var open []*slidelog.Limiter
 	for _, batched := range []bool{true, false} {
 		for _, pol := range []struct {
 			name string
-			p    Policy
-		}{{"FailOpen", FailOpen}, {"FailClosed", FailClosed}} {
+			p    slidelog.Policy
+		}{{"FailOpen", slidelog.FailOpen}, {"FailClosed", slidelog.FailClosed}} {
 			rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = rdb.Close() }) // the test's end: the breaker must close after the subtest
 			t.Run(pol.name+map[bool]string{true: "-batched", false: "-unbatched"}[batched], func(t *testing.T) {
-				opts := []Option{WithPolicy(pol.p)}
+				opts := []slidelog.Option{slidelog.WithPolicy(pol.p)}
 				if !batched {
-					opts = append(opts, WithoutBatching())
+					opts = append(opts, slidelog.WithoutBatching())
 				}
-				l := New(rdb, opts...)
-				allow := func() (Result, error) {
+				l := slidelog.New(rdb, opts...)
+				allow := func() (slidelog.Result, error) {
 					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 					defer cancel()
 					return l.Allow(ctx, "k", lim)
@@ -176,13 +179,13 @@ func TestLoadingShortDeadlines(t *testing.T) {
 				for range breaker.Failures {
 					_, err := allow()
 					errs = append(errs, err)
-					settled(t, l.breaker)
+					l.SettleBreaker(t)
 				}
 				r, err := allow()
 				switch {
-				case pol.p == FailOpen && (err != nil || !r.Allowed || !r.Degraded()):
+				case pol.p == slidelog.FailOpen && (err != nil || !r.Allowed || !r.Degraded()):
 					t.Errorf("FailOpen after %d calls: %+v, %v; want a degraded admission (earlier: %v)", len(errs), r, err, errs)
-				case pol.p == FailClosed && (!errors.Is(err, ErrBreakerOpen) || !strings.Contains(fmt.Sprint(err), "LOADING")):
+				case pol.p == slidelog.FailClosed && (!errors.Is(err, slidelog.ErrBreakerOpen) || !strings.Contains(fmt.Sprint(err), "LOADING")):
 					t.Errorf("FailClosed after %d calls: %v; want ErrBreakerOpen wrapping LOADING (earlier: %v)", len(errs), err, errs)
 				}
 				open = append(open, l)
@@ -204,7 +207,7 @@ func TestLoadingShortDeadlines(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	for i, l := range open {
-		for start := time.Now(); l.breaker.Open(); time.Sleep(time.Millisecond) {
+		for start := time.Now(); l.BreakerOpen(); time.Sleep(time.Millisecond) {
 			if time.Since(start) > time.Minute {
 				t.Fatalf("limiter %d: the breaker still open a minute after a server serves again", i)
 			}
