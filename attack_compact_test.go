@@ -878,10 +878,10 @@ func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
 	for _, lim := range lims {
 		key := prefix + fmt.Sprint(lim.Events)
 		deadline := time.Now().Add(10 * time.Second)
-		for events(t, r.Master, key) != 0 && time.Now().Before(deadline) {
+		for logLen(t, r.Master, key) != 0 && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if n := events(t, r.Master, key); n != 0 {
+		if n := logLen(t, r.Master, key); n != 0 {
 			t.Errorf("%v (%s): %d of 40 events no caller was told of still count 10s after the replica resumed", lim, storeOf(t, r.Master, key), n)
 		}
 	}

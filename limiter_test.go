@@ -261,22 +261,8 @@ func TestContextDone(t *testing.T) {
 		if _, err := l.Allow(ctx, "warm", PerSecond(1)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Allow(lateTimer(-time.Second), "k", PerSecond(1)); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := l.Allow(redistest.LateTimer(-time.Second), "k", PerSecond(1)); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("deadline passed, timer not run: err %v, want one matching context.DeadlineExceeded", err)
 		}
 	}
 }
-
-// lateTimer is a context whose deadline is d from now but whose timer does
-// not run: Err stays nil and Done never closes, as for a real context on a
-// busy machine in the moment after its deadline.
-func lateTimer(d time.Duration) context.Context {
-	return lateTimerCtx{Context: context.Background(), deadline: time.Now().Add(d)}
-}
-
-type lateTimerCtx struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c lateTimerCtx) Deadline() (time.Time, bool) { return c.deadline, true }

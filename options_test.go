@@ -2,7 +2,6 @@ package slidelog
 
 import (
 	"fmt"
-	"github.com/slidelog/slidelog/internal/redistest"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"github.com/slidelog/slidelog/internal/transport"
 )
 
@@ -112,4 +112,18 @@ func TestTimeoutNeedsContextDeadlines(t *testing.T) {
 	New(on, WithTimeout(time.Second))
 	New(redis.NewClient(&redis.Options{Addr: addr})) // no WithTimeout: nothing needed
 	New(redistest.ScripterOnly{Scripter: on}, WithTimeout(time.Second))
+}
+
+// WithReplicas on a plain client and on a Cluster client: the timeout in
+// whole ms, the acknowledgements batched along with the decisions.
+func TestWithReplicasAcks(t *testing.T) {
+	m := newMini(t)
+	if l := New(m.Rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.Timeout() != 2*time.Millisecond || l.acks.Cluster() || l.batch.Acks() != l.acks {
+		t.Errorf("acks %+v", l.acks)
+	}
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
+	t.Cleanup(func() { _ = cluster.Close() })
+	if l := New(cluster, WithReplicas(1, time.Second)); !l.acks.Cluster() {
+		t.Errorf("acks %+v", l.acks)
+	}
 }

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -20,20 +21,20 @@ import (
 // are taken back all the same.
 func TestReplicasWaitRefused(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
 	defer cancel()
 	if err := r.Master.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
 		t.Fatal(err)
 	}
 	limited := redistest.Client(t, r.Master.Options().Addr, "nowait", "pw")
-	prefix := uniqueKey(t) + ":"
-	for _, mode := range batchingModes {
-		l := New(limited, WithPrefix(prefix), WithReplicas(1, time.Second), WithPolicy(FailOpen), mode.Opt)
-		res, err := l.Allow(ctx, mode.Name, PerMinute(3))
-		if err == nil || errors.Is(err, ErrNotReplicated) || !strings.Contains(err.Error(), "NOPERM") || res.Allowed {
+	prefix := slidelog.UniqueKey(t) + ":"
+	for _, mode := range slidelog.BatchingModes {
+		l := slidelog.New(limited, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Second), slidelog.WithPolicy(slidelog.FailOpen), mode.Opt)
+		res, err := l.Allow(ctx, mode.Name, slidelog.PerMinute(3))
+		if err == nil || errors.Is(err, slidelog.ErrNotReplicated) || !strings.Contains(err.Error(), "NOPERM") || res.Allowed {
 			t.Errorf("%s: Allow with WAIT refused: %+v, %v; want the NOPERM error", mode.Name, res, err)
 		}
-		if got := events(t, r.Master, prefix+mode.Name); got != 0 {
+		if got := slidelog.LogLen(t, r.Master, prefix+mode.Name); got != 0 {
 			t.Errorf("%s: the master holds %d events of a refused admission", mode.Name, got)
 		}
 	}
@@ -46,10 +47,10 @@ func TestReplicasWaitRefused(t *testing.T) {
 // pipeline's WAIT has answered (here, when the replica resumes).
 func TestReplicasContextEndsDuringWait(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	prefix := uniqueKey(t) + ":"
-	keys := map[string]*Limiter{}
-	for _, mode := range batchingModes {
-		l := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.Opt)
+	prefix := slidelog.UniqueKey(t) + ":"
+	keys := map[string]*slidelog.Limiter{}
+	for _, mode := range slidelog.BatchingModes {
+		l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour), mode.Opt)
 		for i := range 8 {
 			keys[mode.Name+strconv.Itoa(i)] = l
 		}
@@ -62,9 +63,9 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), generous)
+			ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
 			defer cancel()
-			if res, err := l.Allow(ctx, "warm:"+key, PerMinute(3)); err != nil || !res.Allowed {
+			if res, err := l.Allow(ctx, "warm:"+key, slidelog.PerMinute(3)); err != nil || !res.Allowed {
 				t.Errorf("warm-up %s: %+v, %v", key, res, err)
 			}
 		}()
@@ -83,7 +84,7 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			res, err := l.Allow(ctx, key, PerMinute(3))
+			res, err := l.Allow(ctx, key, slidelog.PerMinute(3))
 			if !errors.Is(err, context.DeadlineExceeded) || res.Allowed {
 				t.Errorf("%s: Allow past its deadline: %+v, %v; want context.DeadlineExceeded", key, res, err)
 			}
@@ -92,13 +93,13 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 	wg.Wait()
 	for key := range keys {
 		if strings.HasPrefix(key, "unbatched") {
-			redistest.WaitFor(t, "the unbatched events taken back", func() bool { return events(t, r.Master, prefix+key) == 0 })
+			redistest.WaitFor(t, "the unbatched events taken back", func() bool { return slidelog.LogLen(t, r.Master, prefix+key) == 0 })
 		}
 	}
 	r.Resume(t)
 	stopped = false
 	for key := range keys {
-		redistest.WaitFor(t, "every event taken back", func() bool { return events(t, r.Master, prefix+key) == 0 })
+		redistest.WaitFor(t, "every event taken back", func() bool { return slidelog.LogLen(t, r.Master, prefix+key) == 0 })
 	}
 }
 
@@ -108,20 +109,20 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 // context.
 func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	prefix := uniqueKey(t) + ":"
-	l := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithoutBatching())
-	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	prefix := slidelog.UniqueKey(t) + ":"
+	l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour), slidelog.WithoutBatching())
+	ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
 	defer cancel()
-	if res, err := l.Allow(ctx, "warm", PerHour(3)); err != nil || !res.Allowed {
+	if res, err := l.Allow(ctx, "warm", slidelog.PerHour(3)); err != nil || !res.Allowed {
 		t.Fatalf("warm-up: %+v, %v", res, err)
 	}
 	r.Stop(t)
 	defer r.Resume(t)
-	res, err := l.Allow(lateTimer(300*ms), "k", PerHour(3))
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotReplicated) || res.Allowed {
+	res, err := l.Allow(redistest.LateTimer(300*time.Millisecond), "k", slidelog.PerHour(3))
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, slidelog.ErrNotReplicated) || res.Allowed {
 		t.Errorf("Allow past its deadline: %+v, %v; want context.DeadlineExceeded and ErrNotReplicated", res, err)
 	}
-	redistest.WaitFor(t, "the events taken back", func() bool { return events(t, r.Master, prefix+"k") == 0 })
+	redistest.WaitFor(t, "the events taken back", func() bool { return slidelog.LogLen(t, r.Master, prefix+"k") == 0 })
 }
 
 // A master demoted by a failover answers a batched pipeline READONLY; the
@@ -132,17 +133,17 @@ func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
 // replied <nil>". Here the limiter's client is a replica.
 func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	l := New(r.Replica, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithBatching(256))
+	l := slidelog.New(r.Replica, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"), slidelog.WithReplicas(1, time.Second), slidelog.WithBatching(256))
 	for round := range 5 {
 		var wg sync.WaitGroup
 		for i := range 32 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), generous)
+				ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
 				defer cancel()
-				res, err := l.Allow(ctx, "k"+strconv.Itoa(i%4), PerMinute(100))
-				if res.Allowed || err == nil || !strings.Contains(err.Error(), "READONLY") || !unavailable(err) {
+				res, err := l.Allow(ctx, "k"+strconv.Itoa(i%4), slidelog.PerMinute(100))
+				if res.Allowed || err == nil || !strings.Contains(err.Error(), "READONLY") || !slidelog.Unavailable(err) {
 					t.Errorf("round %d: Allow on a replica: %+v, %v; want an unavailability naming READONLY", round, res, err)
 				}
 			}()
@@ -156,7 +157,7 @@ func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
 // is ErrNotReplicated, so FailOpen admits, batched or not. Before, it was an
 // error no policy answered for.
 func TestReplicasMasterDemotedDuringWait(t *testing.T) {
-	for _, mode := range batchingModes {
+	for _, mode := range slidelog.BatchingModes {
 		t.Run(mode.Name, func(t *testing.T) {
 			addr := redistest.Start(t) // no replica: a WAIT 1 blocks until its timeout
 			// RESP2: go-redis' maintenance notifications (RESP3) race with
@@ -164,20 +165,20 @@ func TestReplicasMasterDemotedDuringWait(t *testing.T) {
 			// (WithReplicas) beside the client's own (TestReplicasCluster)
 			rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, Protocol: 2})
 			t.Cleanup(func() { _ = rdb.Close() })
-			ctx, cancel := context.WithTimeout(context.Background(), generous)
+			ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
 			defer cancel()
 			gone := redistest.Gone(t)
 			host, port, _ := net.SplitHostPort(gone)
-			strict := New(rdb, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Minute), mode.Opt)
-			open := New(rdb, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Minute), WithPolicy(FailOpen), mode.Opt)
+			strict := slidelog.New(rdb, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"), slidelog.WithReplicas(1, time.Minute), mode.Opt)
+			open := slidelog.New(rdb, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"), slidelog.WithReplicas(1, time.Minute), slidelog.WithPolicy(slidelog.FailOpen), mode.Opt)
 			type answer struct {
-				r   Result
+				r   slidelog.Result
 				err error
 			}
 			answers := make(chan answer, 2)
-			for _, l := range []*Limiter{strict, open} {
+			for _, l := range []*slidelog.Limiter{strict, open} {
 				go func() {
-					r, err := l.Allow(ctx, "k", PerMinute(10))
+					r, err := l.Allow(ctx, "k", slidelog.PerMinute(10))
 					answers <- answer{r, err}
 				}()
 			}
@@ -190,7 +191,7 @@ func TestReplicasMasterDemotedDuringWait(t *testing.T) {
 			for range 2 {
 				a := <-answers
 				switch {
-				case errors.Is(a.err, ErrNotReplicated) && !a.r.Allowed:
+				case errors.Is(a.err, slidelog.ErrNotReplicated) && !a.r.Allowed:
 					notReplicated++
 				case a.err == nil && a.r.Allowed && a.r.Degraded():
 					admitted++

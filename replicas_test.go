@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -10,61 +10,45 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // The tests of WithReplicas run a real master and a real replica of it
 // (redistest.Replicated), whose process a test stops and resumes.
 
-// events is how many events the log at key holds on rdb.
-func events(t *testing.T, rdb *redis.Client, key string) int64 {
-	t.Helper()
-	return logLen(t, rdb, key)
-}
-
-// batchingModes are the two ways a limiter sends its decisions.
-var batchingModes = []struct {
-	Name string
-	Opt  Option
-}{
-	{"batched", WithBatching(256)},
-	{"unbatched", WithoutBatching()},
-}
-
-// Generous: the tests below never wait for a deadline but on a failure.
-const generous = 30 * time.Second
-
 // An admission returns once the replica has it: right after the call, the
 // replica holds every event it was told was admitted (Allow, AllowN,
 // AllowAll), and a denial is answered as usual.
 func TestReplicasAcknowledged(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	for _, mode := range batchingModes {
+	for _, mode := range slidelog.BatchingModes {
 		t.Run(mode.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), generous)
+			ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
 			defer cancel()
-			prefix := uniqueKey(t) + ":"
-			l := New(r.Master, WithPrefix(prefix), WithReplicas(1, generous), mode.Opt)
-			lim := Limit{Events: 5, Window: time.Minute}
+			prefix := slidelog.UniqueKey(t) + ":"
+			l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, slidelog.Generous), mode.Opt)
+			lim := slidelog.Limit{Events: 5, Window: time.Minute}
 			for i, n := range []int{1, 3, 1} {
 				res, err := l.AllowN(ctx, "k", lim, n)
 				if err != nil || !res.Allowed {
 					t.Fatalf("AllowN %d: %+v, %v", i, res, err)
 				}
 			}
-			if got := events(t, r.Replica, prefix+"k"); got != 5 {
+			if got := slidelog.LogLen(t, r.Replica, prefix+"k"); got != 5 {
 				t.Errorf("the replica holds %d events right after 5 were admitted", got)
 			}
 			if res, err := l.Allow(ctx, "k", lim); err != nil || res.Allowed {
 				t.Errorf("a sixth event: %+v, %v; want denied", res, err)
 			}
-			limits := []Limit{{Events: 2, Window: time.Minute}, {Events: 3, Window: time.Hour}}
+			limits := []slidelog.Limit{{Events: 2, Window: time.Minute}, {Events: 3, Window: time.Hour}}
 			if res, err := l.AllowAll(ctx, "all", 2, limits...); err != nil || !res.Allowed {
 				t.Fatalf("AllowAll: %+v, %v", res, err)
 			}
-			base, _ := l.allKeys("all")
+			base, _ := l.AllKeys("all")
 			for _, lim := range limits {
-				if got := events(t, r.Replica, windowKey(base, lim.Window)); got != 2 {
+				if got := slidelog.LogLen(t, r.Replica, slidelog.WindowKey(base, lim.Window)); got != 2 {
 					t.Errorf("the replica holds %d events in the %v log, want 2", got, lim.Window)
 				}
 			}
@@ -78,52 +62,52 @@ func TestReplicasAcknowledged(t *testing.T) {
 // hour they answer at once.
 func TestReplicasNotAcknowledged(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*slidelog.Generous)
 	defer cancel()
-	prefix := uniqueKey(t) + ":"
-	lim := Limit{Events: 3, Window: time.Minute}
+	prefix := slidelog.UniqueKey(t) + ":"
+	lim := slidelog.Limit{Events: 3, Window: time.Minute}
 	// A full key, admitted while the replica is up.
-	full := New(r.Master, WithPrefix(prefix), WithReplicas(1, generous))
+	full := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, slidelog.Generous))
 	if res, err := full.AllowN(ctx, "full", lim, 3); err != nil || !res.Allowed {
 		t.Fatalf("filling a key: %+v, %v", res, err)
 	}
 	r.Stop(t)
 	defer r.Resume(t)
-	for _, mode := range batchingModes {
+	for _, mode := range slidelog.BatchingModes {
 		t.Run(mode.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(ctx, generous)
+			ctx, cancel := context.WithTimeout(ctx, slidelog.Generous)
 			defer cancel()
-			l := New(r.Master, WithPrefix(prefix), WithReplicas(1, 200*time.Millisecond), mode.Opt)
+			l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, 200*time.Millisecond), mode.Opt)
 			key := mode.Name
 			res, err := l.AllowN(ctx, key, lim, 2)
-			if !errors.Is(err, ErrNotReplicated) || errors.Is(err, context.DeadlineExceeded) || res.Allowed {
+			if !errors.Is(err, slidelog.ErrNotReplicated) || errors.Is(err, context.DeadlineExceeded) || res.Allowed {
 				t.Fatalf("AllowN with the replica stopped: %+v, %v; want ErrNotReplicated", res, err)
 			}
 			t.Log(err)
-			if got := events(t, r.Master, prefix+key); got != 0 {
+			if got := slidelog.LogLen(t, r.Master, prefix+key); got != 0 {
 				t.Errorf("the master holds %d events of a refused admission", got)
 			}
-			limits := []Limit{{Events: 2, Window: time.Minute}, {Events: 3, Window: time.Hour}}
-			if res, err := l.AllowAll(ctx, key, 1, limits...); !errors.Is(err, ErrNotReplicated) || res.Allowed {
+			limits := []slidelog.Limit{{Events: 2, Window: time.Minute}, {Events: 3, Window: time.Hour}}
+			if res, err := l.AllowAll(ctx, key, 1, limits...); !errors.Is(err, slidelog.ErrNotReplicated) || res.Allowed {
 				t.Fatalf("AllowAll with the replica stopped: %+v, %v; want ErrNotReplicated", res, err)
 			}
-			base, _ := l.allKeys(key)
+			base, _ := l.AllKeys(key)
 			for _, lim := range limits {
-				if got := events(t, r.Master, windowKey(base, lim.Window)); got != 0 {
+				if got := slidelog.LogLen(t, r.Master, slidelog.WindowKey(base, lim.Window)); got != 0 {
 					t.Errorf("the master holds %d events of a refused AllowAll in the %v log", got, lim.Window)
 				}
 			}
 
-			open := New(r.Master, WithPrefix(prefix), WithReplicas(1, 200*time.Millisecond), WithPolicy(FailOpen), mode.Opt)
+			open := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, 200*time.Millisecond), slidelog.WithPolicy(slidelog.FailOpen), mode.Opt)
 			res, err = open.Allow(ctx, key, lim)
 			if err != nil || !res.Allowed || !res.Degraded() {
 				t.Errorf("FailOpen: %+v (degraded %v), %v; want a degraded admission", res, res.Degraded(), err)
 			}
-			if got := events(t, r.Master, prefix+key); got != 0 {
+			if got := slidelog.LogLen(t, r.Master, prefix+key); got != 0 {
 				t.Errorf("the master holds %d events after FailOpen answered", got)
 			}
 
-			patient := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour), mode.Opt)
+			patient := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour), mode.Opt)
 			if res, err := patient.Allow(ctx, "full", lim); err != nil || res.Allowed {
 				t.Errorf("a denial with the replica stopped: %+v, %v; want denied at once", res, err)
 			}
@@ -139,11 +123,11 @@ func TestReplicasNotAcknowledged(t *testing.T) {
 // replica is back.
 func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*slidelog.Generous)
 	defer cancel()
-	prefix := uniqueKey(t) + ":"
-	lim := Limit{Events: 3, Window: time.Minute}
-	l := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
+	prefix := slidelog.UniqueKey(t) + ":"
+	lim := slidelog.Limit{Events: 3, Window: time.Minute}
+	l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour), slidelog.WithBatching(256))
 	if res, err := l.AllowN(ctx, "full", lim, 3); err != nil || !res.Allowed {
 		t.Fatalf("filling a key: %+v, %v", res, err)
 	}
@@ -158,20 +142,20 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 	results := make(chan error, admissions)
 	for range admissions {
 		go func() {
-			res, err := l.Allow(ctx, "k", Limit{Events: admissions, Window: time.Minute})
+			res, err := l.Allow(ctx, "k", slidelog.Limit{Events: admissions, Window: time.Minute})
 			if err == nil && !res.Allowed {
 				err = errors.New("denied")
 			}
 			results <- err
 		}()
 	}
-	redistest.WaitFor(t, "the admissions recorded on the master", func() bool { return events(t, r.Master, prefix+"k") == admissions })
+	redistest.WaitFor(t, "the admissions recorded on the master", func() bool { return slidelog.LogLen(t, r.Master, prefix+"k") == admissions })
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dctx, cancel := context.WithTimeout(ctx, generous)
+			dctx, cancel := context.WithTimeout(ctx, slidelog.Generous)
 			defer cancel()
 			if res, err := l.Allow(dctx, "full", lim); err != nil || res.Allowed {
 				t.Errorf("a denial while admissions wait: %+v, %v", res, err)
@@ -194,7 +178,7 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 			t.Errorf("an admission after the replica resumed: %v", err)
 		}
 	}
-	if got := events(t, r.Replica, prefix+"k"); got != admissions {
+	if got := slidelog.LogLen(t, r.Replica, prefix+"k"); got != admissions {
 		t.Errorf("the replica holds %d events, want %d", got, admissions)
 	}
 }
@@ -203,11 +187,11 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 // take effect on the master at once.
 func TestReplicasRefundAndResetDoNotWait(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
 	defer cancel()
-	prefix := uniqueKey(t) + ":"
-	l := New(r.Master, WithPrefix(prefix), WithReplicas(1, time.Hour))
-	lim := Limit{Events: 3, Window: time.Minute}
+	prefix := slidelog.UniqueKey(t) + ":"
+	l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour))
+	lim := slidelog.Limit{Events: 3, Window: time.Minute}
 	a, err := l.AllowN(ctx, "a", lim, 2)
 	if err != nil || !a.Allowed {
 		t.Fatalf("AllowN: %+v, %v", a, err)
@@ -223,7 +207,7 @@ func TestReplicasRefundAndResetDoNotWait(t *testing.T) {
 	if err := l.Reset(ctx, "b"); err != nil {
 		t.Errorf("Reset: %v", err)
 	}
-	if got := events(t, r.Master, prefix+"a") + events(t, r.Master, prefix+"b"); got != 0 {
+	if got := slidelog.LogLen(t, r.Master, prefix+"a") + slidelog.LogLen(t, r.Master, prefix+"b"); got != 0 {
 		t.Errorf("%d events left after Refund and Reset", got)
 	}
 }
@@ -231,22 +215,22 @@ func TestReplicasRefundAndResetDoNotWait(t *testing.T) {
 // New refuses WithReplicas where it cannot work: a Ring (no replicas), n
 // below 1, a timeout that is not positive.
 func TestReplicasMistakes(t *testing.T) {
-	m := newMini(t)
+	m := minitest.New(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
 	var universal redis.UniversalClient = ring
 	for _, c := range []struct {
 		name string
 		rdb  redis.Scripter
-		opt  Option
+		opt  slidelog.Option
 		says []string
 	}{
-		{"ring", ring, WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s)", "*redis.Ring", "no replicas"}},
-		{"universal ring", universal, WithReplicas(1, time.Second), []string{"*redis.Ring"}},
-		{"no replica", m.Rdb, WithReplicas(0, time.Second), []string{"WithReplicas(0, 1s)", "n below 1"}},
-		{"no timeout", m.Rdb, WithReplicas(1, 0), []string{"WithReplicas(1, 0s)", "must be positive"}},
-		{"negative timeout", m.Rdb, WithReplicas(1, -time.Second), []string{"WithReplicas(1, -1s)", "must be positive"}},
-		{"unknown client", redistest.ScripterOnly{Scripter: m.Rdb}, WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s) needs a client"}},
+		{"ring", ring, slidelog.WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s)", "*redis.Ring", "no replicas"}},
+		{"universal ring", universal, slidelog.WithReplicas(1, time.Second), []string{"*redis.Ring"}},
+		{"no replica", m.Rdb, slidelog.WithReplicas(0, time.Second), []string{"WithReplicas(0, 1s)", "n below 1"}},
+		{"no timeout", m.Rdb, slidelog.WithReplicas(1, 0), []string{"WithReplicas(1, 0s)", "must be positive"}},
+		{"negative timeout", m.Rdb, slidelog.WithReplicas(1, -time.Second), []string{"WithReplicas(1, -1s)", "must be positive"}},
+		{"unknown client", redistest.ScripterOnly{Scripter: m.Rdb}, slidelog.WithReplicas(1, time.Second), []string{"WithReplicas(1, 1s) needs a client"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {
@@ -257,16 +241,7 @@ func TestReplicasMistakes(t *testing.T) {
 					}
 				}
 			}()
-			New(c.rdb, c.opt)
+			slidelog.New(c.rdb, c.opt)
 		})
-	}
-	// Right: a plain client, a Cluster client; the timeout in whole ms.
-	if l := New(m.Rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.Timeout() != 2*time.Millisecond || l.acks.Cluster() || l.batch.Acks() != l.acks {
-		t.Errorf("acks %+v", l.acks)
-	}
-	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
-	t.Cleanup(func() { _ = cluster.Close() })
-	if l := New(cluster, WithReplicas(1, time.Second)); !l.acks.Cluster() {
-		t.Errorf("acks %+v", l.acks)
 	}
 }

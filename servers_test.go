@@ -81,3 +81,16 @@ var (
 // compactAbove makes a limiter keep the logs of limits over events
 // compactly (optiontest.CompactAbove).
 func compactAbove(events int) Option { return Option(optiontest.CompactAbove(events)) }
+
+// batchingModes are the two ways a limiter sends its decisions.
+var batchingModes = []struct {
+	Name string
+	Opt  Option
+}{
+	{"batched", WithBatching(256)},
+	{"unbatched", WithoutBatching()},
+}
+
+// generous: a deadline the tests with a real replica never wait for but on
+// a failure.
+const generous = 30 * time.Second

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 func TestEnded(t *testing.T) {
@@ -21,20 +23,11 @@ func TestEnded(t *testing.T) {
 	}
 	// a deadline that has passed, which the context's own timer has not
 	// told yet: the context's Err is nil, Ended says it has ended
-	past := lateContext{Context: context.Background(), d: time.Now().Add(-time.Millisecond)}
+	past := redistest.LateTimer(-time.Millisecond)
 	if past.Err() != nil {
-		t.Fatal("lateContext reports its end")
+		t.Fatal("LateTimer's context reports its end")
 	}
 	if err := Ended(past); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a deadline passed, not yet told: %v, want context.DeadlineExceeded", err)
 	}
 }
-
-// lateContext has a deadline its Err never tells, as a context whose timer
-// has not run yet.
-type lateContext struct {
-	context.Context
-	d time.Time
-}
-
-func (c lateContext) Deadline() (time.Time, bool) { return c.d, true }

@@ -86,3 +86,17 @@ func NewLiar(t testing.TB, honest func(cmd []string) (reply string, ok bool)) *L
 	})
 	return s
 }
+
+// LateTimer is a context whose deadline is d from now but whose timer does
+// not run: Err stays nil and Done never closes, as for a real context on a
+// busy machine in the moment after its deadline.
+func LateTimer(d time.Duration) context.Context {
+	return lateTimer{Context: context.Background(), deadline: time.Now().Add(d)}
+}
+
+type lateTimer struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) { return c.deadline, true }
