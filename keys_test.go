@@ -2,6 +2,7 @@ package slidelog_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	. "github.com/slidelog/slidelog"
@@ -35,8 +36,8 @@ func TestPrefixRefused(t *testing.T) {
 			defer func() {
 				if r := recover(); r == nil {
 					t.Errorf("WithPrefix(%q): New did not panic", prefix)
-				} else if got := fmt.Sprint(r); got == "" {
-					t.Errorf("WithPrefix(%q): empty panic", prefix)
+				} else if got := fmt.Sprint(r); !strings.HasPrefix(got, "slidelog: New: WithPrefix(") || strings.Count(got, "slidelog:") != 1 {
+					t.Errorf("WithPrefix(%q): New panicked %q; want it to name the option once, after one \"slidelog: New: \"", prefix, got)
 				}
 			}()
 			New(rdb, WithPrefix(prefix))

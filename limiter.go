@@ -598,7 +598,7 @@ func (l *Limiter) allArgsAt(q *request, at time.Time, arg *idArg) (keys []string
 // Redis hash each whole key, so the logs of one key would scatter.
 func checkPrefix(prefix string) error {
 	if _, ok := keylayout.HashTag(prefix); strings.Contains(prefix, "{") && !ok {
-		return fmt.Errorf("slidelog: WithPrefix(%q): a '{' in a prefix must open a non-empty hash tag (like \"{rl}:\"), or the logs of one key land on different Cluster slots", prefix)
+		return fmt.Errorf("WithPrefix(%q): a '{' in a prefix must open a non-empty hash tag (like \"{rl}:\"), or the logs of one key land on different Cluster slots", prefix)
 	}
 	return nil
 }

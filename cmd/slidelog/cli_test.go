@@ -53,10 +53,14 @@ func runDone(args ...string) (code int, stdout, stderr string) {
 }
 
 // --help, -h and help print the usage to standard output and exit 0, for
-// slidelog and for every command; no arguments at all is a usage error.
+// slidelog and for every command (version too); no arguments at all is a
+// usage error. The usage lists every command, its summary in one column.
 func TestHelpOnStdout(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"demo", "--help"}, {"serve", "-h"},
-		{"inspect", "--help"}, {"bench", "--help"}} {
+	all := [][]string{{"--help"}, {"-h"}, {"help"}, {"version", "--help"}, {"version", "-h"}}
+	for _, c := range commands {
+		all = append(all, []string{c.name, "--help"}, []string{c.name, "-h"})
+	}
+	for _, args := range all {
 		code, out, errs := runDone(args...)
 		if code != 0 || !strings.Contains(out, "usage: slidelog") || errs != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and the usage on stdout alone", args, code, out, errs)
@@ -64,6 +68,22 @@ func TestHelpOnStdout(t *testing.T) {
 	}
 	if code, out, errs := runDone(); code != 2 || out != "" || !strings.Contains(errs, "usage: slidelog COMMAND") {
 		t.Errorf("no arguments: exit %d, stdout %q, stderr %q; want exit 2 and the usage on stderr", code, out, errs)
+	}
+	_, out, _ := runDone("--help")
+	column := -1
+	for _, line := range strings.Split(out, "\n") {
+		name, summary, found := strings.Cut(strings.TrimPrefix(line, "  "), " ")
+		if !strings.HasPrefix(line, "  ") || !found {
+			continue
+		}
+		at := len(line) - len(strings.TrimLeft(summary, " "))
+		if column >= 0 && at != column {
+			t.Errorf("usage: %s's summary starts at column %d, the others' at %d:\n%s", name, at, column, out)
+		}
+		column = at
+	}
+	if code, _, errs := runDone("version", "x"); code != 2 || !strings.Contains(errs, "unexpected arguments") {
+		t.Errorf("version x: exit %d, stderr %q; want a usage error", code, errs)
 	}
 }
 

@@ -1,13 +1,13 @@
 // Command slidelog shows, serves and measures the slidelog rate limiter.
 //
-//	slidelog demo    several simulated instances share one limit (embedded Redis by default)
-//	slidelog serve   an HTTP service guarded by slidelog's middleware
-//	slidelog inspect a key's events with their ages, its TTL, the next decision
-//	slidelog check   whether a Redis keeps slidelog's events safely
-//	slidelog bench   decisions/s, latency and cost, side by side with the alternatives
-//	slidelog rls     a rate limit service for Envoy (envoyproxy/ratelimit's configuration)
+//	slidelog demo        several simulated instances share one limit (embedded Redis by default)
+//	slidelog serve       an HTTP service guarded by slidelog's middleware
+//	slidelog inspect     a key's events with their ages, its TTL, the next decision
+//	slidelog check       whether a Redis keeps slidelog's events safely
+//	slidelog bench       decisions/s, latency and cost, side by side with the alternatives
+//	slidelog rls         a rate limit service for Envoy (envoyproxy/ratelimit's configuration)
 //	slidelog healthcheck whether a service's health URL answers 200 (a container's HEALTHCHECK)
-//	slidelog version the module version and VCS revision it was built from
+//	slidelog version     the module version and VCS revision it was built from
 //
 // Run "slidelog COMMAND --help" for a command's flags. Run as "ratelimit"
 // (the image's /bin/ratelimit, the command Istio's and Envoy Gateway's
@@ -127,6 +127,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	case "version", "--version", "-version":
+		if len(args) == 2 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
+			fmt.Fprintln(stdout, "usage: slidelog version\n\nPrints the module version and the VCS revision it was built from.")
+			return 0
+		}
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "slidelog %s: unexpected arguments: %q\n", args[0], args[1:])
 			return 2
@@ -162,10 +166,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: slidelog COMMAND [flags]")
 	fmt.Fprintln(w)
+	width := len("version")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
 	}
-	fmt.Fprintf(w, "  %-8s %s\n", "version", "print the version and the VCS revision it was built from (also --version)")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-*s %s\n", width, c.name, c.summary)
+	}
+	fmt.Fprintf(w, "  %-*s %s\n", width, "version", "print the version and the VCS revision it was built from (also --version)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "slidelog COMMAND --help" for a command's flags.`)
 }
