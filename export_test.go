@@ -104,3 +104,6 @@ func (l *Limiter) BreakerOpen() bool { return l.breaker.Open() }
 type BreakerEvents = breakerEvents
 
 func (h *breakerEvents) Ops() []string { return h.ops() }
+
+// RefundEvents is Refund's Redis part, on any client.
+var RefundEvents = refundEvents

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/minitest"
+	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -46,7 +50,7 @@ func (h *replicaLoss) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return nil
 		}
 		a := cmd.Args()
-		if len(a) < 2 || (a[1] != refundScript.Hash() && a[1] != refundSrc) {
+		if len(a) < 2 || (a[1] != slidelog.RefundScript.Hash() && a[1] != slidelog.RefundSrc) {
 			return next(ctx, cmd)
 		}
 		if h.refunds.Load() > 0 {
@@ -102,7 +106,7 @@ func TestTakeBackOfCompactLogNeverRunsTwice(t *testing.T) {
 // WithReplicas sends its WAIT on such a Conn, and the test answers WAIT
 // with a hook. The go-redis of the workspace (scripts/test.sh) runs them.
 func connHooks(t *testing.T) {
-	m := newMini(t)
+	m := minitest.New(t)
 	seen := &redistest.ArgsHook{}
 	m.Rdb.AddHook(seen)
 	conn := m.Rdb.Conn()
@@ -114,7 +118,7 @@ func connHooks(t *testing.T) {
 }
 
 func takeBackOnce(t *testing.T, cutOnWait bool) {
-	m := newMini(t)
+	m := minitest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h := &replicaLoss{cutOnWait: cutOnWait, lost: make(chan struct{}), release: make(chan struct{})}
@@ -122,16 +126,16 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 	defer release.Do(func() { close(h.release) })
 	m.Rdb.AddHook(h)
 	var mu sync.Mutex
-	var given []Observation
-	hook := HookFunc(func(_ context.Context, o Observation) {
-		if o.Op == opTakeBack {
+	var given []slidelog.Observation
+	hook := slidelog.HookFunc(func(_ context.Context, o slidelog.Observation) {
+		if o.Op == "take_back" {
 			mu.Lock()
 			given = append(given, o)
 			mu.Unlock()
 		}
 	})
-	l := New(m.Rdb, compactFromFirst, WithPrefix(uniqueKey(t)+":"), WithReplicas(1, time.Second), WithoutBatching(), WithHook(hook))
-	lim := Limit{Events: 200, Window: time.Minute}
+	l := slidelog.New(m.Rdb, slidelog.Option(optiontest.ConvertPast(0)), slidelog.WithPrefix(slidelog.UniqueKey(t)+":"), slidelog.WithReplicas(1, time.Second), slidelog.WithoutBatching(), slidelog.WithHook(hook))
+	lim := slidelog.Limit{Events: 200, Window: time.Minute}
 
 	// Two admissions at one time: the first acknowledged, answered allowed;
 	// the second not, its caller gone, taken back in the background.
@@ -143,12 +147,12 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 	left, leave := context.WithCancel(ctx)
 	h.cut = leave
 	h.notAcked.Store(true)
-	if r, err := l.Allow(left, "k", lim); !errors.Is(err, ErrNotReplicated) || r.Allowed {
+	if r, err := l.Allow(left, "k", lim); !errors.Is(err, slidelog.ErrNotReplicated) || r.Allowed {
 		t.Fatalf("the unacknowledged admission: %+v, %v; want ErrNotReplicated", r, err)
 	}
 	select {
 	case <-h.lost: // its refund ran, and its reply was lost
-	case <-time.After(generous):
+	case <-time.After(slidelog.Generous):
 		t.Fatal("the take-back's refund never ran")
 	}
 	// 16 admissions later (the table forgot the refund), a refund run again
@@ -199,7 +203,7 @@ func (h *refundLoss) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (h *refundLoss) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		a := cmd.Args()
-		if len(a) < 2 || (a[1] != refundScript.Hash() && a[1] != refundSrc) {
+		if len(a) < 2 || (a[1] != slidelog.RefundScript.Hash() && a[1] != slidelog.RefundSrc) {
 			return next(ctx, cmd)
 		}
 		if err := next(ctx, cmd); err != nil {
@@ -222,12 +226,12 @@ func (h *refundLoss) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // gives back nothing more: a second run would take back another admission
 // of the same time. A refund that never reached Redis may be called again.
 func TestRefundRetriedAfterALostReply(t *testing.T) {
-	m := newMini(t)
+	m := minitest.New(t)
 	hook := &refundLoss{}
 	m.Rdb.AddHook(hook)
-	l := New(m.Rdb, WithoutBatching())
+	l := slidelog.New(m.Rdb, slidelog.WithoutBatching())
 	ctx := context.Background()
-	lim := PerMinute(300)
+	lim := slidelog.PerMinute(300)
 	if r, err := l.AllowN(ctx, "k", lim, 130); err != nil || !r.Allowed { // past 128: a compact log
 		t.Fatal(r, err)
 	}
@@ -261,15 +265,15 @@ func TestRefundRetriedAfterALostReply(t *testing.T) {
 	}
 
 	// one that never reached Redis (a closed client) may be called again
-	m2 := newMini(t)
-	l2 := New(m2.Rdb, WithoutBatching())
+	m2 := minitest.New(t)
+	l2 := slidelog.New(m2.Rdb, slidelog.WithoutBatching())
 	c, err := l2.Allow(ctx, "k", lim)
 	if err != nil || !c.Allowed {
 		t.Fatal(c, err)
 	}
 	closed := redis.NewClient(&redis.Options{Addr: m2.Addr()})
 	_ = closed.Close()
-	if err := refundEvents(ctx, closed, c.Handle()); !errors.Is(err, redis.ErrClosed) {
+	if err := slidelog.RefundEvents(ctx, closed, c.Handle()); !errors.Is(err, redis.ErrClosed) {
 		t.Fatalf("a refund on a closed client: %v", err)
 	}
 	if err := l2.Refund(ctx, c.Handle()); err != nil {
