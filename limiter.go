@@ -120,10 +120,15 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 		panic("slidelog: New with a nil redis.Scripter")
 	}
 	c := config.Default()
-	for _, opt := range opts {
+	var nils []string
+	for i, opt := range opts {
+		if opt == nil {
+			nils = append(nils, fmt.Sprintf("option %d is nil", i+1))
+			continue
+		}
 		opt(&c)
 	}
-	if mistakes := check(&c, rdb); len(mistakes) > 0 {
+	if mistakes := append(nils, check(&c, rdb)...); len(mistakes) > 0 {
 		panic("slidelog: New: " + strings.Join(mistakes, "; "))
 	}
 	policy, _ := c.Policy.(Policy)

@@ -44,6 +44,7 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 		{"batching of 0", []Option{WithBatching(0)}, "WithBatching(0)"},
 		{"batching of -1", []Option{WithBatching(-1)}, "WithBatching(-1)"},
 		{"replicas 0", []Option{WithReplicas(0, time.Second)}, "WithReplicas(0, 1s): n below 1"},
+		{"a nil option", []Option{WithTimeout(time.Second), nil}, "slidelog: New: option 2 is nil"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {

@@ -157,7 +157,10 @@ const (
 // New returns an empty Limiter.
 func New(opts ...Option) *Limiter {
 	l := &Limiter{now: time.Now, seed: maphash.MakeSeed()}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("slidelog/local: New: option %d is nil", i+1))
+		}
 		o(l)
 	}
 	for i := range l.shards {

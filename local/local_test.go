@@ -137,3 +137,13 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("bad input stored %d keys", n)
 	}
 }
+
+// A nil option is a configuration mistake: New panics naming it.
+func TestNewNilOption(t *testing.T) {
+	defer func() {
+		if msg, _ := recover().(string); msg != "slidelog/local: New: option 1 is nil" {
+			t.Errorf("New(nil): panic %q", msg)
+		}
+	}()
+	local.New(nil)
+}
