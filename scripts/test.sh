@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: every test, with the race detector.
 #
-# Needs: Go; redis-server and valgrind (installed here from Debian's
+# Needs: Go; redis-server, valgrind and python3-limits (installed here from Debian's
 # packages when missing, which takes root and apt); for the integration
 # suite, a running Docker engine, and root with Debian's package mirror the
 # first time, to build the Redis and Valkey images (debootstrap, about 3
@@ -29,15 +29,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1; then
+# The Python limits package: an independent moving window the block log's
+# weighted traces are checked against (Debian's python3-limits, for the
+# system's python3).
+havelimits() { python3 -c 'import limits' 2>/dev/null || /usr/bin/python3 -c 'import limits' 2>/dev/null; }
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 || ! havelimits; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "--- installing redis-server and valgrind from Debian's packages"
+    echo "--- installing redis-server, valgrind and python3-limits from Debian's packages"
     export DEBIAN_FRONTEND=noninteractive
     aptlog=$(mktemp) # apt's chatter, shown only when it fails
-    { apt-get update -qq && apt-get install -y -qq redis-server valgrind; } >"$aptlog" 2>&1 || { cat "$aptlog"; exit 1; }
+    { apt-get update -qq && apt-get install -y -qq redis-server valgrind python3-limits; } >"$aptlog" 2>&1 || { cat "$aptlog"; exit 1; }
     rm -f "$aptlog"
   else
-    echo "redis-server or valgrind is missing: install them (apt-get install redis-server valgrind) and run again" >&2
+    echo "redis-server, valgrind or Python's limits package is missing: install them (apt-get install redis-server valgrind python3-limits) and run again" >&2
     exit 1
   fi
 fi
