@@ -40,6 +40,18 @@ func newFailureLog(log *slog.Logger, policy string, now func() time.Time) *failu
 	return &failureLog{log: log, policy: policy, now: now, dials: &dialWatch{}}
 }
 
+// badInput reports whether err is one of slidelog's errors for a request it
+// refuses before asking Redis.
+func badInput(err error) bool {
+	for _, e := range []error{slidelog.ErrEmptyKey, slidelog.ErrInvalidLimit, slidelog.ErrInvalidN,
+		slidelog.ErrExceedsLimit, slidelog.ErrLimitTooLarge} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // Decided logs o if it is a failure and the last line is a second old.
 func (f *failureLog) Decided(_ context.Context, o slidelog.Observation) {
 	switch o.Op { // what is no call's: a line of its own, no failure counted
@@ -52,6 +64,9 @@ func (f *failureLog) Decided(_ context.Context, o slidelog.Observation) {
 	case "take_back":
 		f.log.Warn("a take-back was given up: its events count until they leave their window", "events", o.N, "err", o.Err)
 		return
+	}
+	if badInput(o.Err) {
+		return // refused before Redis was asked: no failure of Redis (the rls decides such a request another way)
 	}
 	if o.Err == nil {
 		if f.failing.Load() && f.failing.CompareAndSwap(true, false) {
