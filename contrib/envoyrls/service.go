@@ -145,6 +145,9 @@ type one struct {
 	m        *match
 	c        *counters // its metrics
 	override *rlv3.RateLimitDescriptor_RateLimitOverride
+	// apart: the override's log is its own (the key's, and its unit), not
+	// the configured rule's, whose window differs
+	apart string
 	limits   []slidelog.Limit
 	units    []rlsv3.RateLimitResponse_RateLimit_Unit
 	names    []string
@@ -225,6 +228,14 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 				return nil, serviceError(fmt.Sprintf("descriptor %d: limit override of %d per %v: %v", i, ov.GetRequestsPerUnit(), unit, err))
 			}
 			o.override = ov
+			// An override counts in the configured rule's log when that is
+			// one limit of the same window (as envoyproxy/ratelimit's
+			// counter of that unit); else in a log of its own per unit: a
+			// log decided under two windows keeps only what the shorter
+			// leaves, so a shorter override would expire the rule's count.
+			if m := cfg.match(req.GetDomain(), d); m == nil || len(m.rule.Limits) != 1 || m.rule.Limits[0].Window != w {
+				o.apart = "|~" + unit.String()
+			}
 			o.m = &match{rule: &Rule{FullKey: descriptorKey(req.GetDomain(), d)}, statsKey: descriptorKey(req.GetDomain(), d)}
 			for _, e := range d.GetEntries() {
 				o.m.values = append(o.m.values, e.GetValue())
@@ -383,7 +394,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 		if !o.limited {
 			continue
 		}
-		o.key = redisKey(s.opts.Prefix, req.GetDomain(), req.GetDescriptors()[i], o.m.values)
+		o.key = redisKey(s.opts.Prefix, req.GetDomain(), req.GetDescriptors()[i], o.m.values) + o.apart
 		if o.c == nil {
 			o.c = s.metrics.rule(req.GetDomain(), o.m.statsKey)
 		}

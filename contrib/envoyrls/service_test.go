@@ -372,6 +372,43 @@ func TestLimitOverride(t *testing.T) {
 	}
 }
 
+// An override of another unit than the configured rule's counts apart
+// from it: a shorter one must not cut the rule's log short (one key under
+// two windows keeps only what the shorter leaves, and its expiry). One of
+// the rule's unit counts in the rule's log.
+func TestLimitOverrideOfAnotherUnit(t *testing.T) {
+	e := start(t, basic)
+	ctx := context.Background()
+	a := desc("remote_address", "ov")
+	if got := e.admitted(t, "web", 3, a); got != 3 {
+		t.Fatalf("3 of the rule's 3 per minute: %d admitted", got)
+	}
+	keys := e.rdb.Keys(ctx, "*remote_address=ov*").Val()
+	if len(keys) != 1 {
+		t.Fatalf("the rule's keys: %v", keys)
+	}
+	rule := keys[0]
+	ov := desc("remote_address", "ov")
+	ov.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100, Unit: typev3.RateLimitUnit_SECOND}
+	if got := e.admitted(t, "web", 5, ov); got != 5 {
+		t.Fatalf("an override of 100 per second: %d of 5 admitted", got)
+	}
+	if ttl := e.rdb.PTTL(ctx, rule).Val(); ttl < 30*time.Second {
+		t.Errorf("the rule's log expires in %v after an override of 100 per second; want its minute", ttl)
+	}
+	if n := e.rdb.ZCard(ctx, rule).Val(); n != 3 {
+		t.Errorf("the rule's log holds %d events after the override's 5; want its own 3", n)
+	}
+	if r := e.ask(t, "web", 0, a); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("a 4th hit under 3 per minute: %v", codesOf(r))
+	}
+	same := desc("remote_address", "ov")
+	same.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 4, Unit: typev3.RateLimitUnit_MINUTE}
+	if got := e.admitted(t, "web", 2, same); got != 1 {
+		t.Errorf("an override of 4 per minute over the rule's 3: %d of 2 admitted, want 1 (it counts in the rule's log)", got)
+	}
+}
+
 func TestResponseHeaders(t *testing.T) {
 	e := start(t, basic, func(o *envoyrls.Options) { o.Headers = envoyrls.HeadersDraft11 | envoyrls.HeadersLegacy })
 	r := e.ask(t, "web", 0, desc("remote_address", "1"), desc("plan", "free"))
