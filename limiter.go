@@ -217,12 +217,20 @@ func (l *Limiter) AllowAll(ctx context.Context, key string, n int, limits ...Lim
 	return l.decide(ctx, request{op: opAllowAll, key: key, limits: limits, n: n})
 }
 
+// PeekAll reports what AllowAll(ctx, key, n, limits...) would decide now,
+// and records nothing (and makes no key). Its Remaining is the number of
+// events that could be admitted now under every limit (AllowAll's would
+// be n less, having admitted n).
+func (l *Limiter) PeekAll(ctx context.Context, key string, n int, limits ...Limit) (Result, error) {
+	return l.decide(ctx, request{op: opPeekAll, key: key, limits: limits, n: n})
+}
+
 // request is one decision on its way through the layers.
 type request struct {
-	op     string  // opAllow, opPeek, opAllowAll or opAcquire
+	op     string  // opAllow, opPeek, opAllowAll, opPeekAll or opAcquire
 	key    string  // the caller's key (opAcquire: the name of its in-flight log)
 	limit  Limit   // opAllow, opPeek, opAcquire
-	limits []Limit // opAllowAll
+	limits []Limit // opAllowAll, opPeekAll
 	n      int
 
 	user string // opAcquire: the caller's key
@@ -265,7 +273,7 @@ func (l *Limiter) checkRequest(q *request) error {
 	if q.key == "" {
 		return ErrEmptyKey
 	}
-	if q.op != opAllowAll {
+	if q.op != opAllowAll && q.op != opPeekAll {
 		if q.op == opAcquire && q.limit.Calendar() {
 			return fmt.Errorf("%w: %v is a calendar quota, not an in-flight limit", ErrInvalidLimit, q.limit)
 		}

@@ -203,6 +203,16 @@ func (l *Limiter) Peek(_ context.Context, key string, limit slidelog.Limit) (sli
 // Each window has its own log, apart from the key's single-limit log even
 // when there is one limit, as in Redis.
 func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slidelog.Limit) (slidelog.Result, error) {
+	return l.all(key, n, limits, true)
+}
+
+// PeekAll reports what AllowAll would decide now, and records nothing.
+// Result as slidelog's PeekAll.
+func (l *Limiter) PeekAll(_ context.Context, key string, n int, limits ...slidelog.Limit) (slidelog.Result, error) {
+	return l.all(key, n, limits, false)
+}
+
+func (l *Limiter) all(key string, n int, limits []slidelog.Limit, record bool) (slidelog.Result, error) {
 	if len(limits) == 0 {
 		return slidelog.Result{}, fmt.Errorf("%w: AllowAll needs at least one limit", slidelog.ErrInvalidLimit)
 	}
@@ -212,7 +222,7 @@ func (l *Limiter) AllowAll(_ context.Context, key string, n int, limits ...slide
 	if err := checkAll(key, n, limits); err != nil {
 		return slidelog.Result{}, err
 	}
-	return l.decide(key, limits, n, true, true)
+	return l.decide(key, limits, n, record, true)
 }
 
 // checkAll reports why n events for key can never be decided against

@@ -147,7 +147,7 @@ type one struct {
 	override *rlv3.RateLimitDescriptor_RateLimitOverride
 	// apart: the override's log is its own (the key's, and its unit), not
 	// the configured rule's, whose window differs
-	apart string
+	apart    string
 	limits   []slidelog.Limit
 	units    []rlsv3.RateLimitResponse_RateLimit_Unit
 	names    []string
@@ -480,13 +480,8 @@ func (s *Server) decideOne(ctx context.Context, o *one) {
 		o.denied = o.err == nil && !o.res.Allowed
 		o.admitted = o.err == nil && o.res.Allowed
 	case o.n == 0:
-		// No Peek of several windows: admit one and take it back at once.
-		o.res, o.err = l.AllowAll(ctx, o.key, 1, o.limits...)
+		o.res, o.err = l.PeekAll(ctx, o.key, 1, o.limits...)
 		o.denied = o.err == nil && !o.res.Allowed
-		if o.err == nil && o.res.Allowed {
-			o.res.Remaining++
-			s.refund(ctx, o.res)
-		}
 	default:
 		o.res, o.err = l.AllowAll(ctx, o.key, o.n, o.limits...)
 		o.denied = o.err == nil && !o.res.Allowed

@@ -261,6 +261,34 @@ descriptors:
 	}
 }
 
+// hits_addend 0 on a rule of several limits looks without recording
+// (PeekAll): two such looks in one request, on a key that holds nothing,
+// are both OK with every hit left, and make no key; on a full window, over.
+func TestHitsAddendZeroSeveralLimits(t *testing.T) {
+	e := start(t, `
+domain: d
+descriptors:
+  - key: pair
+    rate_limits: [{unit: minute, requests_per_unit: 1}, {unit: hour, requests_per_unit: 100}]
+`)
+	look := func() *rlv3.RateLimitDescriptor { return withHits(desc("pair", "x"), 0) }
+	for i := range 3 {
+		r := e.ask(t, "d", 0, look(), look())
+		if codesOf(r) != "OK OK OK" || r.Statuses[0].LimitRemaining != 1 || r.Statuses[1].LimitRemaining != 1 {
+			t.Fatalf("look %d: %s, remaining %d and %d; want both OK with 1 left", i+1, codesOf(r), r.Statuses[0].LimitRemaining, r.Statuses[1].LimitRemaining)
+		}
+	}
+	if keys := e.rdb.Keys(context.Background(), "*pair*").Val(); len(keys) != 0 {
+		t.Fatalf("looking made keys: %v", keys)
+	}
+	if got := codesOf(e.ask(t, "d", 0, desc("pair", "x"))); got != "OK OK" {
+		t.Fatalf("a hit: %s", got)
+	}
+	if got := codesOf(e.ask(t, "d", 0, look())); got != "OVER_LIMIT OVER_LIMIT" {
+		t.Fatalf("a look at a full minute: %s", got)
+	}
+}
+
 func TestSeveralDescriptors(t *testing.T) {
 	e := start(t, `
 domain: d
