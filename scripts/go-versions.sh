@@ -19,7 +19,7 @@ for v in ${SLIDELOG_GO_VERSIONS:-go1.24.0 go1.25.0 local}; do
   echo "--- $(go version | cut -d' ' -f3-): go build + go test ./... (module github.com/slidelog/slidelog, GOWORK=off)"
   go build ./...
   set +e
-  go test -count=1 ./... 2>&1 | grep -v ' pool.go:[0-9]*: ' # go-redis' dial retries in the fault tests
+  go test -count=1 -timeout 20m ./... 2>&1 | grep -v ' pool.go:[0-9]*: ' # go-redis' dial retries in the fault tests
   status=${PIPESTATUS[0]}
   set -e
   [ "$status" = 0 ] || exit "$status"

@@ -47,7 +47,10 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v valgrind >/dev/null
 fi
 
 echo "--- go test -race (the library, the CLI ./cmd/slidelog, the adapters ./contrib/prometheus and ./contrib/otel, the gRPC middleware ./contrib/grpclimit, the Envoy rate limit service ./contrib/envoyrls)"
-go test -race -count=1 ./... ./cmd/slidelog/... ./contrib/prometheus/... ./contrib/otel/... ./contrib/grpclimit/... ./contrib/envoyrls/...
+# (-timeout 30m: a package's tests under the race detector on a machine
+# whose cores other work shares take several times their quiet time; the
+# default 10 minutes was reached there)
+go test -race -count=1 -timeout 30m ./... ./cmd/slidelog/... ./contrib/prometheus/... ./contrib/otel/... ./contrib/grpclimit/... ./contrib/envoyrls/...
 
 # Measurements behind the "measure" build tag, so that a plain go test
 # needs nothing but a redis-server: bytes per stored event (MEMORY USAGE)
