@@ -295,7 +295,7 @@ func TestAllowEachConcurrent(t *testing.T) {
 // FailOpen admits every ask while Redis is unreachable, marked Degraded.
 func TestAllowEachPolicy(t *testing.T) {
 	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	rdb := redis.NewClient(redistest.DialOnce(&redis.Options{Addr: m.Addr(), MaxRetries: -1}))
 	t.Cleanup(func() { _ = rdb.Close() })
 	m.Close()
 	rate := Limit{Events: 10, Window: time.Minute}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"github.com/slidelog/slidelog/local"
 )
 
@@ -159,7 +160,7 @@ func TestAcquireShadow(t *testing.T) {
 // the slot stays held until Redis is back and the lease is released.
 func TestLeaseRedisDown(t *testing.T) {
 	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	rdb := redis.NewClient(redistest.DialOnce(&redis.Options{Addr: m.Addr(), MaxRetries: -1}))
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	l := slidelog.New(rdb)

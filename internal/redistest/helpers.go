@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,18 @@ func Client(t testing.TB, addr string, user ...string) *redis.Client {
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
+}
+
+// DialOnce has opts' client dial once a call, where go-redis has a field
+// for it (DialerRetries: newer versions try a refused dial 5 times, 100 ms
+// apart; the oldest go-redis slidelog supports has no such field and dials
+// once). A test of a server that is down waits for no backoff. It returns
+// opts.
+func DialOnce(opts *redis.Options) *redis.Options {
+	if f := reflect.ValueOf(opts).Elem().FieldByName("DialerRetries"); f.IsValid() && f.CanSet() {
+		f.SetInt(1)
+	}
+	return opts
 }
 
 // Info is a field of the server's INFO ("" if it has none).
