@@ -13,6 +13,7 @@ import (
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/httplimit"
+	"github.com/slidelog/slidelog/internal/redistest"
 	"github.com/slidelog/slidelog/local"
 )
 
@@ -22,7 +23,7 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = 
 func server(t *testing.T, opts ...slidelog.Option) (*miniredis.Miniredis, *slidelog.Limiter) {
 	m := miniredis.RunT(t)
 	m.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	rdb := redis.NewClient(redistest.DialOnce(&redis.Options{Addr: m.Addr(), MaxRetries: -1})) // (tests stop it)
 	t.Cleanup(func() { _ = rdb.Close() })
 	return m, slidelog.New(rdb, opts...)
 }

@@ -294,7 +294,7 @@ func TestModel(t *testing.T) {
 	servers(t, func(t *testing.T, rdb *redis.Client) {
 		seeds, steps := 8, 4000
 		if testing.Short() {
-			seeds, steps = 3, 600
+			seeds, steps = 2, 600
 		}
 		var all coverage
 		for seed := int64(1); seed <= int64(seeds); seed++ {
