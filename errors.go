@@ -26,8 +26,10 @@ var (
 	ErrExceedsLimit = errors.New("slidelog: n exceeds the limit's events")
 	// ErrEmptyKey: the key is the empty string.
 	ErrEmptyKey = errors.New("slidelog: empty key")
-	// ErrWrongType: the key's Redis value is not a sorted set (Redis said
-	// WRONGTYPE). The value is left as it was.
+	// ErrWrongType: the key's Redis value is no log slidelog wrote: another
+	// Redis type (Redis said WRONGTYPE), a string that is no compact log, or
+	// a sorted set whose scores a decision read are no event times (whole
+	// microseconds below 2^53, such as 1.5). The value is left as it was.
 	ErrWrongType = errors.New("slidelog: key holds a value of another Redis type")
 	// ErrLimitTooLarge: Limit.Events is over the limiter's WithMaxEvents.
 	ErrLimitTooLarge = errors.New("slidelog: limit's log would be too large")

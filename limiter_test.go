@@ -170,6 +170,69 @@ func TestWrongTypeKeepsValue(t *testing.T) {
 	}
 }
 
+// A sorted set another program wrote, whose scores are no event times
+// (1.5 µs past a whole one, 1e300): a decision that reads one is an
+// ErrWrongType, as a string that is no log is, and writes nothing. (A
+// reply that held such a score was an error the caller could not classify.)
+func TestForeignSortedSetKeepsValue(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			now, err := rdb.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, unbatched := range []bool{false, true} {
+				var opts []Option
+				if unbatched {
+					opts = append(opts, WithoutBatching())
+				}
+				l := New(rdb, append(opts, WithPrefix(uniqueKey(t)+":"))...)
+				for _, members := range [][]redis.Z{
+					{{Score: float64(now.UnixMicro()) - 1000.5, Member: "x"}},
+					{{Score: float64(now.UnixMicro()) - 1000, Member: "x"}, {Score: 1e300, Member: "y"}},
+				} {
+					lim := PerHour(len(members))
+					base, _ := l.allKeys("k")
+					// the log of Allow and Peek, then AllowAll's and PeekAll's
+					for _, k := range []string{l.prefix + "k", windowKey(base, time.Hour)} {
+						if err := rdb.Del(ctx, k).Err(); err != nil {
+							t.Fatal(err)
+						}
+						if err := rdb.ZAdd(ctx, k, members...).Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for i, call := range []func() error{
+						func() error { _, err := l.Allow(ctx, "k", lim); return err },
+						func() error { _, err := l.Peek(ctx, "k", lim); return err },
+						func() error {
+							_, err := l.AllowAll(ctx, "k", 1, lim, Limit{Events: 100, Window: 24 * time.Hour})
+							return err
+						},
+						func() error { _, err := l.PeekAll(ctx, "k", 1, lim); return err },
+					} {
+						if err := call(); !errors.Is(err, ErrWrongType) {
+							t.Errorf("%v: call %d: err = %v, want ErrWrongType", members, i, err)
+						}
+					}
+					for _, k := range []string{l.prefix + "k", windowKey(base, time.Hour)} {
+						if got := rdb.ZRangeWithScores(ctx, k, 0, -1).Val(); len(got) != len(members) || got[0].Member != "x" {
+							t.Errorf("%v: %s now %v", members, k, got)
+						}
+						if ttl := rdb.PTTL(ctx, k).Val(); ttl != -1 {
+							t.Errorf("%s's TTL now %v, want none", k, ttl)
+						}
+					}
+					if keys := rdb.Keys(ctx, l.prefix+"*").Val(); len(keys) != 2 {
+						t.Errorf("keys now %v, want the two sets only", keys)
+					}
+				}
+			}
+		})
+	}
+}
+
 // After SCRIPT FLUSH (or a restart, or a failover) EVALSHA answers NOSCRIPT
 // and the call goes on with EVAL: one more round trip, no error.
 func TestNoScriptRecovery(t *testing.T) {

@@ -2,6 +2,7 @@ package slidelog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -92,6 +93,9 @@ func decode(v any, limits []Limit) (Result, error) {
 		return Result{}, fmt.Errorf("slidelog: Redis' time %v is still outside the calendar periods sent after %d tries", time.UnixMicro(at).UTC(), maxPeriodTries)
 	}
 	d, err := reply.Decode(v, limits, size)
+	if errors.Is(err, reply.ErrNotALog) {
+		return Result{}, fmt.Errorf("%w: %w", ErrWrongType, err)
+	}
 	if err != nil {
 		return Result{}, err
 	}

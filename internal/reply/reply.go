@@ -7,12 +7,19 @@
 package reply
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// ErrNotALog: a decision's reply holds a score that is no event time of
+// slidelog's (a whole microsecond below 2^53, as a decision records): the
+// key is a sorted set another program wrote. Such a reply is a denial's or
+// a look's, which wrote nothing.
+var ErrNotALog = errors.New("a sorted set that is no log of slidelog's (a score that is no whole microsecond)")
 
 // Decision is a decision's reply under its limits, its fields computed as
 // the contract defines a Result's: Which is the index of the limit that
@@ -46,8 +53,12 @@ func Decode[L any](v any, limits []L, size func(L) (events int, window int64)) (
 	r := Decision{Allowed: allowed, Remaining: math.MaxInt, At: at}
 	for i, lim := range limits {
 		var f [3]int64
+		triple := s
 		for j := 0; ok && j < len(f); j++ {
 			f[j], s, ok = Field(s)
+		}
+		if !ok && foreign(triple) {
+			return Decision{}, fmt.Errorf("%w (limit %d replied %q)", ErrNotALog, i+1, triple)
 		}
 		if !ok {
 			return Decision{}, fmt.Errorf("slidelog: script replied %v, want a count, kth and newest for each of %d limits", v, len(limits))
@@ -70,6 +81,29 @@ func Decode[L any](v any, limits []L, size func(L) (events int, window int64)) (
 		return Decision{}, fmt.Errorf("slidelog: script replied %v, more than %d limits", v, len(limits))
 	}
 	return r, nil
+}
+
+// foreign reports whether triple starts with a count and then two fields
+// of which one is a number but no whole microsecond below 2^53 (a
+// score another program wrote: 1.5, 1e+300), which Redis printed.
+func foreign(triple string) bool {
+	f := strings.SplitN(triple, " ", 4)
+	if len(f) < 3 {
+		return false
+	}
+	if _, err := strconv.ParseInt(f[0], 10, 64); err != nil {
+		return false
+	}
+	for _, score := range f[1:3] {
+		if _, ok := integer(score); ok {
+			continue
+		}
+		if _, err := strconv.ParseFloat(score, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // Newest is the newest of each limit's triple in v, an admission's reply

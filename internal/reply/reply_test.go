@@ -1,6 +1,7 @@
 package reply
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -28,6 +29,24 @@ func TestDecode(t *testing.T) {
 	for _, bad := range []any{"2 1 0 0 0 0 0 0", "1 1 0 0", "1 1 0 0 0 0 0 0 9", int64(1), "1 1 x 0 0 0 0 0"} {
 		if d, err := Decode(bad, limits, size); err == nil {
 			t.Errorf("Decode(%v) = %+v, want an error", bad, d)
+		}
+	}
+}
+
+// A score no decision records (a fraction of a microsecond, past 2^53,
+// infinite), which another program's sorted set holds, is ErrNotALog; a
+// reply cut short or of another shape is not.
+func TestDecodeForeignScores(t *testing.T) {
+	limits := []limit{{3, 1_000_000}, {5, 10_000_000}}
+	for _, v := range []string{"0 100000000 3 99500000.5 99900000 5 0 99900000", "0 100000000 3 99500000 99900000 5 1e+300 1e+300",
+		"0 100000000 3 99500000 inf 5 0 99900000", "1 100000000 1 0 99900000 4 0 1.76726880000000025e+15"} {
+		if d, err := Decode(v, limits, size); !errors.Is(err, ErrNotALog) {
+			t.Errorf("Decode(%q) = %+v, %v; want ErrNotALog", v, d, err)
+		}
+	}
+	for _, v := range []string{"0 100000000 3 99500000", "0 100000000 x 99500000 99900000 5 0 99900000", "0 100000000 3 y 99900000 5 0 99900000"} {
+		if _, err := Decode(v, limits, size); err == nil || errors.Is(err, ErrNotALog) {
+			t.Errorf("Decode(%q): %v; want another error", v, err)
 		}
 	}
 }
