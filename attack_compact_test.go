@@ -20,6 +20,7 @@ import (
 
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/ids"
+	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -294,11 +295,17 @@ func attackAddrs(t *testing.T) map[string]*redis.Client {
 // SLIDELOG_ATTACK_TRACE=key logs the steps on that key and, at a mismatch,
 // its compact log and the model's.
 func refundFuzz(t *testing.T, rdb *redis.Client, seed uint64, steps int, wait func(time.Duration), retried bool, back ...func(time.Duration)) {
+	refundFuzzWith(t, rdb, nil, seed, steps, wait, retried, back...)
+}
+
+// refundFuzzWith is refundFuzz by a limiter with opts too.
+func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []Option, seed uint64, steps int, wait func(time.Duration), retried bool, back ...func(time.Duration)) {
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, compactFromFirst, WithPrefix(prefix))
+	opts = append([]Option{compactFromFirst, WithPrefix(prefix)}, opts...)
+	l := New(rdb, opts...)
 	if retried {
-		l = New(redistest.Twice{Client: rdb}, compactFromFirst, WithPrefix(prefix)) // every call (decisions, refunds) run twice, the second marked re-sent
+		l = New(redistest.Twice{Client: rdb}, opts...) // every call (decisions, refunds) run twice, the second marked re-sent
 	}
 	mod := &refundModel{logs: map[string][]modelEvent{}, shifted: map[int]bool{}}
 	r := rand.New(rand.NewPCG(seed, 77))
@@ -418,7 +425,19 @@ func refundFuzz(t *testing.T, rdb *redis.Client, seed uint64, steps int, wait fu
 		if i%25 == 0 {
 			for k, most := range map[string]int{prefix + "a": 129, prefix + "b": 1000, prefix + "s": 200, prefix + "u": 130,
 				allKeys[0]: all[0].Events, allKeys[1]: all[1].Events, allKeys[2]: all[2].Events} {
-				if n := rdb.StrLen(ctx, k).Val(); storeOf(t, rdb, k) == "string" && n > int64(296+7*most) {
+				n := rdb.StrLen(ctx, k).Val()
+				if storeOf(t, rdb, k) != "string" {
+					continue
+				}
+				if rdb.GetRange(ctx, k, 0, 3).Val() == "slb1" {
+					// a block log: its 352 bytes, then blocks of 512 bytes,
+					// each full one of at least 9 entries of the log's at most
+					// most live ones on average, a ring at most twice its held
+					// blocks
+					if bound := int64(352 + 512*2*(2*((most+8)/9)+3)); n > bound {
+						t.Fatalf("step %d: block log %s holds %d bytes, over %d", i, k, n, bound)
+					}
+				} else if n > int64(296+7*most) {
 					t.Fatalf("step %d: %s holds %d bytes, over 296 + 7 × %d", i, k, n, most)
 				}
 			}
@@ -495,6 +514,32 @@ func TestAttackRefundFuzzRealRedis(t *testing.T) {
 			for seed := range uint64(2) {
 				refundFuzz(t, rdb, seed, 1500, time.Sleep, false)
 			}
+		})
+	}
+}
+
+// The random traces with refunds again with every compact log a block
+// log (blocklog.lua): on miniredis, its calls sent twice, its clock
+// stepping back, and on real servers.
+func TestAttackRefundFuzzBlockLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long random traces: run without -short")
+	}
+	block := []Option{Option(optiontest.BlockLog())}
+	for seed := range attackSeeds(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			m := newMini(t)
+			var now time.Duration
+			refundFuzzWith(t, m.Rdb, block, seed, 2000, func(d time.Duration) { now += d; m.At(now) }, seed%2 == 1)
+			later := time.Hour
+			m.At(later)
+			refundFuzzWith(t, m.Rdb, block, seed, 2000, func(d time.Duration) { later += d; m.At(later) }, false,
+				func(d time.Duration) { later -= d; m.At(later) })
+		})
+	}
+	for name, rdb := range attackAddrs(t) {
+		t.Run(name, func(t *testing.T) {
+			refundFuzzWith(t, rdb, block, 1, 1500, time.Sleep, false)
 		})
 	}
 }

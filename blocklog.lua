@@ -56,8 +56,10 @@
 -- then d mod 2^k in k bits. EG(j) of v: v + 2^j has L bits: L - 1 - j
 -- zeros, then v + 2^j in L bits. The bits past the last entry are zero.
 --
--- Times never decrease (an entry is recorded at the later of now and
--- newest); two entries may share a time. Blocks before fb have expired
+-- Times never decrease from fb on (an entry is recorded at the later of
+-- now and newest, but when no entry is held from F on: then it starts a
+-- block at now, every block before it freed); two entries may share a
+-- time. Blocks before fb have expired
 -- and their slots are free. A decision reads the header: while F is live
 -- (ft > cutoff) the live weight is C - cumF; else the first live entry is
 -- found by a search over the blocks' bases and one block decoded. A
@@ -569,16 +571,19 @@ local function blocklogLib()
   -- admissions (the window times w over the limit), the first block's k.
   -- Call after live. Returns the entry's time.
   function lib.record(lg, t, w, id, gap)
-    if t < lg.newest then
+    local wasEnd = lg.cumF == lg.C
+    -- (a clock that stepped back: an entry at newest, unless no entry is
+    -- held from F on, when it starts a block of its own at t)
+    local back = t < lg.newest and wasEnd
+    if t < lg.newest and not wasEnd then
       t = lg.newest
     end
-    local wasEnd = lg.cumF == lg.C
     if lg.NB == 0 then
       lg.NB, lg.last, lg.fb = fit(1), 0, 0
       call('SET', lg.key, 'slb1' .. enc(S, 2) .. fields(lg) .. rep('\0', H - HF + lg.NB * S))
       startBlock(lg, 0, t, w, kOf(gap), 0)
     else
-      local need, fits = 0, lg.oc > 0 and lg.oc < CAP
+      local need, fits = 0, lg.oc > 0 and lg.oc < CAP and not back
       if fits then
         need = riceBits(t - lg.newest, lg.ok)
         if lg.omode == 0 then
@@ -817,6 +822,43 @@ local function blocklogLib()
     note(lg, id, t, 114)
     lib.save(lg)
     return taken
+  end
+
+  -- decision: the log at key as of now, for a decision under limit and
+  -- window (compact.lua's openCompact): lg.T - lg.f is its live weight,
+  -- lg.blk this library; else nil and the decision's error (no block log)
+  function lib.decision(key, now, window, limit)
+    local lg = lib.open(key)
+    if not lg or lg.NB == 0 then
+      return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
+    end
+    lg.blk, lg.window, lg.limit = lib, window, limit
+    lg.T, lg.f = lib.live(lg, now - window), 0
+    return lg, nil
+  end
+
+  -- answer: for a decision after decision(), the time of the entry at
+  -- which the live weight reaches short (a request short over the limit
+  -- waits for it to leave; '0' when short < 1), and the newest entry's
+  -- ('0' when none is live), as strings
+  function lib.answer(lg, short)
+    local kth, newest = '0', '0'
+    if short >= 1 then
+      kth = string.format('%d', lib.retryAt(lg, short))
+    end
+    if lg.T > 0 then -- (the newest entry held is live)
+      newest = string.format('%d', lg.newest)
+    end
+    return kth, newest
+  end
+
+  -- admit: for a decision after decision(), an entry of weight n at now
+  -- for the admission whose first id is first; the time it was recorded
+  -- at, as a string
+  function lib.admit(lg, n, first, now)
+    local t = lib.record(lg, now, n, first, lg.window * n / lg.limit)
+    lg.T = lg.T + n
+    return string.format('%d', t)
   end
 
   -- found: the time of the admission (kind 97, 'a') or refund (114, 'r')

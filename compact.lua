@@ -10,11 +10,15 @@
 -- sized exactly: SETRANGE past a string's end grows it greedily, up to
 -- twice its size.
 --
+-- A block log (blocklog.lua), met where a compact log may be, goes to
+-- blocklogLib's decision, answer and admit from these same steps.
+--
 -- openCompact and compactStep (at the end) take a decision's usual steps,
 -- packing with Redis' struct library. compactLib does the rest (and everything on
 -- miniredis, which has neither struct nor bit: string.byte and string.char
 -- only); it is made only by a call that needs it, as its closures cost
 -- Redis about 25 000 instructions (TestScriptPieces).
+local blk -- blocklogLib() (blocklog.lua), made by the first step of a call that meets a block log
 local function compactLib()
   local call, byte, char, sub, rep, floor = redis.call, string.byte, string.char, string.sub, string.rep, math.floor
   local HDR, K, B = 296, 16, 64 -- bytes before the ring, table entries, slots per block read
@@ -222,9 +226,25 @@ local function compactLib()
   -- members) rewritten as a compact log of its live events (time >
   -- cutoff), in place, with room for n more; returns the log. Its
   -- members' ids are gone: a retry of an admission before it counts again.
-  function lib.convert(key, limit, cutoff, n)
+  function lib.convert(key, limit, cutoff, n, block, window)
     local z = call('ZRANGEBYSCORE', key, '(' .. string.format('%d', cutoff), '+inf', 'WITHSCORES')
     local m = #z / 2
+    if block then
+      -- a block log: an entry per time, weighing its events
+      local tss, ws = {}, {}
+      for j = 1, m do
+        local t = tonumber(z[2 * j])
+        if tss[#tss] == t then
+          ws[#ws] = ws[#ws] + 1
+        else
+          tss[#tss + 1], ws[#ws + 1] = t, 1
+        end
+      end
+      blk = blk or need('block')()
+      local lg = blk.build(key, tss, ws, window / limit)
+      lg.blk, lg.window, lg.limit, lg.T, lg.f = blk, window, limit, m, 0
+      return lg
+    end
     local C = math.min(math.max(limit, m + n), math.max(64, 2 * (m + n)))
     local ring = {}
     for j = 1, m do
@@ -274,6 +294,10 @@ local function openCompact(lib, key, card, now, window, limit, n, peek)
       lib = lib or compactLib()
       lg = lib.open(key, h)
     end
+  elseif string.sub(h, 1, 4) == 'slb1' then -- a block log (blocklog.lua)
+    blk = blk or need('block')()
+    lg, card = blk.decision(key, now, window, limit)
+    return lg, card, lib
   end
   -- a header no compact log has (another program's string that starts
   -- alike, or a log damaged by hand) is no log
@@ -319,6 +343,10 @@ end
 --         has none (its decision's first read meets its error).
 local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
   if step == 'answer' then
+    if lg.blk then -- a block log's (blocklog.lua)
+      local kth, newest = lg.blk.answer(lg, n)
+      return kth, newest, lib
+    end
     local kth, newest = '0', '0'
     if n == 1 then -- (n: short)
       kth = string.format('%d', lg.oldest) -- (the time of event f)
@@ -333,7 +361,11 @@ local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
   elseif step == 'retried' then -- (lg: keys, n: from, count: k)
     for i = n + 1, n + count do
       local recorded = redis.pcall('ZSCORE', lg[i], first)
-      if type(recorded) == 'table' then
+      if type(recorded) == 'table' and redis.pcall('GETRANGE', lg[i], '0', '3') == 'slb1' then
+        blk = blk or need('block')()
+        recorded = blk.found(lg[i], first, 97)
+        recorded = recorded and string.format('%d', recorded)
+      elseif type(recorded) == 'table' then
         lib = lib or compactLib()
         recorded = lib.found(lg[i], first, 97)
         recorded = recorded and string.format('%d', recorded)
@@ -344,7 +376,10 @@ local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
     end
     return nil, lib
   end
-  local t, ts = nows, now -- admit
+  if lg.blk then -- admit a block log's (blocklog.lua)
+    return count + n, lg.blk.admit(lg, n, first, now), lib
+  end
+  local t, ts = nows, now
   if lg.newest > now then
     ts = lg.newest
     t = string.format('%d', ts)

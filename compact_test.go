@@ -11,6 +11,7 @@ import (
 
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/model"
+	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -133,10 +134,18 @@ func TestCompactModel(t *testing.T) {
 func TestCompactModelRealRedis(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	for _, batching := range batchingModes {
-		t.Run(batching.Name, func(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{
+		{"batched", []Option{WithBatching(256)}},
+		{"unbatched", []Option{WithoutBatching()}},
+		{"block log", []Option{Option(optiontest.BlockLog())}},
+		{"block log unbatched", []Option{Option(optiontest.BlockLog()), WithoutBatching()}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, compactFromFirst, WithPrefix(prefix), batching.Opt)
+			l := New(rdb, append([]Option{compactFromFirst, WithPrefix(prefix)}, mode.opts...)...)
 			mod := model.New()
 			r := rand.New(rand.NewPCG(5, 5))
 			allowed := 0
@@ -164,6 +173,10 @@ func TestCompactModelRealRedis(t *testing.T) {
 			}
 			if typ := storeOf(t, rdb, prefix+"c"); typ != "string" {
 				t.Errorf("key c is a %s, want a compact log", typ)
+			}
+			block := rdb.GetRange(ctx, prefix+"c", 0, 3).Val() == "slb1"
+			if want := strings.HasPrefix(mode.name, "block log"); block != want {
+				t.Errorf("key c a block log: %v, want %v", block, want)
 			}
 		})
 	}

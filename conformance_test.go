@@ -112,3 +112,25 @@ func TestConformanceCompact(t *testing.T) {
 		conformance.RunModel(t, func(t *testing.T) conformance.Subject { return miniSubject(t, compact) }, 20, 500)
 	})
 }
+
+// Every table and trace again with every log a block log (blocklog.lua):
+// an entry per admission decides as the slots of the other stores do.
+func TestConformanceBlockLog(t *testing.T) {
+	block := []slidelog.Option{slidelog.Option(optiontest.CompactAbove(0)), slidelog.Option(optiontest.BlockLog())}
+	subject := func(more ...slidelog.Option) func(t *testing.T) conformance.Subject {
+		return func(t *testing.T) conformance.Subject { return miniSubject(t, append(block, more...)...) }
+	}
+	conformance.Run(t, subject())
+	t.Run("MaxLimits", func(t *testing.T) { conformance.RunMaxLimits(t, subject()) })
+	t.Run("batched", func(t *testing.T) {
+		conformance.Run(t, subject(slidelog.WithBatching(8)))
+		conformance.RunModel(t, subject(slidelog.WithBatching(8)), 3, 300)
+	})
+	t.Run("model", func(t *testing.T) {
+		seeds, steps := 20, 500
+		if testing.Short() {
+			seeds, steps = 3, 300
+		}
+		conformance.RunModel(t, subject(), seeds, steps)
+	})
+}

@@ -20,6 +20,8 @@ var (
 	logLua string
 	//go:embed compact.lua
 	compactLua string
+	//go:embed blocklog.lua
+	blocklogLua string
 	//go:embed script.lua
 	scriptLua string
 	//go:embed reset.lua
@@ -47,17 +49,25 @@ var (
 	// decideSource's script).
 	thresholdsLua = "local convertPast = 128 -- a listpack's members (zset-max-listpack-entries)\n"
 
+	// formatLua gives script.lua the format a sorted set of a limit kept
+	// compactly becomes: blockLog false, a compact log of a slot per event
+	// (compact.lua); true, a block log of an entry per admission
+	// (blocklog.lua; config.Config.BlockLog). A decision reads either,
+	// whatever this says.
+	formatLua = "local blockLog = false -- config.Config.BlockLog\n"
+
 	// partsSrc is need(part) (need.lua): a log's layout and a quota's code
-	// (log.lua), the compact log's code (compact.lua) and the event ids'
-	// derivation (ids.lua), each made only by a call that asks for it.
-	partsSrc = inline(needLua, map[string]string{"log.lua": logLua, "compact.lua": compactLua, "ids.lua": idsLua})
+	// (log.lua), the compact log's code (compact.lua), the block log's
+	// (blocklog.lua) and the event ids' derivation (ids.lua), each made
+	// only by a call that asks for it.
+	partsSrc = inline(needLua, map[string]string{"log.lua": logLua, "compact.lua": compactLua, "blocklog.lua": blocklogLua, "ids.lua": idsLua})
 
 	// The sources as Redis runs them: the sizes and thresholds, need (the
 	// shared files), the clock, then the script. need comes before the
 	// clock, whose locals (call, tonumber, KEYS, ARGV) its functions would
 	// otherwise capture, which every call would pay for.
 	// scripts/luaops.lua joins what decideSrc names, in its order.
-	decideSrc = sizesLua + thresholdsLua + partsSrc + clockLua + scriptLua
+	decideSrc = sizesLua + thresholdsLua + formatLua + partsSrc + clockLua + scriptLua
 	renewSrc  = clockLua + idsLua + renewLua
 	refundSrc = sizesLua + partsSrc + refundLua
 
@@ -101,18 +111,20 @@ func inline(src string, files map[string]string) string {
 }
 
 // decideSource is the decision script's source where a sorted set of a
-// limit kept compactly becomes a compact log past convertPast live events:
-// decideSrc with its thresholdsLua line giving convertPast.
-func decideSource(convertPast int) string {
+// limit kept compactly becomes a compact log past convertPast live events,
+// a block log if blockLog: decideSrc with its thresholdsLua and formatLua
+// lines giving them.
+func decideSource(convertPast int, blockLog bool) string {
 	line := fmt.Sprintf("local convertPast = %d -- config.Config.ConvertPast\n", convertPast)
-	return strings.Replace(decideSrc, thresholdsLua, line, 1)
+	src := strings.Replace(decideSrc, thresholdsLua, line, 1)
+	return strings.Replace(src, formatLua, fmt.Sprintf("local blockLog = %t -- config.Config.BlockLog\n", blockLog), 1)
 }
 
 // decideScriptFor is the decision script of a Limiter configured with
-// convertPast: decideScript's for the default.
-func decideScriptFor(convertPast int) *redis.Script {
-	if convertPast == config.DefaultConvertPast {
+// convertPast and blockLog: decideScript's for the defaults.
+func decideScriptFor(convertPast int, blockLog bool) *redis.Script {
+	if convertPast == config.DefaultConvertPast && !blockLog {
 		return decideScript
 	}
-	return redis.NewScript(decideSource(convertPast))
+	return redis.NewScript(decideSource(convertPast, blockLog))
 }

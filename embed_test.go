@@ -15,7 +15,7 @@ func TestDecideSourceThreshold(t *testing.T) {
 	if !strings.HasPrefix(thresholdsLua, fmt.Sprintf("local convertPast = %d ", config.DefaultConvertPast)) {
 		t.Fatalf("thresholdsLua %q does not give config.DefaultConvertPast (%d)", thresholdsLua, config.DefaultConvertPast)
 	}
-	got := decideSource(5)
+	got := decideSource(5, false)
 	if got == decideSrc || !strings.Contains(got, "\nlocal convertPast = 5 ") || strings.Contains(got, thresholdsLua) {
 		t.Fatalf("decideSource(5) does not give convertPast 5 in place of the default's line")
 	}
@@ -27,7 +27,7 @@ func TestDecideSourceThreshold(t *testing.T) {
 // need.lua holds each shared file once, in its place, and inline refuses a
 // name it was not given and a file it did not place.
 func TestNeedHoldsTheSharedFiles(t *testing.T) {
-	for name, text := range map[string]string{"log.lua": logLua, "compact.lua": compactLua, "ids.lua": idsLua} {
+	for name, text := range map[string]string{"log.lua": logLua, "compact.lua": compactLua, "blocklog.lua": blocklogLua, "ids.lua": idsLua} {
 		if strings.Count(partsSrc, text) != 1 {
 			t.Errorf("partsSrc holds %s %d times, want once", name, strings.Count(partsSrc, text))
 		}

@@ -9,6 +9,8 @@
 --
 --   need('log')      logLib (log.lua): calendar quotas, AllowAll's indexes
 --   need('compact')  compactLib, openCompact, compactStep (compact.lua)
+--   need('block')    blocklogLib (blocklog.lua): the block log, which
+--                    compact.lua's steps use when a log is one
 --   need('ids')      eventIds (ids.lua): the ids of an admission's events
 local function need(part)
   if part == 'log' then
@@ -17,6 +19,9 @@ local function need(part)
   elseif part == 'compact' then
 --[[compact.lua]]
     return compactLib, openCompact, compactStep
+  elseif part == 'block' then
+--[[blocklog.lua]]
+    return blocklogLib
   end
 --[[ids.lua]]
   return eventIds

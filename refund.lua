@@ -43,7 +43,7 @@ if string.byte(ARGV[from]) == 35 and #ARGV[from] ~= 8 then -- '#': quotas
 end
 local first, n = ARGV[from], tonumber(ARGV[from + 1])
 local quota0 = from - q -- (ARGV[quota0 - 1 + i]: the end of quota i's period)
-local eventIds, clib, giveBack -- (need.lua)
+local eventIds, clib, blk, giveBack -- (need.lua)
 for i = 1, #KEYS - q do
   for j = 0, n - 1, 1000 do
     eventIds = eventIds or need('ids')
@@ -52,8 +52,22 @@ for i = 1, #KEYS - q do
       -- not a sorted set: a compact log (compact.lua) takes back as many
       -- events of the admission's time (its table knows the time of its
       -- last admissions), once: the refund is marked in its table
+      local h = redis.call('GETRANGE', KEYS[i], '0', '39')
+      if string.sub(h, 1, 4) == 'slb1' then
+        -- a block log (blocklog.lua): as much of the weight of its
+        -- entries of that time, once
+        blk = blk or need('block')()
+        local lg = blk.open(KEYS[i])
+        if not lg then
+          return r
+        end
+        if not blk.found(KEYS[i], first, 114) then
+          blk.unrecord(lg, blk.found(KEYS[i], first, 97) or at, n, first)
+        end
+        break
+      end
       clib = clib or need('compact')()
-      local lg = clib.open(KEYS[i], redis.call('GETRANGE', KEYS[i], '0', '39'))
+      local lg = clib.open(KEYS[i], h)
       if not lg then
         return r -- another type: WRONGTYPE
       end

@@ -24,8 +24,10 @@
 -- KEYS  the log, a sorted set: score = an admitted event's Redis TIME in
 --       microseconds, member = the event's id; or a compact log, a string
 --       (compact.lua), which a log of a negated window becomes at the
---       admission that takes it past convertPast events (128: embed.go).
---       A key is read as what it is, whatever its limit.
+--       admission that takes it past convertPast events (128: embed.go);
+--       or, where blockLog says so (embed.go), a block log instead, a
+--       string of an entry per admission (blocklog.lua). A key is read as
+--       what it is, whatever its limit.
 --
 -- An AllowAll decision over L limits is marked by a first argument "*L",
 -- then n and id, then events and window for each limit; its keys are the
@@ -372,7 +374,7 @@ while argAt < nargs do
           compactLib, openCompact, compactStep = need('compact')
         end
         clib = clib or compactLib()
-        lg = clib.convert(key, limit, now - window, n)
+        lg = clib.convert(key, limit, now - window, n, blockLog, window)
         count, gone, unknown = lg.T, 0, false
       end
       local newest, added = nows, n -- its newest event's time; the events it added

@@ -75,7 +75,7 @@ func utc(s string) time.Time {
 // compactScript is the decision script of such a limiter.
 var (
 	compactFromFirst = Option(optiontest.ConvertPast(0))
-	compactScript    = decideScriptFor(0)
+	compactScript    = decideScriptFor(0, false)
 )
 
 // compactAbove makes a limiter keep the logs of limits over events

@@ -147,7 +147,9 @@ func (m *model) live(cutoff int64) int64 {
 }
 
 func (m *model) record(t, w int64) int64 {
-	t = max(t, m.newest)
+	if len(m.es) > 0 { // (none held: at t, even before newest, as blocklog.lua records)
+		t = max(t, m.newest)
+	}
 	m.es = append(m.es, Entry{t, w})
 	m.newest = t
 	return t

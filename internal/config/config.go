@@ -43,6 +43,11 @@ type Config struct {
 	// compactly holds before its next admission makes it a compact log
 	// (the decision script's convertPast). No public option sets it.
 	ConvertPast int
+	// BlockLog makes that log a block log (blocklog.lua: an entry per
+	// admission, of any weight) instead of a compact log of a slot per
+	// event. A decision reads either, whatever this says. No public option
+	// sets it.
+	BlockLog bool
 	// IDs hands out the event ids (nil: the process's, ids.Process).
 	IDs *ids.Source
 }

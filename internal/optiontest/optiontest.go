@@ -26,6 +26,12 @@ func ConvertPast(events int) func(*config.Config) {
 	return func(c *config.Config) { c.ConvertPast = events }
 }
 
+// BlockLog makes the logs a sorted set of a limit kept compactly becomes
+// block logs (blocklog.lua), not compact logs of a slot per event.
+func BlockLog() func(*config.Config) {
+	return func(c *config.Config) { c.BlockLog = true }
+}
+
 // IDs makes the limiter take its event ids from s.
 func IDs(s *ids.Source) func(*config.Config) {
 	return func(c *config.Config) { c.IDs = s }
