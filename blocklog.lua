@@ -824,43 +824,6 @@ local function blocklogLib()
     return taken
   end
 
-  -- decision: the log at key as of now, for a decision under limit and
-  -- window (compact.lua's openCompact): lg.T - lg.f is its live weight,
-  -- lg.blk this library; else nil and the decision's error (no block log)
-  function lib.decision(key, now, window, limit)
-    local lg = lib.open(key)
-    if not lg or lg.NB == 0 then
-      return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
-    end
-    lg.blk, lg.window, lg.limit = lib, window, limit
-    lg.T, lg.f = lib.live(lg, now - window), 0
-    return lg, nil
-  end
-
-  -- answer: for a decision after decision(), the time of the entry at
-  -- which the live weight reaches short (a request short over the limit
-  -- waits for it to leave; '0' when short < 1), and the newest entry's
-  -- ('0' when none is live), as strings
-  function lib.answer(lg, short)
-    local kth, newest = '0', '0'
-    if short >= 1 then
-      kth = string.format('%d', lib.retryAt(lg, short))
-    end
-    if lg.T > 0 then -- (the newest entry held is live)
-      newest = string.format('%d', lg.newest)
-    end
-    return kth, newest
-  end
-
-  -- admit: for a decision after decision(), an entry of weight n at now
-  -- for the admission whose first id is first; the time it was recorded
-  -- at, as a string
-  function lib.admit(lg, n, first, now)
-    local t = lib.record(lg, now, n, first, lg.window * n / lg.limit)
-    lg.T = lg.T + n
-    return string.format('%d', t)
-  end
-
   -- found: the time of the admission (kind 97, 'a') or refund (114, 'r')
   -- of id in the table of the log at key; nil if not there
   function lib.found(key, id, kind)
@@ -880,15 +843,17 @@ local function blocklogLib()
 
   -- build: the log at key made anew (SET, its expiry kept when it has
   -- one) from entries ts, ws (times not decreasing, weights >= 1), every
-  -- one of them F on; gap as record's, for a log of one entry. Returns it.
-  function lib.build(key, ts, ws, gap)
+  -- one of them F on; gap as record's, for a log of one entry; tbl and
+  -- cur, when given, its table (256 bytes) and the next entry of it to
+  -- write. Returns it.
+  function lib.build(key, ts, ws, gap, tbl, cur)
     local n = #ts
     if n == 0 then
       call('DEL', key)
       return lib.open(key)
     end
     local blocks, i, cum = {}, 1, 0
-    local lg = {key = key, cur = 0}
+    local lg = {key = key, cur = cur or 0}
     while i <= n do
       local k, mode = choose(ts, ws, i, n, gap)
       local s, nx, bits, lastb = encodeRun(ts, ws, i, n, k, mode, ts[i], cum)
@@ -907,10 +872,163 @@ local function blocklogLib()
     walk(sub(blocks[1], BH + 1), byte(blocks[1], 14), byte(blocks[1], 15), ts[1], 1, nil, function(_, _, _, bit)
       lg.fo = bit
     end)
-    call('SET', key, 'slb1' .. enc(S, 2) .. fields(lg) .. rep('\0', H - HF) .. concat(blocks)
+    call('SET', key, 'slb1' .. enc(S, 2) .. fields(lg) .. (tbl or rep('\0', H - HF)) .. concat(blocks)
       .. rep('\0', (lg.NB - #blocks) * S), 'KEEPTTL')
     return lg
   end
 
   return lib
+end
+
+-- A decision's usual steps on a block log, with Redis' struct library and
+-- without blocklogLib's closures and tables (made, once per call, only by
+-- a step that needs a block read, a new block, or a server without the
+-- struct library: miniredis). compact.lua's openCompact and compactStep
+-- call them.
+local blockLib -- blocklogLib(), when a step needs it
+
+-- blockLibrary: blocklogLib(), made once per call
+local function blockLibrary()
+  blockLib = blockLib or blocklogLib()
+  return blockLib
+end
+local blockFields = '>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB' -- the header's fields from byte 6
+
+-- blockOpen: the block log at key as of now, for a decision of n under
+-- limit and window (peek: it writes nothing), from h, its first 96
+-- bytes: lg.T is its live weight (lg.f is 0); else nil and the decision's
+-- error. A denial that its header answers (F, the first live entry, is
+-- where the header says, and the request waits for F's entry) reads five
+-- of its fields (lg.h keeps the rest); any other decision reads them all,
+-- checks them and the string's length (a string cut short, or another
+-- program's that starts alike, is no log, and is never read past its
+-- header or written), and moves F with blocklogLib when F's entry expired
+-- while others are live.
+local function blockOpen(key, h, now, window, limit, n, peek)
+  local struct = rawget(_G, 'struct') -- (none on miniredis)
+  local cut = now - window
+  if struct and not peek and #h == 96 and string.sub(h, 5, 6) == '\2\0' then
+    local NB, C, newest, ft, cumF, wf = struct.unpack('>I4xxxxxxxxxxxxxxI7I7xxxI7I7I7', h, 7)
+    local T = -1
+    if cumF == C or newest <= cut then
+      T = 0
+    elseif ft > cut then -- F is live: the weight from it on
+      T = (C - cumF) % 281474976710656
+    end
+    if NB >= 1 and T >= 0 and T + n > limit and T + n - limit <= wf then
+      return {key = key, h = h, T = T, f = 0, ft = ft, wf = wf, newest = newest}
+    end
+  end
+  local lg
+  if struct and #h == 96 and string.sub(h, 5, 6) == '\2\0' then
+    local NB, fb, last, C, newest, fi, fo, ft, cumF, wf, obase, ocum, oc, ob, opart, oeq, ok, omode, cur =
+      struct.unpack(blockFields, h, 7)
+    if NB >= 1 and last >= fb and last - fb < NB and cur < 16 and ob <= 3968 and ok <= 52
+      and redis.call('STRLEN', key) == 352 + 512 * NB then
+      lg = {key = key, NB = NB, fb = fb, last = last, C = C, newest = newest, fi = fi, fo = fo, ft = ft,
+        cumF = cumF, wf = wf, obase = obase, ocum = ocum, oc = oc, ob = ob, opart = opart, oeq = oeq, ok = ok,
+        omode = omode, cur = cur}
+    end
+  else
+    lg = blockLibrary().open(key) -- (its length checked)
+  end
+  if not lg or lg.NB == 0 then
+    return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
+  end
+  lg.window, lg.limit, lg.f = window, limit, 0
+  if lg.cumF == lg.C then
+    lg.T = 0
+  elseif lg.ft > cut then -- F is live: the weight from it on
+    lg.T = (lg.C - lg.cumF) % 281474976710656
+  elseif lg.newest <= cut then -- nothing is live: F at the end
+    lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = lg.last, lg.oc, lg.ob, lg.newest, lg.C, 0
+    lg.T = 0
+  else -- a search for the first live entry
+    lg.T = blockLibrary().live(lg, cut)
+  end
+  return lg
+end
+
+-- blockStep: compactStep's steps on a block log opened by blockOpen:
+--   'answer', lg, short: the time of the entry at which the live weight
+--         reaches short ('0' when short < 1) and the newest entry's ('0'
+--         when none is live), as strings;
+--   'admit', lg, n, first, now: an entry of weight n at now (at newest,
+--         should the clock have stepped back while entries are held) for
+--         the admission whose first id is first; the time, a string.
+local function blockStep(step, lg, n, first, now)
+  if step == 'answer' then
+    local kth, newest = '0', '0'
+    if n >= 1 and n <= lg.wf then -- (n: short) F's entry
+      kth = string.format('%d', lg.ft)
+    elseif n >= 1 then
+      kth = string.format('%d', blockLibrary().retryAt(lg, n))
+    end
+    if lg.T > 0 then -- (the newest entry held is live)
+      newest = string.format('%d', lg.newest)
+    end
+    return kth, newest
+  end
+  -- admit: the entry coded into the open block in place, with the header
+  -- and the table entry, when it fits there in one piece of at most 52
+  -- bits and is not before newest (else blocklogLib's record)
+  local struct, t, w, done = rawget(_G, 'struct'), now, n, false
+  local wasEnd = lg.cumF == lg.C
+  repeat -- (break: not here)
+    if not struct or lg.oc == 0 or lg.oc >= 255 or (t < lg.newest and wasEnd) then
+      break
+    end
+    if t < lg.newest then
+      t = lg.newest
+    end
+    local d, p = t - lg.newest, 2 ^ lg.ok
+    local q = math.floor(d / p)
+    if q >= 16 then
+      break
+    end
+    -- Rice: q ones and a zero, then d mod 2^k in k bits
+    local v, bits = ((2 ^ q - 1) * 2) * p + (d - q * p), q + 1 + lg.ok
+    if lg.omode > 0 then -- Exp-Golomb of order j of w - 1: L - 1 - j zeros, then w - 1 + 2^j in L bits
+      local j = lg.omode - 1
+      local x = w - 1 + 2 ^ j
+      local L = j + 1
+      while x >= 2 ^ L do
+        L = L + 1
+      end
+      v, bits = v * 2 ^ (2 * L - 1 - j) + x, bits + 2 * L - 1 - j
+    elseif w ~= lg.oeq then
+      break
+    end
+    local used = lg.ob % 8
+    if lg.ob + bits > 3968 or used + bits > 52 then
+      break
+    end
+    -- the bytes from the one bit ob is in: its bits before ob, then the
+    -- entry's, zeros to the byte's end
+    local total = used + bits
+    local nbytes = math.ceil(total / 8)
+    local acc = (math.floor(lg.opart / 2 ^ (8 - used)) * 2 ^ bits + v) * 2 ^ (8 * nbytes - total)
+    redis.call('SETRANGE', lg.key, 368 + (lg.last % lg.NB) * 512 + math.floor(lg.ob / 8), struct.pack('>I' .. nbytes, acc))
+    lg.ob, lg.oc, lg.opart = lg.ob + bits, lg.oc + 1, 0
+    if total % 8 > 0 then
+      lg.opart = acc % 256
+    end
+    if w ~= lg.oeq then
+      lg.oeq = 0
+    end
+    if wasEnd then
+      lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = lg.last, lg.oc - 1, lg.ob, t, lg.C, w
+    end
+    lg.C, lg.newest = (lg.C + w) % 281474976710656, t
+    redis.call('SETRANGE', lg.key, 96 + 16 * lg.cur, first .. struct.pack('>I7', t) .. 'a')
+    lg.cur = (lg.cur + 1) % 16
+    redis.call('SETRANGE', lg.key, 6, struct.pack(blockFields, lg.NB, lg.fb, lg.last, lg.C, lg.newest, lg.fi, lg.fo,
+      lg.ft, lg.cumF, lg.wf, lg.obase, lg.ocum, lg.oc, lg.ob, lg.opart, lg.oeq, lg.ok, lg.omode, lg.cur) .. '\0\0\0\0\0\0')
+    done = true
+  until true
+  if not done then
+    t = blockLibrary().record(lg, now, n, first, lg.window * n / lg.limit)
+  end
+  lg.T = lg.T + n
+  return string.format('%d', t)
 end

@@ -18,7 +18,9 @@
 -- miniredis, which has neither struct nor bit: string.byte and string.char
 -- only); it is made only by a call that needs it, as its closures cost
 -- Redis about 25 000 instructions (TestScriptPieces).
-local blk -- blocklogLib() (blocklog.lua), made by the first step of a call that meets a block log
+-- blocklog.lua's blockLibrary, blockOpen and blockStep, for the first
+-- step of a call that meets a block log
+local blockLibrary, blockOpen, blockStep
 local function compactLib()
   local call, byte, char, sub, rep, floor = redis.call, string.byte, string.char, string.sub, string.rep, math.floor
   local HDR, K, B = 296, 16, 64 -- bytes before the ring, table entries, slots per block read
@@ -222,6 +224,44 @@ local function compactLib()
     return m
   end
 
+  -- blocksOf: a block log made at key of the events at times (not
+  -- decreasing), an entry per time weighing its events, for decisions
+  -- under limit and window; with tbl and cur, its table of admissions and
+  -- refunds (blocklog.lua's build). Returns it, as blockOpen would.
+  local function blocksOf(key, times, window, limit, tbl, cur)
+    local tss, ws = {}, {}
+    for _, t in ipairs(times) do
+      if tss[#tss] == t then
+        ws[#ws] = ws[#ws] + 1
+      else
+        tss[#tss + 1], ws[#ws + 1] = t, 1
+      end
+    end
+    if not blockStep then
+      blockLibrary, blockOpen, blockStep = need('block')
+    end
+    local lg = blockLibrary().build(key, tss, ws, window / limit, tbl, cur)
+    lg.bs, lg.window, lg.limit, lg.T, lg.f, lg.sized = blockStep, window, limit, #times, 0, true
+    return lg
+  end
+
+  -- toBlocks: the compact log lg (read for an admission: lg.f is its
+  -- first live event) rewritten as a block log of its live events, an
+  -- entry per time weighing its events, with its table of admissions and
+  -- refunds (the same entries), for a decision under limit and window;
+  -- returns it
+  function lib.toBlocks(lg, limit, window)
+    local k = lg.T - lg.f
+    local ring, times = '', {}
+    if k > 0 then
+      ring = slots(lg, lg.f, k)
+    end
+    for j = 1, k do
+      times[j] = dec(ring, 7 * j - 6)
+    end
+    return blocksOf(lg.key, times, window, limit, call('GETRANGE', lg.key, '40', '295'), lg.cur)
+  end
+
   -- convert: the sorted set key (a log of limit events, at most 4 096
   -- members) rewritten as a compact log of its live events (time >
   -- cutoff), in place, with room for n more; returns the log. Its
@@ -230,20 +270,11 @@ local function compactLib()
     local z = call('ZRANGEBYSCORE', key, '(' .. string.format('%d', cutoff), '+inf', 'WITHSCORES')
     local m = #z / 2
     if block then
-      -- a block log: an entry per time, weighing its events
-      local tss, ws = {}, {}
+      local times = {}
       for j = 1, m do
-        local t = tonumber(z[2 * j])
-        if tss[#tss] == t then
-          ws[#ws] = ws[#ws] + 1
-        else
-          tss[#tss + 1], ws[#ws + 1] = t, 1
-        end
+        times[j] = tonumber(z[2 * j])
       end
-      blk = blk or need('block')()
-      local lg = blk.build(key, tss, ws, window / limit)
-      lg.blk, lg.window, lg.limit, lg.T, lg.f = blk, window, limit, m, 0
-      return lg
+      return blocksOf(key, times, window, limit)
     end
     local C = math.min(math.max(limit, m + n), math.max(64, 2 * (m + n)))
     local ring = {}
@@ -280,23 +311,28 @@ end
 -- (a decision that may admit, or one that scans): a string cut short, or
 -- another program's that starts alike, is no log, and is never written.
 local function openCompact(lib, key, card, now, window, limit, n, peek)
-  local h = redis.pcall('GETRANGE', key, '0', '39')
+  local h = redis.pcall('GETRANGE', key, '0', '95') -- (a block log's header is 96 bytes)
   if type(h) ~= 'string' or h == '' then
     return nil, card, lib -- another type (WRONGTYPE), or no key
   end
   local lg
-  if #h == 40 and string.sub(h, 1, 4) == 'slc1' then
+  if #h >= 40 and string.sub(h, 1, 4) == 'slc1' then
     local struct = rawget(_G, 'struct') -- (none on miniredis)
     if struct then
       local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
       lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
     else
       lib = lib or compactLib()
-      lg = lib.open(key, h)
+      lg = lib.open(key, string.sub(h, 1, 40))
     end
   elseif string.sub(h, 1, 4) == 'slb1' then -- a block log (blocklog.lua)
-    blk = blk or need('block')()
-    lg, card = blk.decision(key, now, window, limit)
+    if not blockStep then
+      blockLibrary, blockOpen, blockStep = need('block')
+    end
+    lg, card = blockOpen(key, h, now, window, limit, n, peek)
+    if lg then
+      lg.bs = blockStep
+    end
     return lg, card, lib
   end
   -- a header no compact log has (another program's string that starts
@@ -343,8 +379,8 @@ end
 --         has none (its decision's first read meets its error).
 local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
   if step == 'answer' then
-    if lg.blk then -- a block log's (blocklog.lua)
-      local kth, newest = lg.blk.answer(lg, n)
+    if lg.bs then -- a block log's (blocklog.lua)
+      local kth, newest = lg.bs(step, lg, n)
       return kth, newest, lib
     end
     local kth, newest = '0', '0'
@@ -362,8 +398,10 @@ local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
     for i = n + 1, n + count do
       local recorded = redis.pcall('ZSCORE', lg[i], first)
       if type(recorded) == 'table' and redis.pcall('GETRANGE', lg[i], '0', '3') == 'slb1' then
-        blk = blk or need('block')()
-        recorded = blk.found(lg[i], first, 97)
+        if not blockStep then
+          blockLibrary, blockOpen, blockStep = need('block')
+        end
+        recorded = blockLibrary().found(lg[i], first, 97)
         recorded = recorded and string.format('%d', recorded)
       elseif type(recorded) == 'table' then
         lib = lib or compactLib()
@@ -376,8 +414,8 @@ local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
     end
     return nil, lib
   end
-  if lg.blk then -- admit a block log's (blocklog.lua)
-    return count + n, lg.blk.admit(lg, n, first, now), lib
+  if lg.bs then -- admit, a block log's (blocklog.lua)
+    return count + n, lg.bs(step, lg, n, first, now), lib
   end
   local t, ts = nows, now
   if lg.newest > now then

@@ -220,6 +220,153 @@ func TestStoreFollowsTheKey(t *testing.T) {
 	}
 }
 
+// formatOf is the store and format of the log at key: "zset", "slots" (a
+// compact log of a slot per event), "blocks" (a block log), "none", or
+// another type.
+func formatOf(t *testing.T, rdb redis.Cmdable, key string) string {
+	t.Helper()
+	switch typ := storeOf(t, rdb, key); typ {
+	case "string":
+		switch magic := rdb.GetRange(context.Background(), key, 0, 3).Val(); magic {
+		case "slc1":
+			return "slots"
+		case "slb1":
+			return "blocks"
+		default:
+			return "string " + magic
+		}
+	default:
+		return typ
+	}
+}
+
+// Instances of three kinds share the keys of a random trace (a rolling
+// deploy): one keeps every log a sorted set, one makes compact logs of a
+// slot per event, one block logs. Every decision is the model's; a compact
+// log of slots becomes a block log at a block instance's admission, with
+// its live events (a slot instance reads a block log as one), and never
+// back.
+func TestSlotLogBecomesBlockLog(t *testing.T) {
+	steps := 4000
+	if testing.Short() {
+		steps = 800
+	}
+	for name, rdb := range map[string]*redis.Client{"miniredis": nil, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			var m *mini
+			if rdb == nil {
+				m = newMini(t)
+				rdb = m.Rdb
+			}
+			prefix := uniqueKey(t) + ":"
+			instances := [3]*Limiter{New(rdb, compactAbove(1<<30), WithPrefix(prefix)),
+				New(rdb, compactAbove(0), WithPrefix(prefix)),
+				New(rdb, compactAbove(0), Option(optiontest.BlockLog()), WithPrefix(prefix))}
+			ctx := context.Background()
+			mod := model.New()
+			r := rand.New(rand.NewPCG(4, 11))
+			var now time.Duration
+			seen := map[string]int{}
+			for i, s := range model.RandomTrace(r, steps) {
+				which := []int{0, 0, 1, 1, 1, 2}[r.IntN(6)] // (a key stays a block log until it expires)
+				if s.Advance == -1 {
+					s.Advance = 0
+				}
+				now += s.Advance
+				if m != nil {
+					m.At(now)
+				} else if r.IntN(10) == 0 {
+					time.Sleep(s.Advance)
+				}
+				key := prefix + s.Key
+				before := formatOf(t, rdb, key)
+				lim, got, err := runStep(ctx, instances[which], s)
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				want := mod.Decide(prefix+s.Key, s.Events, s.Window, s.N, got.at, !s.Peek)
+				if !sameDecision(got, lim, want) {
+					t.Fatalf("step %d (%+v, instance %d, a %s):\n got %+v\nwant %+v", i, s, which, before, got, want)
+				}
+				after := formatOf(t, rdb, key)
+				seen[before+" -> "+after]++
+				// (on a real server a key may expire between the two looks: a
+				// new log then holds this admission's events only)
+				if before == "blocks" && after == "slots" && (m != nil || !got.Allowed || got.Remaining != lim.Events-s.N) {
+					t.Fatalf("step %d: a block log became a compact log of slots", i)
+				}
+				if before == "slots" && after == "blocks" && (which != 2 || !got.Allowed) {
+					t.Fatalf("step %d: a compact log of slots became a block log at instance %d's decision (allowed %v)", i, which, got.Allowed)
+				}
+			}
+			t.Logf("%v", seen)
+			if seen["slots -> blocks"] == 0 || seen["blocks -> blocks"] == 0 || seen["slots -> slots"] == 0 {
+				t.Errorf("the trace did not convert and keep both formats: %v", seen)
+			}
+		})
+	}
+}
+
+// A compact log of slots becomes a block log with its table of admissions
+// and refunds, so that a refund (or a re-sent call) of an admission made
+// before finds it; one of more than 4 096 live events stays as it is.
+func TestSlotLogConversionKeepsItsTable(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := uniqueKey(t) + ":"
+			slots := New(rdb, compactAbove(0), WithPrefix(prefix))
+			blocks := New(rdb, compactAbove(0), Option(optiontest.BlockLog()), WithPrefix(prefix))
+			lim := Limit{Events: 1000, Window: time.Hour}
+			var hs []Handle
+			for range 3 {
+				r, err := slots.AllowN(ctx, "k", lim, 10)
+				if err != nil || !r.Allowed {
+					t.Fatal(r, err)
+				}
+				hs = append(hs, r.Handle())
+			}
+			key := prefix + "k"
+			if f := formatOf(t, rdb, key); f != "slots" {
+				t.Fatalf("a %s, want a compact log of slots", f)
+			}
+			table := rdb.GetRange(ctx, key, 40, 295).Val()
+			cur := int(rdb.GetRange(ctx, key, 39, 39).Val()[0])
+			r, err := blocks.Allow(ctx, "k", lim)
+			if err != nil || !r.Allowed || r.Remaining != 969 {
+				t.Fatalf("the converting admission: %+v %v", r, err)
+			}
+			if f := formatOf(t, rdb, key); f != "blocks" {
+				t.Fatalf("a %s, want a block log", f)
+			}
+			got := rdb.GetRange(ctx, key, 96, 351).Val()
+			if got[:16*cur] != table[:16*cur] || got[16*cur+16:] != table[16*cur+16:] || got[16*cur+15] != 'a' {
+				t.Errorf("the block log's table is not the compact log's with one more admission:\n%q\n%q", got, table)
+			}
+			// a refund of an admission made before, by either instance, once
+			for _, l := range []*Limiter{blocks, slots, blocks} {
+				if err := l.Refund(ctx, hs[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if p, err := blocks.Peek(ctx, "k", lim); err != nil || p.Remaining != 979 {
+				t.Errorf("after the refund of 10: %+v %v; want 979 left", p, err)
+			}
+
+			big := Limit{Events: 10000, Window: time.Hour}
+			if r, err := slots.AllowN(ctx, "big", big, 5000); err != nil || !r.Allowed {
+				t.Fatal(r, err)
+			}
+			if r, err := blocks.Allow(ctx, "big", big); err != nil || !r.Allowed || r.Remaining != 4999 {
+				t.Fatalf("%+v %v", r, err)
+			}
+			if f := formatOf(t, rdb, prefix+"big"); f != "slots" {
+				t.Errorf("a compact log of 5 001 live events is now a %s, want it kept", f)
+			}
+		})
+	}
+}
+
 // A key keeps its store when its limit crosses the threshold either way:
 // every event it holds still counts.
 func TestLimitCrossesTheThreshold(t *testing.T) {

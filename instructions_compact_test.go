@@ -1,7 +1,8 @@
 //go:build measure
 
-// Redis instructions per decision on a log of many live events, in both
-// stores, under callgrind: go test -tags measure -run TestInstructionsByLogSize -v .
+// Redis instructions per decision on a log of many live events, in each
+// store, under callgrind: go test -tags measure -run TestInstructionsByLogSize -v .
+// (QUICK=1: the two compact formats at 1 000 events; COMPACT=1: at every size).
 // docs/performance.md and docs/semantics.md quote its figures.
 
 package slidelog_test
@@ -33,11 +34,16 @@ func TestInstructionsByLogSize(t *testing.T) {
 	type store struct {
 		name  string
 		above int
+		opts  []slidelog.Option
 	}
-	stores := []store{{"compact", 128}, {"sorted set", 1 << 30}}
+	stores := []store{{"compact", 128, nil}, {"block log", 128, []slidelog.Option{slidelog.Option(optiontest.BlockLog())}},
+		{"sorted set", 1 << 30, nil}}
 	sizes := []int{1000, 100000, 1000000}
-	if os.Getenv("QUICK") != "" { // a quick look while working on the script
-		stores, sizes = stores[:1], sizes[:1]
+	if os.Getenv("QUICK") != "" { // a quick look while working on the script: both compact formats, 1 000 events
+		stores, sizes = stores[:2], sizes[:1]
+	}
+	if os.Getenv("COMPACT") != "" { // both compact formats, every size
+		stores = stores[:2]
 	}
 	t.Logf("redis-server under callgrind, %d callers, %d decisions on one key holding the live events (window 1h)", callers, calls)
 	t.Logf("| live events | store | admissions | denials |")
@@ -47,7 +53,9 @@ func TestInstructionsByLogSize(t *testing.T) {
 			if s.name == "sorted set" && size > 100000 {
 				continue
 			}
-			l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(s.above)), slidelog.WithPrefix(s.name+":"), slidelog.WithoutBatching()) // one decision a call: counts that do not depend on timing
+			opts := append([]slidelog.Option{slidelog.Option(optiontest.CompactAbove(s.above)), slidelog.WithPrefix(s.name + ":"),
+				slidelog.WithoutBatching()}, s.opts...) // one decision a call: counts that do not depend on timing
+			l := slidelog.New(rdb, opts...)
 			key := "k" + time.Now().Format("150405.000000")
 			// fill: size events, 1 000 a call; the limit leaves room for
 			// the admissions measured (and then exactly none)

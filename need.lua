@@ -9,8 +9,9 @@
 --
 --   need('log')      logLib (log.lua): calendar quotas, AllowAll's indexes
 --   need('compact')  compactLib, openCompact, compactStep (compact.lua)
---   need('block')    blocklogLib (blocklog.lua): the block log, which
---                    compact.lua's steps use when a log is one
+--   need('block')    blockLibrary, blockOpen, blockStep (blocklog.lua):
+--                    the block log, which compact.lua's steps hand a log
+--                    that is one
 --   need('ids')      eventIds (ids.lua): the ids of an admission's events
 local function need(part)
   if part == 'log' then
@@ -21,7 +22,7 @@ local function need(part)
     return compactLib, openCompact, compactStep
   elseif part == 'block' then
 --[[blocklog.lua]]
-    return blocklogLib
+    return blockLibrary, blockOpen, blockStep
   end
 --[[ids.lua]]
   return eventIds

@@ -377,6 +377,13 @@ while argAt < nargs do
         lg = clib.convert(key, limit, now - window, n, blockLog, window)
         count, gone, unknown = lg.T, 0, false
       end
+      if blockLog and lg and not lg.bs and count <= 4096 then
+        -- a compact log of a slot per event (an older slidelog's), which
+        -- becomes a block log of its live events, in place, and is
+        -- admitted as one (a larger one stays as it is)
+        clib = clib or compactLib()
+        lg = clib.toBlocks(lg, limit, window)
+      end
       local newest, added = nows, n -- its newest event's time; the events it added
       if quota then -- n more in its period (oldest: its end)
         count = admitQuota(key, count, n, oldest, cutoff, first, nows)
