@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/blocklog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/keylayout"
 )
@@ -31,9 +32,10 @@ time left to it), and the in-flight log (AcquireN: the slots held, each
 with its lease's end). Every event has its
 server timestamp, age and id; every log its TTL, and its live events when
 its window is known. A log made for a limit over 128 events is a compact
-log (a string of 7-byte event times), shown with its slots and bytes: its
-events have no ids (it keeps those of its last admissions and refunds,
-listed after them). Given the single limit (--events and --window, or
+log (a string of 7-byte event times), shown with its slots and bytes, or a
+block log (a string of an entry per admission, of any weight: "×W"), shown
+with its blocks and bytes: their events have no ids (they keep those of
+their last admissions and refunds, listed after them). Given the single limit (--events and --window, or
 --events and --period for a calendar quota, as serve takes them), it shows
 what Allow would answer now (remaining, retry-after, reset-after; read
 only, through Peek), and a quota's remaining events. A slot's lease ends --lease after it was taken or
@@ -123,17 +125,47 @@ type zlog struct {
 	name    string
 	zs      []redis.Z
 	ttl     time.Duration // PTTL's: -2 no key, -1 no expiry
-	compact *compactlog.Log
-	bytes   int // a compact log's string's length
+	kind    string        // a compact log's store ("; a compact log of C slots, B bytes"), "" for a sorted set
+	table   []compactlog.Entry
+	weights []int64 // a block log's: the weight of each of zs, an entry per admission
 }
 
 // store is how a log's header names a compact log's store: "; a compact
-// log of C slots, B bytes", or "" for a sorted set.
-func (l *zlog) store() string {
-	if l.compact == nil {
-		return ""
+// log of C slots, B bytes", "; a block log of N blocks, B bytes", or ""
+// for a sorted set.
+func (l *zlog) store() string { return l.kind }
+
+// weightNote is "  ×W" for a block log's i-th entry of W events (W > 1).
+func (l *zlog) weightNote(i int) string {
+	if w := l.weight(i); w > 1 {
+		return fmt.Sprintf("  ×%d", w)
 	}
-	return fmt.Sprintf("; a compact log of %s, %d bytes", count(int(l.compact.Capacity), "slot"), l.bytes)
+	return ""
+}
+
+// weight is the events of the log's i-th entry: 1, or a block log
+// entry's weight.
+func (l *zlog) weight(i int) int64 {
+	if l.weights == nil {
+		return 1
+	}
+	return l.weights[i]
+}
+
+// events is " N events" of the log: its entries' weights.
+func (l *zlog) events() string {
+	n := int64(0)
+	for i := range l.zs {
+		n += l.weight(i)
+	}
+	if l.weights != nil {
+		entries := "1 entry"
+		if len(l.zs) != 1 {
+			entries = fmt.Sprintf("%d entries", len(l.zs))
+		}
+		return fmt.Sprintf("%s in %s", count(int(n), "event"), entries)
+	}
+	return count(int(n), "event")
 }
 
 // live is " (N live)": how many of the log's events are younger than
@@ -142,10 +174,10 @@ func (l *zlog) live(nowUS int64, window time.Duration) string {
 	if window <= 0 {
 		return ""
 	}
-	n := 0
-	for _, z := range l.zs {
+	n := int64(0)
+	for i, z := range l.zs {
 		if time.Duration(nowUS-int64(z.Score))*time.Microsecond < window {
-			n++
+			n += l.weight(i)
 		}
 	}
 	return fmt.Sprintf(" (%d live)", n)
@@ -175,11 +207,26 @@ func (p pending) read() error {
 		return fmt.Errorf("%s: %w", p.l.name, err)
 	}
 	b, _ := p.str.Bytes()
+	if blocklog.Is(b) {
+		lg, perr := blocklog.Parse(b)
+		if perr != nil {
+			return fmt.Errorf("%s holds a string of %d bytes that is not a block log: %w", p.l.name, len(b), perr)
+		}
+		p.l.kind = fmt.Sprintf("; a block log of %s, %d bytes", count(int(lg.Slots), "block"), len(b))
+		for _, e := range lg.Held() {
+			p.l.zs = append(p.l.zs, redis.Z{Score: float64(e.Time)}) // exact: times are below 2^53
+			p.l.weights = append(p.l.weights, e.Weight)
+		}
+		for _, e := range lg.Table {
+			p.l.table = append(p.l.table, compactlog.Entry{ID: e.ID, Time: e.Time, Kind: e.Kind})
+		}
+		return nil
+	}
 	lg, perr := compactlog.Parse(b)
 	if perr != nil {
 		return fmt.Errorf("%s holds a string of %d bytes that is not a compact log: %w", p.l.name, len(b), perr)
 	}
-	p.l.compact, p.l.bytes = &lg, len(b)
+	p.l.kind, p.l.table = fmt.Sprintf("; a compact log of %s, %d bytes", count(int(lg.Capacity), "slot"), len(b)), lg.Table
 	p.l.zs = make([]redis.Z, len(lg.Events))
 	for i, t := range lg.Events {
 		p.l.zs[i] = redis.Z{Score: float64(t)} // exact: times are below 2^53
@@ -265,13 +312,13 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 		window = limit.Window
 	}
 	fmt.Fprintf(out, "key %s at server time %s: %s%s%s%s\n", single.name, at.UTC().Format("2006-01-02T15:04:05.000000Z"),
-		count(len(single.zs), "event"), single.live(nowUS, window), expires(single.ttl), single.store())
+		single.events(), single.live(nowUS, window), expires(single.ttl), single.store())
 	for i, z := range single.zs {
 		state := ""
 		if window > 0 && time.Duration(nowUS-int64(z.Score))*time.Microsecond >= window {
 			state = "  (expired)"
 		}
-		printEvent(out, i, z, nowUS, state)
+		printEvent(out, i, z, nowUS, single.weightNote(i)+state)
 	}
 	printTable(out, single, nowUS)
 
@@ -285,14 +332,14 @@ func inspect(ctx context.Context, rdb *redis.Client, prefix, key string, limit s
 		fmt.Fprintf(out, "AllowAll: %s, windows %s (index %s%s)\n", count(len(index.zs), "log"), strings.Join(ws, ", "), index.name, expires(index.ttl))
 		for i, w := range windows {
 			window := windowOf(index.zs[i])
-			fmt.Fprintf(out, "AllowAll log %s, window %v: %s%s%s%s\n", w.name, window, count(len(w.zs), "event"),
+			fmt.Fprintf(out, "AllowAll log %s, window %v: %s%s%s%s\n", w.name, window, w.events(),
 				w.live(nowUS, window), expires(w.ttl), w.store())
 			for j, z := range w.zs {
 				state := ""
 				if time.Duration(nowUS-int64(z.Score))*time.Microsecond >= window {
 					state = "  (expired)"
 				}
-				printEvent(out, j, z, nowUS, state)
+				printEvent(out, j, z, nowUS, w.weightNote(j)+state)
 			}
 			printTable(out, w, nowUS)
 		}
@@ -375,11 +422,11 @@ func printEvent(out io.Writer, i int, z redis.Z, nowUS int64, state string) {
 // (a retried call is found there), newest first, each with its time and
 // the id of its first event. Nothing for a sorted set.
 func printTable(out io.Writer, l *zlog, nowUS int64) {
-	if l.compact == nil || len(l.compact.Table) == 0 {
+	if len(l.table) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "  the last %d admissions and refunds it remembers, newest first, each with its first event's id:\n", len(l.compact.Table))
-	for _, e := range l.compact.Table {
+	fmt.Fprintf(out, "  the last %d admissions and refunds it remembers, newest first, each with its first event's id:\n", len(l.table))
+	for _, e := range l.table {
 		kind := fmt.Sprintf("%q", e.Kind)
 		switch e.Kind {
 		case 'a':

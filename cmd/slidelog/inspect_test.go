@@ -14,6 +14,7 @@ import (
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/compactlog"
+	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -255,6 +256,49 @@ func TestInspectCompactLogRealRedis(t *testing.T) {
 	}
 	if !strings.Contains(out, "limit 200 per 2s: the next request would be allowed; remaining 198,") {
 		t.Errorf("no Peek of 2 live events of 200:\n%s", out)
+	}
+}
+
+// A block log (an entry per admission, of any weight) lists its entries
+// with their weights, counts its events and live events by weight, names
+// its store with its blocks and bytes, and lists the admissions and
+// refunds it remembers.
+func TestInspectBlockLogRealRedis(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t)})
+	defer func() { _ = rdb.Close() }()
+	l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(0)), slidelog.Option(optiontest.BlockLog()))
+	lim := slidelog.Limit{Events: 1000, Window: time.Hour}
+	var last slidelog.Result
+	for _, n := range []int{300, 1, 5} {
+		r, err := l.AllowN(ctx, "k", lim, n)
+		if err != nil || !r.Allowed {
+			t.Fatalf("AllowN %d: %+v, %v", n, r, err)
+		}
+		last = r
+	}
+	if err := l.Refund(ctx, last.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	size := len(rdb.Get(ctx, "slidelog:k").Val())
+	code, out, errs := runLive("inspect", "--redis", rdb.Options().Addr, "--events", "1000", "--window", "1h", "k")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+	head, lines := section(t, sections(out), "key slidelog:k at server time ", out)
+	if !strings.Contains(head, ": 301 events in 2 entries (301 live), expires in ") ||
+		!strings.HasSuffix(head, fmt.Sprintf("; a block log of %s, %d bytes", count((size-352)/512, "block"), size)) {
+		t.Errorf("header %q: want 301 events in 2 entries, 301 live, and the block log's size %d", head, size)
+	}
+	all := strings.Join(lines, "\n")
+	if !regexp.MustCompile(`(?m)^   1  \S+  age .*  ×300$`).MatchString(all) || !regexp.MustCompile(`(?m)^   2  \S+  age \S+$`).MatchString(all) {
+		t.Errorf("entries listed as:\n%s\nwant the first of weight 300, the second of 1", all)
+	}
+	if strings.Count(all, "admitted ") != 3 || strings.Count(all, "refunded ") != 1 {
+		t.Errorf("the table lists:\n%s\nwant 3 admissions and a refund", all)
+	}
+	if !strings.Contains(out, "remaining 699,") {
+		t.Errorf("no Peek of 301 live events of 1000:\n%s", out)
 	}
 }
 
