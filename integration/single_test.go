@@ -14,6 +14,7 @@ import (
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/model"
+	"github.com/slidelog/slidelog/internal/optiontest"
 )
 
 // report collects the lines docs/operations.md's fault table is made from; run the
@@ -34,6 +35,7 @@ var checks = []struct {
 	run  func(t *testing.T, n *node)
 }{
 	{"contract", checkContract},
+	{"block-log", checkBlockLog},
 	{"wrongtype", checkWrongType},
 	{"concurrency", checkConcurrency},
 	{"batching", checkBatching},
@@ -66,11 +68,12 @@ func prefix(t *testing.T) string {
 	return fmt.Sprintf("%s:%d:", t.Name(), time.Now().UnixNano())
 }
 
-// checkContract replays a random trace on the server's real clock and
-// holds every answer to the model, decided at the reply's own server time.
-func checkContract(t *testing.T, n *node) {
+// contract replays a random trace through l on the server's real clock
+// and holds every answer to the model, decided at the reply's own server
+// time; with admitted (told of each admission's step and key), it also
+// takes back an admission at random now and then (the model too).
+func contract(t *testing.T, l *slidelog.Limiter, admitted func(step int, key string)) {
 	ctx := context.Background()
-	l := slidelog.New(n.client(t), slidelog.WithPrefix(prefix(t)))
 	mod := model.New()
 	r := rand.New(rand.NewPCG(11, 3))
 	allowed := 0
@@ -98,6 +101,15 @@ func checkContract(t *testing.T, n *node) {
 		if got.Allowed {
 			allowed++
 		}
+		if admitted != nil && got.Allowed && !s.Peek {
+			admitted(i, s.Key)
+		}
+		if admitted != nil && got.Allowed && !s.Peek && r.IntN(8) == 0 {
+			if err := l.Refund(ctx, got.Handle()); err != nil {
+				t.Fatalf("step %d: refund: %v", i, err)
+			}
+			mod.Refund(s.Key, got.Time().UnixMicro(), s.N)
+		}
 	}
 	// Both branches, each at least 1% of the trace: the trace runs on the
 	// server's real clock, so a busy machine (slower steps, more events
@@ -106,10 +118,54 @@ func checkContract(t *testing.T, n *node) {
 	if least := len(trace) / 100; allowed < least || len(trace)-allowed < least {
 		t.Errorf("%d of %d admitted: the trace did not exercise both branches", allowed, len(trace))
 	}
+}
+
+// checkBlockLog replays checkContract's trace with every log a block log
+// (an entry per admission: the library's setting that tests set), read
+// with the server's struct library, and refunds at random: each key is a
+// block log at the end.
+func checkBlockLog(t *testing.T, n *node) {
+	ctx := context.Background()
+	p := prefix(t)
+	l := slidelog.New(n.client(t), slidelog.WithPrefix(p), slidelog.Option(optiontest.CompactAbove(0)),
+		slidelog.Option(optiontest.BlockLog()))
+	contract(t, l, func(i int, key string) {
+		// (a key of a short window may have expired since)
+		if magic := n.client(t).GetRange(ctx, p+key, 0, 3).Val(); magic != "" && magic != "slb1" {
+			t.Fatalf("step %d: the log starts %q, want a block log", i, magic)
+		}
+	})
+	// (the trace's keys live for milliseconds) one of an hour: an entry of
+	// 600 and one of 1, the first taken back in part, then whole
+	lim := slidelog.Limit{Events: 1000, Window: time.Hour}
+	r, err := l.AllowN(ctx, "hour", lim, 600)
+	if err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	if r, err := l.Allow(ctx, "hour", lim); err != nil || r.Remaining != 399 {
+		t.Fatal(r, err)
+	}
+	if magic := n.client(t).GetRange(ctx, p+"hour", 0, 3).Val(); magic != "slb1" {
+		t.Errorf("the log starts %q, want a block log", magic)
+	}
+	if err := l.Refund(ctx, r.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Peek(ctx, "hour", lim); err != nil || r.Remaining != 999 {
+		t.Errorf("after the refund of 600: %+v %v; want 999 left", r, err)
+	}
+}
+
+// checkContract replays a random trace on the server's real clock and
+// holds every answer to the model, decided at the reply's own server time.
+func checkContract(t *testing.T, n *node) {
+	contract(t, slidelog.New(n.client(t), slidelog.WithPrefix(prefix(t))), nil)
+	ctx := context.Background()
+
 	// The key outlives its newest event by less than a millisecond: expired
 	// events never pile up in a key nobody calls any more.
 	p := prefix(t)
-	l = slidelog.New(n.client(t), slidelog.WithPrefix(p))
+	l := slidelog.New(n.client(t), slidelog.WithPrefix(p))
 	res, err := l.Allow(ctx, "ttl", slidelog.PerSecond(1))
 	if err != nil || !res.Allowed {
 		t.Fatal(res, err)

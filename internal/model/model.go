@@ -59,6 +59,20 @@ func (m *Log) Decide(key string, events int, window time.Duration, n int, t int6
 	return d
 }
 
+// Refund takes back up to n of key's events recorded at t (µs): Refund
+// of an admission recorded then (events of one time are alike).
+func (m *Log) Refund(key string, t int64, n int) {
+	log := m.logs[key][:0]
+	for _, at := range m.logs[key] {
+		if at == t && n > 0 {
+			n--
+			continue
+		}
+		log = append(log, at)
+	}
+	m.logs[key] = log
+}
+
 // Forget drops every event of key (Reset).
 func (m *Log) Forget(key string) { delete(m.logs, key) }
 
