@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/blocklog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/model"
 	"github.com/slidelog/slidelog/internal/optiontest"
@@ -177,6 +178,12 @@ func TestCompactModelRealRedis(t *testing.T) {
 			block := rdb.GetRange(ctx, prefix+"c", 0, 3).Val() == "slb1"
 			if want := strings.HasPrefix(mode.name, "block log"); block != want {
 				t.Errorf("key c a block log: %v, want %v", block, want)
+			}
+			if block { // its bits, coded in place by the script, read by the Go reader
+				b, _ := rdb.Get(ctx, prefix+"c").Bytes()
+				if _, err := blocklog.Parse(b); err != nil {
+					t.Errorf("key c: %v", err)
+				}
 			}
 		})
 	}
