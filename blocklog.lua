@@ -71,6 +71,86 @@
 -- so that it fills its allocation (a jemalloc size class), when a block
 -- needs a slot and the ring is full (growing by one size class, at most
 -- 25 %) or when fewer than half its slots are held.
+-- blockWalk: decodes the entries of a block's bits bs (count entries, Rice
+-- parameter k, mode), from its first (st nil) or after entry st.i (time
+-- st.t, weight st.w, its code ending at bit st.bit); calls
+-- visit(i, t, w, bitAfter) for each until it returns true. Returns true
+-- when visit did.
+local function blockWalk(bs, k, mode, base, count, st, visit)
+  local byte, floor = string.byte, math.floor
+  local pos, acc, nb = 1, 0, 0
+  local function get(n)
+    while nb < n do
+      acc, pos, nb = acc * 256 + (byte(bs, pos) or 0), pos + 1, nb + 8
+    end
+    nb = nb - n
+    local v = floor(acc / 2 ^ nb)
+    acc = acc - v * 2 ^ nb
+    return v
+  end
+  local function big(n)
+    if n > 45 then
+      local hi = get(n - 32)
+      return hi * 2 ^ 32 + get(32)
+    end
+    return get(n)
+  end
+  local function eg(j)
+    local z = 0
+    while get(1) == 0 do
+      z = z + 1
+      if z > 60 then
+        error('blocklog: a block with no end')
+      end
+    end
+    return 2 ^ (z + j) + big(z + j) - 2 ^ j
+  end
+  local i, t, W = -1, base, 0
+  if st then
+    i, t, W = st.i, st.t, st.w
+    pos = floor(st.bit / 8) + 1
+    local r = st.bit % 8
+    if r > 0 then
+      nb = 8 - r
+      acc = (byte(bs, pos) or 0) % 2 ^ nb
+      pos = pos + 1
+    end
+  elseif mode == 0 and count > 0 then
+    W = eg(0) + 1
+  end
+  local P2k, kw = 2 ^ k, mode - 1
+  while i + 1 < count do
+    i = i + 1
+    if i > 0 then
+      local q = 0 -- the unary part, a bit at a time
+      while true do
+        if nb == 0 then
+          acc, pos, nb = byte(bs, pos) or 0, pos + 1, 8
+        end
+        nb = nb - 1
+        local top = 2 ^ nb
+        if acc < top then
+          break
+        end
+        acc, q = acc - top, q + 1
+        if q == 16 then
+          q = 16 + big(get(6))
+          break
+        end
+      end
+      t = t + q * P2k + big(k)
+    end
+    local w = W
+    if mode > 0 then
+      w = eg(kw) + 1
+    end
+    if visit(i, t, w, (pos - 1) * 8 - nb) then
+      return true
+    end
+  end
+  return false
+end
+
 local function blocklogLib()
   local call, byte, char, sub, rep, floor, concat = redis.call, string.byte, string.char, string.sub, string.rep,
     math.floor, table.concat
@@ -191,84 +271,7 @@ local function blocklogLib()
     return w
   end
 
-  -- walk: decodes the entries of a block's bits bs (count entries, Rice
-  -- parameter k, mode), from its first (st nil) or after entry st.i (time
-  -- st.t, weight st.w, its code ending at bit st.bit); calls
-  -- visit(i, t, w, bitAfter) for each until it returns true. Returns true
-  -- when visit did.
-  local function walk(bs, k, mode, base, count, st, visit)
-    local pos, acc, nb = 1, 0, 0
-    local function get(n)
-      while nb < n do
-        acc, pos, nb = acc * 256 + (byte(bs, pos) or 0), pos + 1, nb + 8
-      end
-      nb = nb - n
-      local v = floor(acc / P2[nb])
-      acc = acc - v * P2[nb]
-      return v
-    end
-    local function big(n)
-      if n > 45 then
-        local hi = get(n - 32)
-        return hi * P2[32] + get(32)
-      end
-      return get(n)
-    end
-    local function eg(j)
-      local z = 0
-      while get(1) == 0 do
-        z = z + 1
-        if z > 60 then
-          error('blocklog: a block with no end')
-        end
-      end
-      return P2[z + j] + big(z + j) - P2[j]
-    end
-    local i, t, W = -1, base, 0
-    if st then
-      i, t, W = st.i, st.t, st.w
-      pos = floor(st.bit / 8) + 1
-      local r = st.bit % 8
-      if r > 0 then
-        nb = 8 - r
-        acc = (byte(bs, pos) or 0) % P2[nb]
-        pos = pos + 1
-      end
-    elseif mode == 0 and count > 0 then
-      W = eg(0) + 1
-    end
-    local P2k, kw = P2[k], mode - 1
-    while i + 1 < count do
-      i = i + 1
-      if i > 0 then
-        local q = 0 -- the unary part, a bit at a time
-        while true do
-          if nb == 0 then
-            acc, pos, nb = byte(bs, pos) or 0, pos + 1, 8
-          end
-          nb = nb - 1
-          local top = P2[nb]
-          if acc < top then
-            break
-          end
-          acc, q = acc - top, q + 1
-          if q == Q then
-            q = Q + big(get(6))
-            break
-          end
-        end
-        t = t + q * P2k + big(k)
-      end
-      local w = W
-      if mode > 0 then
-        w = eg(kw) + 1
-      end
-      if visit(i, t, w, (pos - 1) * 8 - nb) then
-        return true
-      end
-    end
-    return false
-  end
+  local walk = blockWalk
   lib.walk = walk
 
   -- encodeRun: the block (S bytes) of entries ts[from..], ws[from..] that
@@ -894,6 +897,31 @@ local function blockLibrary()
 end
 local blockFields = '>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB' -- the header's fields from byte 6
 
+-- blockFrom: the entries of F's block after F decoded, in order, until
+-- one meets stop(its time, the weight from F's on through it): its time
+-- (F moves to it, if move); nil if none of F's block does.
+local function blockFrom(lg, stop, move)
+  local o = 352 + (lg.fb % lg.NB) * 512
+  local raw = redis.call('GETRANGE', lg.key, o, o + 511)
+  local count = string.byte(raw, 16)
+  if lg.fb == lg.last then
+    count = lg.oc
+  end
+  local cum, at = lg.wf, nil
+  blockWalk(string.sub(raw, 17), string.byte(raw, 14), string.byte(raw, 15), 0, count,
+    {i = lg.fi, t = lg.ft, w = lg.wf, bit = lg.fo}, function(i, t, w, bit)
+      if stop(t, cum + w) then
+        at = t
+        if move then
+          lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = i, bit, t, (lg.cumF + cum) % 281474976710656, w
+        end
+        return true
+      end
+      cum = cum + w
+    end)
+  return at
+end
+
 -- blockOpen: the block log at key as of now, for a decision of n under
 -- limit and window (peek: it writes nothing), from h, its first 96
 -- bytes: lg.T is its live weight (lg.f is 0); else nil and the decision's
@@ -943,9 +971,10 @@ local function blockOpen(key, h, now, window, limit, n, peek)
   elseif lg.newest <= cut then -- nothing is live: F at the end
     lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = lg.last, lg.oc, lg.ob, lg.newest, lg.C, 0
     lg.T = 0
-  else -- a search for the first live entry
-    lg.T = blockLibrary().live(lg, cut)
+  elseif not blockFrom(lg, function(t) return t > cut end, true) then
+    lg.T = blockLibrary().live(lg, cut) -- a search for the first live entry in the blocks after F's
   end
+  lg.T = lg.T or (lg.C - lg.cumF) % 281474976710656
   return lg
 end
 
@@ -961,8 +990,8 @@ local function blockStep(step, lg, n, first, now)
     local kth, newest = '0', '0'
     if n >= 1 and n <= lg.wf then -- (n: short) F's entry
       kth = string.format('%d', lg.ft)
-    elseif n >= 1 then
-      kth = string.format('%d', blockLibrary().retryAt(lg, n))
+    elseif n >= 1 then -- (in F's block, else a search over the blocks)
+      kth = string.format('%d', blockFrom(lg, function(_, cum) return cum >= n end) or blockLibrary().retryAt(lg, n))
     end
     if lg.T > 0 then -- (the newest entry held is live)
       newest = string.format('%d', lg.newest)
