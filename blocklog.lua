@@ -884,7 +884,9 @@ local function blocklogLib()
 end
 
 -- A decision's usual steps on a block log, with Redis' struct library and
--- without blocklogLib's closures and tables (made, once per call, only by
+-- without blocklogLib's closures and tables (and with the layout's sizes
+-- as literals: a constant each closure captured would cost every call
+-- its upvalue) (made, once per call, only by
 -- a step that needs a block read, a new block, or a server without the
 -- struct library: miniredis). compact.lua's openCompact and compactStep
 -- call them.
@@ -927,54 +929,54 @@ end
 -- bytes: lg.T is its live weight (lg.f is 0); else nil and the decision's
 -- error. A denial that its header answers (F, the first live entry, is
 -- where the header says, and the request waits for F's entry) reads five
--- of its fields (lg.h keeps the rest); any other decision reads them all,
--- checks them and the string's length (a string cut short, or another
--- program's that starts alike, is no log, and is never read past its
--- header or written), and moves F with blocklogLib when F's entry expired
--- while others are live.
+-- of its fields; any other decision reads them all, checks them and the
+-- string's length (a string cut short, or another program's that starts
+-- alike, is no log, and is never read past its header or written), and
+-- moves F on when F's entry expired while others are live: within F's
+-- block by blockFrom, past it by blocklogLib. Without the struct library
+-- (miniredis) blocklogLib reads the log.
 local function blockOpen(key, h, now, window, limit, n, peek)
-  local struct = rawget(_G, 'struct') -- (none on miniredis)
+  local struct = rawget(_G, 'struct')
   local cut = now - window
-  if struct and not peek and #h == 96 and string.sub(h, 5, 6) == '\2\0' then
-    local NB, C, newest, ft, cumF, wf = struct.unpack('>I4xxxxxxxxxxxxxxI7I7xxxI7I7I7', h, 7)
-    local T = -1
-    if cumF == C or newest <= cut then
-      T = 0
-    elseif ft > cut then -- F is live: the weight from it on
-      T = (C - cumF) % 281474976710656
-    end
-    if NB >= 1 and T >= 0 and T + n > limit and T + n - limit <= wf then
-      return {key = key, h = h, T = T, f = 0, ft = ft, wf = wf, newest = newest}
-    end
-  end
   local lg
-  if struct and #h == 96 and string.sub(h, 5, 6) == '\2\0' then
-    local NB, fb, last, C, newest, fi, fo, ft, cumF, wf, obase, ocum, oc, ob, opart, oeq, ok, omode, cur =
-      struct.unpack(blockFields, h, 7)
-    if NB >= 1 and last >= fb and last - fb < NB and cur < 16 and ob <= 3968 and ok <= 52
-      and redis.call('STRLEN', key) == 352 + 512 * NB then
-      lg = {key = key, NB = NB, fb = fb, last = last, C = C, newest = newest, fi = fi, fo = fo, ft = ft,
-        cumF = cumF, wf = wf, obase = obase, ocum = ocum, oc = oc, ob = ob, opart = opart, oeq = oeq, ok = ok,
-        omode = omode, cur = cur}
-    end
-  else
+  if not struct or #h ~= 96 or string.sub(h, 5, 6) ~= '\2\0' then
     lg = blockLibrary().open(key) -- (its length checked)
-  end
-  if not lg or lg.NB == 0 then
+    if lg and lg.NB > 0 then
+      lg.window, lg.limit, lg.f = window, limit, 0
+      lg.T = blockLibrary().live(lg, cut)
+      return lg
+    end
     return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
   end
-  lg.window, lg.limit, lg.f = window, limit, 0
-  if lg.cumF == lg.C then
-    lg.T = 0
-  elseif lg.ft > cut then -- F is live: the weight from it on
-    lg.T = (lg.C - lg.cumF) % 281474976710656
-  elseif lg.newest <= cut then -- nothing is live: F at the end
-    lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = lg.last, lg.oc, lg.ob, lg.newest, lg.C, 0
-    lg.T = 0
-  elseif not blockFrom(lg, function(t) return t > cut end, true) then
-    lg.T = blockLibrary().live(lg, cut) -- a search for the first live entry in the blocks after F's
+  local NB, C, newest, ft, cumF, wf = struct.unpack('>I4xxxxxxxxxxxxxxI7I7xxxI7I7I7', h, 7)
+  local T = -1 -- (unknown until F moves on)
+  if cumF == C or newest <= cut then
+    T = 0
+  elseif ft > cut then -- F is live: the weight from it on
+    T = (C - cumF) % 281474976710656
   end
-  lg.T = lg.T or (lg.C - lg.cumF) % 281474976710656
+  if not peek and NB >= 1 and T >= 0 and T + n > limit and T + n - limit <= wf then
+    return {key = key, T = T, f = 0, ft = ft, wf = wf, newest = newest}
+  end
+  local fb, last, fi, fo, obase, ocum, oc, ob, opart, oeq, ok, omode, cur
+  NB, fb, last, C, newest, fi, fo, ft, cumF, wf, obase, ocum, oc, ob, opart, oeq, ok, omode, cur =
+    struct.unpack(blockFields, h, 7)
+  if NB < 1 or last < fb or last - fb >= NB or cur >= 16 or ob > 3968 or ok > 52
+    or redis.call('STRLEN', key) ~= 352 + 512 * NB then
+    return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
+  end
+  lg = {key = key, NB = NB, fb = fb, last = last, C = C, newest = newest, fi = fi, fo = fo, ft = ft, cumF = cumF,
+    wf = wf, obase = obase, ocum = ocum, oc = oc, ob = ob, opart = opart, oeq = oeq, ok = ok, omode = omode,
+    cur = cur, window = window, limit = limit, f = 0}
+  if newest <= cut and cumF ~= C then -- nothing is live: F at the end
+    lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = last, oc, ob, newest, C, 0
+  end
+  if T < 0 and blockFrom(lg, function(t) return t > cut end, true) then
+    T = (C - lg.cumF) % 281474976710656
+  elseif T < 0 then -- a search for the first live entry in the blocks after F's
+    T = blockLibrary().live(lg, cut)
+  end
+  lg.T = T
   return lg
 end
 
