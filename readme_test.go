@@ -31,7 +31,8 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatal("the README's quick start does not hold example_quickstart_test.go's quickstart lines as they are")
 	}
 	// a directory of this module (its go.mod resolves the imports); the
-	// go tool's ./... patterns skip names that start with _
+	// go tool's ./... patterns skip names that start with _, and git
+	// ignores it (.gitignore), so that no other test sees the tree change
 	dir, err := os.MkdirTemp(".", "_readme")
 	if err != nil {
 		t.Fatal(err)
