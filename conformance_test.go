@@ -1,6 +1,7 @@
 package slidelog_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/slidelog/slidelog/internal/conformance"
 	"github.com/slidelog/slidelog/internal/model"
 	"github.com/slidelog/slidelog/internal/optiontest"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // miniSubject is the Redis limiter on a miniredis whose clock the test sets.
@@ -133,4 +135,36 @@ func TestConformanceBlockLog(t *testing.T) {
 		}
 		conformance.RunModel(t, subject(), seeds, steps)
 	})
+}
+
+// The block log's boundaries (conformance.BlockBoundaries), on miniredis
+// and on real servers whose scripts read a clock the test sets
+// (redistest.Clock): every decision is the model's, at the microsecond it
+// was made.
+func TestBlockLogBoundaries(t *testing.T) {
+	steps, seeds := 5000, 4
+	if testing.Short() {
+		steps, seeds = 1500, 1
+	}
+	run := func(t *testing.T, rdb *redis.Client, seed uint64, advance func(time.Duration)) {
+		prefix := slidelog.UniqueKey(t) + ":"
+		l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(0)), slidelog.Option(optiontest.BlockLog()), slidelog.WithPrefix(prefix))
+		conformance.BlockBoundaries(t, l, rdb, prefix, seed, steps, advance)
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint("miniredis/", seed), func(t *testing.T) {
+			m := miniredis.RunT(t)
+			rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			t.Cleanup(func() { _ = rdb.Close() })
+			at := conformance.Epoch
+			m.SetTime(at)
+			run(t, rdb, seed, func(d time.Duration) { at = at.Add(d); m.SetTime(at) })
+		})
+		for name, rdb := range slidelog.AttackAddrs(t) {
+			t.Run(fmt.Sprint(name, "/", seed), func(t *testing.T) {
+				clk := redistest.NewClock(t, rdb)
+				run(t, rdb, seed, func(d time.Duration) { clk.Advance(t, d) })
+			})
+		}
+	}
 }

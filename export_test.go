@@ -24,6 +24,7 @@ var ScriptSources = map[string]string{
 var (
 	RealRedis = realRedis
 	UniqueKey = uniqueKey
+	AttackAddrs = attackAddrs
 	NewClient = newClient
 	LogLen    = logLen
 	// a step of a model trace, and whether a Result is the model's

@@ -22,10 +22,14 @@ type Limiter = slidelog.Eacher
 // Epoch is the instant every table starts from.
 var Epoch = time.Date(2025, 11, 24, 16, 0, 0, 0, time.UTC)
 
-// Subject is a fresh limiter and a way to set its clock to Epoch + d.
+// Subject is a fresh limiter and a way to set its clock to Start + d.
 type Subject struct {
 	Limiter Limiter
 	SetTime func(d time.Duration)
+	// Start is the instant of d = 0: Epoch when zero. Run's tables need
+	// Epoch; RunModel and Replay take any (a real server's keys expire on
+	// its own clock: a clock the test sets must run ahead of it).
+	Start time.Time
 }
 
 const (
@@ -236,6 +240,10 @@ func Replay(t *testing.T, s Subject, trace []model.Step) {
 	t.Helper()
 	ctx := context.Background()
 	mod := model.New()
+	start := s.Start
+	if start.IsZero() {
+		start = Epoch
+	}
 	var now, lastRetry time.Duration
 	for i, st := range trace {
 		if st.Advance == -1 {
@@ -243,7 +251,7 @@ func Replay(t *testing.T, s Subject, trace []model.Step) {
 		}
 		now += st.Advance
 		s.SetTime(now)
-		at := Epoch.Add(now).UnixMicro()
+		at := start.Add(now).UnixMicro()
 		lim := slidelog.Limit{Events: st.Events, Window: st.Window}
 		var r slidelog.Result
 		var err error
