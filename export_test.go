@@ -22,11 +22,11 @@ var ScriptSources = map[string]string{
 
 // The package's test helpers (servers_test.go), for its external tests.
 var (
-	RealRedis = realRedis
-	UniqueKey = uniqueKey
+	RealRedis   = realRedis
+	UniqueKey   = uniqueKey
 	AttackAddrs = attackAddrs
-	NewClient = newClient
-	LogLen    = logLen
+	NewClient   = newClient
+	LogLen      = logLen
 	// a step of a model trace, and whether a Result is the model's
 	RunStep      = runStep
 	SameDecision = sameDecision
