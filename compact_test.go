@@ -130,10 +130,10 @@ func TestCompactModel(t *testing.T) {
 	}
 }
 
-// The same on a real redis-server, whose clock nobody sets: the model
-// decides at the TIME each reply carries.
+// The same on a real redis-server, its scripts reading a clock the test
+// sets (redistest.Clock): the model decides at the time each reply
+// carries, and the trace's every move of the clock is made.
 func TestCompactModelRealRedis(t *testing.T) {
-	rdb := realRedis(t)
 	ctx := context.Background()
 	for _, mode := range []struct {
 		name string
@@ -145,6 +145,8 @@ func TestCompactModelRealRedis(t *testing.T) {
 		{"block log unbatched", []Option{Option(optiontest.BlockLog()), WithoutBatching()}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
+			rdb := realRedis(t)
+			clk := redistest.NewClock(t, rdb)
 			prefix := uniqueKey(t) + ":"
 			l := New(rdb, append([]Option{compactFromFirst, WithPrefix(prefix)}, mode.opts...)...)
 			mod := model.New()
@@ -152,9 +154,7 @@ func TestCompactModelRealRedis(t *testing.T) {
 			allowed := 0
 			trace := compactTrace(r, 1500)
 			for i, s := range trace {
-				if s.Advance > 0 && s.Advance <= 5*ms && r.IntN(4) == 0 {
-					time.Sleep(s.Advance)
-				}
+				clk.Advance(t, s.Advance)
 				lim, got, err := runStep(ctx, l, s)
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
@@ -167,8 +167,7 @@ func TestCompactModelRealRedis(t *testing.T) {
 					allowed++
 				}
 			}
-			// each branch at least 1% of the trace: on the real clock a busy
-			// machine admits more
+			// each branch at least 1% of the trace
 			if least := len(trace) / 100; allowed < least || len(trace)-allowed < least {
 				t.Errorf("%d of %d calls admitted: the trace did not exercise both branches", allowed, len(trace))
 			}
