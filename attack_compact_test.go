@@ -20,7 +20,6 @@ import (
 
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/ids"
-	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -112,7 +111,7 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 		}
 	}
 	t.Run("window shortened", func(t *testing.T) {
-		l := New(rdb, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
+		l := New(rdb, slotLog, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
 		if r, err := l.Allow(ctx, "k", PerHour(200)); err != nil || !r.Allowed {
 			t.Fatal(r, err)
 		}
@@ -128,7 +127,7 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 		// B, then C refunded (its expiry stays: the key outlives B), then,
 		// once B has expired, A refunded: a key whose failed calls are
 		// refunded, as Refund is meant for
-		l := New(rdb, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
+		l := New(rdb, slotLog, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
 		lim := Limit{Events: 200, Window: 20 * time.Millisecond}
 		if b, err := l.Allow(ctx, "k", lim); err != nil || !b.Allowed {
 			t.Fatal(b, err)
@@ -152,7 +151,7 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 		lim := Limit{Events: 200, Window: 5 * time.Millisecond}
 		for try := 0; try < 200; try++ {
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, compactFromFirst, WithPrefix(prefix))
+			l := New(rdb, slotLog, compactFromFirst, WithPrefix(prefix))
 			b, err := l.Allow(ctx, "k", lim)
 			if err != nil || !b.Allowed {
 				t.Fatal(b, err)
@@ -519,28 +518,29 @@ func TestAttackRefundFuzzRealRedis(t *testing.T) {
 	}
 }
 
-// The random traces with refunds again with every compact log a block
-// log (blocklog.lua): on miniredis, its calls sent twice, its clock
-// stepping back, and on real servers.
-func TestAttackRefundFuzzBlockLog(t *testing.T) {
+// The random traces with refunds again with every compact log a compact
+// log of a slot per event (compact.lua, the format before the block log):
+// on miniredis, its calls sent twice, its clock stepping back, and on real
+// servers.
+func TestAttackRefundFuzzSlotLog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long random traces: run without -short")
 	}
-	block := []Option{Option(optiontest.BlockLog())}
+	slots := []Option{slotLog}
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
 			var now time.Duration
-			refundFuzzWith(t, m.Rdb, block, seed, 2000, func(d time.Duration) { now += d; m.At(now) }, seed%2 == 1)
+			refundFuzzWith(t, m.Rdb, slots, seed, 2000, func(d time.Duration) { now += d; m.At(now) }, seed%2 == 1)
 			later := time.Hour
 			m.At(later)
-			refundFuzzWith(t, m.Rdb, block, seed, 2000, func(d time.Duration) { later += d; m.At(later) }, false,
+			refundFuzzWith(t, m.Rdb, slots, seed, 2000, func(d time.Duration) { later += d; m.At(later) }, false,
 				func(d time.Duration) { later -= d; m.At(later) })
 		})
 	}
 	for name, rdb := range attackAddrs(t) {
 		t.Run(name, func(t *testing.T) {
-			refundFuzzWith(t, rdb, block, 1, 1500, time.Sleep, false)
+			refundFuzzWith(t, rdb, slots, 1, 1500, time.Sleep, false)
 		})
 	}
 }
@@ -818,7 +818,7 @@ func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
 			t.Errorf("%v: a denial over maxmemory: %+v, %v", lim, r, err)
 		}
 		if _, err := l.Allow(ctx, "new"+key, lim); err == nil || !strings.Contains(err.Error(), "OOM") {
-			t.Errorf("%v: an admission over maxmemory: %v; want OOM", lim, err)
+			t.Errorf("%v: an admission over maxmemory: %v; want OOM (%s %d bytes, used %d max %s)", lim, err, storeOf(t, rdb, "slidelog:new"+key), rdb.StrLen(ctx, "slidelog:new"+key).Val(), usedMemory(t, rdb), rdb.ConfigGet(ctx, "maxmemory").Val())
 		}
 		if rdb.Dump(ctx, raw).Val() != before || rdb.Exists(ctx, "slidelog:new"+key).Val() != 0 {
 			t.Errorf("%v: written over maxmemory", lim)

@@ -380,11 +380,16 @@ local function blocklogLib()
 
   -- open: the log at key; a new one when there is no key, nil when it is
   -- no block log's
+  -- empty: a log of no entry at key, which record makes with SET (NB 0)
+  local function empty(key)
+    return {key = key, NB = 0, fb = 0, last = 0, C = 0, newest = 0, fi = 0, fo = 0, ft = 0, cumF = 0, wf = 0,
+      obase = 0, ocum = 0, oc = 0, ob = 0, opart = 0, oeq = 0, ok = 0, omode = 0, cur = 0}
+  end
+
   function lib.open(key)
     local h = call('GETRANGE', key, 0, HF - 1)
     if h == '' then
-      return {key = key, NB = 0, fb = 0, last = 0, C = 0, newest = 0, fi = 0, fo = 0, ft = 0, cumF = 0, wf = 0,
-        obase = 0, ocum = 0, oc = 0, ob = 0, opart = 0, oeq = 0, ok = 0, omode = 0, cur = 0}
+      return empty(key)
     end
     if #h ~= HF or sub(h, 1, 4) ~= 'slb1' or dec(h, 5, 2) ~= S then
       return nil
@@ -848,12 +853,15 @@ local function blocklogLib()
   -- one) from entries ts, ws (times not decreasing, weights >= 1), every
   -- one of them F on; gap as record's, for a log of one entry; tbl and
   -- cur, when given, its table (256 bytes) and the next entry of it to
-  -- write. Returns it.
+  -- write. Returns it; with no entry, a log of none that the next record
+  -- makes, key's value left as it is until then.
   function lib.build(key, ts, ws, gap, tbl, cur)
     local n = #ts
     if n == 0 then
-      call('DEL', key)
-      return lib.open(key)
+      -- nothing written here: the admission's record makes the log with
+      -- SET over the value it replaces, the call's first write, which
+      -- Redis refuses over maxmemory (a DEL first would let it through)
+      return empty(key)
     end
     local blocks, i, cum = {}, 1, 0
     local lg = {key = key, cur = cur or 0}

@@ -12,7 +12,6 @@ import (
 	"github.com/slidelog/slidelog/internal/blocklog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/model"
-	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -93,7 +92,7 @@ func TestCompactModel(t *testing.T) {
 	}
 	for seed := range uint64(8) {
 		m := newMini(t)
-		l := New(m.Rdb, compactFromFirst)
+		l := New(m.Rdb, slotLog, compactFromFirst)
 		ctx := context.Background()
 		mod := model.New()
 		var now time.Duration
@@ -139,10 +138,10 @@ func TestCompactModelRealRedis(t *testing.T) {
 		name string
 		opts []Option
 	}{
-		{"batched", []Option{WithBatching(256)}},
-		{"unbatched", []Option{WithoutBatching()}},
-		{"block log", []Option{Option(optiontest.BlockLog())}},
-		{"block log unbatched", []Option{Option(optiontest.BlockLog()), WithoutBatching()}},
+		{"batched", []Option{slotLog, WithBatching(256)}},
+		{"unbatched", []Option{slotLog, WithoutBatching()}},
+		{"block log", nil},
+		{"block log unbatched", []Option{WithoutBatching()}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			rdb := realRedis(t)
@@ -247,8 +246,9 @@ func formatOf(t *testing.T, rdb redis.Cmdable, key string) string {
 }
 
 // Instances of three kinds share the keys of a random trace (a rolling
-// deploy): one keeps every log a sorted set, one makes compact logs of a
-// slot per event, one block logs. Every decision is the model's; a compact
+// deploy): two of the version before the block log, one that keeps every
+// log a sorted set and one that makes compact logs of a slot per event,
+// and one of today's, that makes block logs. Every decision is the model's; a compact
 // log of slots becomes a block log at a block instance's admission, with
 // its live events (a slot instance reads a block log as one), and never
 // back.
@@ -265,9 +265,9 @@ func TestSlotLogBecomesBlockLog(t *testing.T) {
 				rdb = m.Rdb
 			}
 			prefix := uniqueKey(t) + ":"
-			instances := [3]*Limiter{New(rdb, compactAbove(1<<30), WithPrefix(prefix)),
-				New(rdb, compactAbove(0), WithPrefix(prefix)),
-				New(rdb, compactAbove(0), Option(optiontest.BlockLog()), WithPrefix(prefix))}
+			instances := [3]*Limiter{New(rdb, slotLog, compactAbove(1<<30), WithPrefix(prefix)),
+				New(rdb, slotLog, compactAbove(0), WithPrefix(prefix)),
+				New(rdb, compactAbove(0), WithPrefix(prefix))}
 			ctx := context.Background()
 			mod := model.New()
 			r := rand.New(rand.NewPCG(4, 11))
@@ -321,8 +321,8 @@ func TestSlotLogConversionKeepsItsTable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			slots := New(rdb, compactAbove(0), WithPrefix(prefix))
-			blocks := New(rdb, compactAbove(0), Option(optiontest.BlockLog()), WithPrefix(prefix))
+			slots := New(rdb, slotLog, compactAbove(0), WithPrefix(prefix))
+			blocks := New(rdb, compactAbove(0), WithPrefix(prefix))
 			lim := Limit{Events: 1000, Window: time.Hour}
 			var hs []Handle
 			for range 3 {
@@ -498,7 +498,7 @@ func TestCompactOldRetryCountsTwice(t *testing.T) {
 // on AllowAll, in each store its limits are in.
 func TestCompactRefund(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, compactFromFirst)
+	l := New(m.Rdb, slotLog, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 300, Window: time.Minute}
 	m.At(0)
@@ -587,7 +587,7 @@ func TestCompactRefund(t *testing.T) {
 // time meanwhile, so its times never decrease, and it stays exact.
 func TestCompactClockStepsBack(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, compactFromFirst)
+	l := New(m.Rdb, slotLog, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 200, Window: time.Second}
 	m.At(10 * time.Second)
@@ -654,7 +654,7 @@ func TestCompactResetAndInFlight(t *testing.T) {
 // the limit.
 func TestCompactBounded(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, compactFromFirst)
+	l := New(m.Rdb, slotLog, compactFromFirst)
 	ctx := context.Background()
 	lim := Limit{Events: 1000, Window: time.Second}
 	bound := int64(compactlog.Header + compactlog.Slot*lim.Events)

@@ -115,12 +115,13 @@ func TestConformanceCompact(t *testing.T) {
 	})
 }
 
-// Every table and trace again with every log a block log (blocklog.lua):
-// an entry per admission decides as the slots of the other stores do.
-func TestConformanceBlockLog(t *testing.T) {
-	block := []slidelog.Option{slidelog.Option(optiontest.CompactAbove(0)), slidelog.Option(optiontest.BlockLog())}
+// Every table and trace again with every log a compact log of a slot per
+// event (compact.lua), the format before the block log, which a decision
+// still reads: it decides as the other stores do.
+func TestConformanceSlotLog(t *testing.T) {
+	slots := []slidelog.Option{slidelog.Option(optiontest.CompactAbove(0)), slidelog.Option(optiontest.SlotLog())}
 	subject := func(more ...slidelog.Option) func(t *testing.T) conformance.Subject {
-		return func(t *testing.T) conformance.Subject { return miniSubject(t, append(block, more...)...) }
+		return func(t *testing.T) conformance.Subject { return miniSubject(t, append(slots, more...)...) }
 	}
 	conformance.Run(t, subject())
 	t.Run("MaxLimits", func(t *testing.T) { conformance.RunMaxLimits(t, subject()) })
@@ -148,7 +149,7 @@ func TestBlockLogBoundaries(t *testing.T) {
 	}
 	run := func(t *testing.T, rdb *redis.Client, seed uint64, advance func(time.Duration)) {
 		prefix := slidelog.UniqueKey(t) + ":"
-		l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(0)), slidelog.Option(optiontest.BlockLog()), slidelog.WithPrefix(prefix))
+		l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(0)), slidelog.WithPrefix(prefix))
 		conformance.BlockBoundaries(t, l, rdb, prefix, seed, steps, advance)
 	}
 	for seed := range uint64(seeds) {

@@ -50,11 +50,11 @@ var (
 	thresholdsLua = "local convertPast = 128 -- a listpack's members (zset-max-listpack-entries)\n"
 
 	// formatLua gives script.lua the format a sorted set of a limit kept
-	// compactly becomes: blockLog false, a compact log of a slot per event
-	// (compact.lua); true, a block log of an entry per admission
-	// (blocklog.lua; config.Config.BlockLog). A decision reads either,
-	// whatever this says.
-	formatLua = "local blockLog = false -- config.Config.BlockLog\n"
+	// compactly becomes: blockLog true (the default), a block log of an
+	// entry per admission (blocklog.lua); false, a compact log of a slot
+	// per event (compact.lua; config.Config.BlockLog). A decision reads
+	// either, whatever this says.
+	formatLua = "local blockLog = true -- config.Config.BlockLog\n"
 
 	// partsSrc is need(part) (need.lua): a log's layout and a quota's code
 	// (log.lua), the compact log's code (compact.lua), the block log's
@@ -123,7 +123,7 @@ func decideSource(convertPast int, blockLog bool) string {
 // decideScriptFor is the decision script of a Limiter configured with
 // convertPast and blockLog: decideScript's for the defaults.
 func decideScriptFor(convertPast int, blockLog bool) *redis.Script {
-	if convertPast == config.DefaultConvertPast && !blockLog {
+	if convertPast == config.DefaultConvertPast && blockLog {
 		return decideScript
 	}
 	return redis.NewScript(decideSource(convertPast, blockLog))

@@ -36,7 +36,7 @@ func TestInstructionsByLogSize(t *testing.T) {
 		above int
 		opts  []slidelog.Option
 	}
-	stores := []store{{"compact", 128, nil}, {"block log", 128, []slidelog.Option{slidelog.Option(optiontest.BlockLog())}},
+	stores := []store{{"compact (slots)", 128, []slidelog.Option{slidelog.Option(optiontest.SlotLog())}}, {"block log", 128, nil},
 		{"sorted set", 1 << 30, nil}}
 	sizes := []int{1000, 100000, 1000000}
 	if os.Getenv("QUICK") != "" { // a quick look while working on the script: both compact formats, 1 000 events

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/blocklog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/model"
 )
@@ -13,9 +14,9 @@ import (
 // Helpers of the tests on real redis-servers that read slidelog's own logs
 // (the servers, clients and fakes are internal/redistest's).
 
-// logLen is how many events the log key holds, in either store: a sorted
-// set's members, or a compact log's events from its first live one as it
-// last knew it (0 for no key).
+// logLen is how many events the log key holds, in any store: a sorted
+// set's members, a compact log's events or a block log's weight, from its
+// first live one as it last knew it (0 for no key).
 func logLen(t testing.TB, rdb redis.Cmdable, key string) int64 {
 	t.Helper()
 	ctx := context.Background()
@@ -32,6 +33,17 @@ func logLen(t testing.TB, rdb redis.Cmdable, key string) int64 {
 		b, err := rdb.Get(ctx, key).Bytes()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if blocklog.Is(b) { // the weight of its entries from F on
+			lg, err := blocklog.Parse(b)
+			if err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			n := int64(0)
+			for _, e := range lg.Held() {
+				n += e.Weight
+			}
+			return n
 		}
 		lg, err := compactlog.Parse(b)
 		if err != nil {

@@ -75,6 +75,10 @@ func utc(s string) time.Time {
 // compactScript is the decision script of such a limiter.
 var (
 	compactFromFirst = Option(optiontest.ConvertPast(0))
+	// slotLog makes the compact logs compact logs of a slot per event
+	// (compact.lua), the format before the block log: the tests of its
+	// own layout set it.
+	slotLog = Option(optiontest.SlotLog())
 	compactScript    = decideScriptFor(0, false)
 )
 

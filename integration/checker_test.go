@@ -56,8 +56,9 @@ type traffic struct {
 	opts []slidelog.Option
 	rdbs []redis.UniversalClient
 	// compact: the limit is above compactAbove, so every key's log is a
-	// compact log (a Redis string, compact.lua), which the watcher reads
-	// with GET and compactlog.Parse; verify fails unless every key is one
+	// compact log (a Redis string: a block log, blocklog.lua), which the
+	// watcher reads with GET and compactlog.Times; verify fails unless
+	// every key is one
 	// (and, for the other traffics, a sorted set).
 	compact bool
 
@@ -207,7 +208,8 @@ func (tr *traffic) start(ctx context.Context) (wait func()) {
 // read merges every key's log into tr.log, and notes its TYPE in
 // tr.types; false if Redis failed. A sorted
 // set's events are its members; a compact log's are its times from its
-// first live index (compactlog.Parse), the j-th event of a time t in one
+// first live index (compactlog.Times, a block log's entry's time once per
+// unit of its weight), the j-th event of a time t in one
 // read named "t#j": a merge keeps, of each time, the most events any read
 // saw (the events of a batched call share their time, and so may two calls
 // in one µs).
@@ -299,13 +301,13 @@ func (tr *traffic) read() bool {
 			}
 		case *redis.StringCmd:
 			b, _ := c.Bytes()
-			lg, perr := compactlog.Parse(b)
+			times, perr := compactlog.Times(b)
 			if perr != nil {
 				tr.wrongStore = append(tr.wrongStore, fmt.Sprintf("%s: %v (%d bytes)", k, perr, len(b)))
 				continue
 			}
 			j, prev := 0, int64(-1)
-			for _, ts := range lg.Events {
+			for _, ts := range times {
 				if ts != prev {
 					j, prev = 0, ts
 				}

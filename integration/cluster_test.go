@@ -603,7 +603,7 @@ func waitInfo(t *testing.T, n *node, section string, wanted ...string) {
 
 // storedLog is a key logsOf found: its TYPE and its events (a sorted set's
 // members, ZCARD; a compact log's events from its first live index,
-// compactlog.Parse of its GET).
+// compactlog.Times of its GET).
 type storedLog struct {
 	typ string
 	n   int64
@@ -640,11 +640,11 @@ func logsOf(t *testing.T, c *redis.ClusterClient, prefix, key string) map[string
 				if err != nil {
 					return err
 				}
-				lg, err := compactlog.Parse(b)
+				times, err := compactlog.Times(b)
 				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
-				n = int64(len(lg.Events))
+				n = int64(len(times))
 			} else if n, err = node.ZCard(ctx, name).Result(); err != nil {
 				return err
 			}

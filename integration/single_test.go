@@ -546,7 +546,7 @@ func checkMaxMemory(t *testing.T, n *node) {
 	// No half-written key: every log holds whole calls (multiples of 10)
 	// and has its expiry; a k key is a sorted set, a c key of a limit over
 	// compactAbove a sorted set up to 128 events and a compact log past
-	// them (its events counted with compactlog.Parse; fullc holds 1000).
+	// them (its events counted with compactlog.Times; fullc holds 1000).
 	keys, _ := rdb.Keys(ctx, p+"*").Result()
 	events, eventsc := 0, 0
 	for _, k := range keys {
@@ -562,12 +562,12 @@ func checkMaxMemory(t *testing.T, n *node) {
 			eventsc += c
 		} else if compact {
 			b, err := rdb.Get(ctx, k).Bytes()
-			lg, perr := compactlog.Parse(b)
+			times, perr := compactlog.Times(b)
 			if err != nil || perr != nil {
 				t.Errorf("key %s: %v, %v", k, err, perr)
 				continue
 			}
-			c = len(lg.Events)
+			c = len(times)
 			eventsc += c
 		} else {
 			c = int(rdb.ZCard(ctx, k).Val())

@@ -13,13 +13,18 @@
 -- CASE is one call: deny (a full log, one decision), admit (an empty log),
 -- admit-live (a log with a live event), peek (a log with room), allowall
 -- (two limits, empty logs), batch (16 denials on one full log),
--- compact-deny (a full compact log of 1 000 events) or compact-admit (a
--- compact log of 1 000 events with room for one more). It prints
+-- compact-deny (a full compact log of slots of 1 000 events, the format
+-- before the block log, decided as a Limiter set to make them decides) or
+-- compact-admit (the same with room for one more), block-deny (a full
+-- block log of 1 001 entries) or block-admit (one with room for one more):
+-- the block log is made by an admission run before, uncounted, that
+-- converts a compact log of slots of 1 000 events. It prints
 -- the operations, the commands called and the reply; with "lines", the
 -- operations per line of the script. A script that answers wrongly here
 -- answers wrongly in Redis too, but this is no test of the script (the
 -- stand-in knows only what the cases need): the Go tests are.
 local file, case, lines = arg[1], arg[2], arg[3] == 'lines'
+local warm -- the arguments of a second call, the one counted
 local now_s, now_us = '1764527041', '023456'
 local now = tonumber(now_s) * 1000000 + tonumber(now_us)
 local W = '3600000000' -- an hour: no event of these cases expires
@@ -42,10 +47,17 @@ redis = {call = function(cmd, key, ...)
   if cmd == 'TIME' then
     return {now_s, tostring(tonumber(now_us))}
   end
+  if cmd == 'SET' then -- (over any value; KEEPTTL: no key here expires)
+    db[key] = a[1]
+    return {ok = 'OK'}
+  end
   if type(db[key]) == 'string' then -- a compact log
     local v = db[key]
     if cmd == 'GETRANGE' then
-      return v:sub(tonumber(a[1]) + 1, tonumber(a[2]) + 1)
+      local from, to = tonumber(a[1]), tonumber(a[2])
+      if from < 0 then from = #v + from end
+      if to < 0 then to = #v + to end
+      return v:sub(from + 1, to + 1)
     elseif cmd == 'STRLEN' then
       return #v
     elseif cmd == 'SETRANGE' then
@@ -105,8 +117,9 @@ redis = {call = function(cmd, key, ...)
 end}
 redis.pcall = redis.call -- the stand-in raises no errors: it returns them
 
--- Redis' struct library, as much of it as the compact log uses (big-endian
--- unsigned integers of 1 to 7 bytes); its operations are not counted.
+-- Redis' struct library, as much of it as the compact logs use (big-endian
+-- unsigned integers of 1 to 7 bytes, x for a byte skipped); its operations
+-- are not counted.
 local function be(v, n)
   local t = {}
   for i = n, 1, -1 do
@@ -118,25 +131,29 @@ end
 struct = {
   pack = function(format, ...)
     local out, args, i = {}, {...}, 0
-    for n in format:gmatch('I(%d)') do
-      i = i + 1
-      out[i] = be(args[i], tonumber(n))
-    end
-    for _ in format:gmatch('B') do
-      i = i + 1
-      out[i] = string.char(args[i])
+    for code, n in format:gmatch('([IBx])(%d*)') do
+      if code == 'x' then
+        out[#out + 1] = '\0'
+      else
+        i = i + 1
+        out[#out + 1] = code == 'B' and string.char(args[i]) or be(args[i], tonumber(n))
+      end
     end
     return table.concat(out)
   end,
   unpack = function(format, s, at)
     local out, pos = {}, at
-    for code, n in format:gmatch('([IB])(%d*)') do
-      n = code == 'B' and 1 or tonumber(n)
-      local v = 0
-      for j = pos, pos + n - 1 do
-        v = v * 256 + s:byte(j)
+    for code, n in format:gmatch('([IBx])(%d*)') do
+      if code == 'x' then
+        pos = pos + 1
+      else
+        n = code == 'B' and 1 or tonumber(n)
+        local v = 0
+        for j = pos, pos + n - 1 do
+          v = v * 256 + s:byte(j)
+        end
+        out[#out + 1], pos = v, pos + n
       end
-      out[#out + 1], pos = v, pos + n
     end
     out[#out + 1] = pos
     return unpack(out)
@@ -183,9 +200,15 @@ elseif case == 'compact-deny' then
 elseif case == 'compact-admit' then
   compact('k', 1000, 1001)
   KEYS, ARGV = {'k'}, {'1', 'a0000001', '1001', '-' .. W}
+elseif case == 'block-deny' or case == 'block-admit' then
+  compact('k', 1000, 1001)
+  local limit = case == 'block-deny' and '1001' or '1002'
+  KEYS, ARGV = {'k'}, {'1', 'w0000001', limit, '-' .. W}
+  warm = {'1', 'x0000001', limit, '-' .. W} -- the call counted, after the one that converts
 else
-  error('usage: lua5.1 scripts/luaops.lua script.lua deny|admit|admit-live|peek|allowall|batch|compact-deny|compact-admit [lines]')
+  error('usage: lua5.1 scripts/luaops.lua script.lua deny|admit|admit-live|peek|allowall|batch|compact-deny|compact-admit|block-deny|block-admit [lines]')
 end
+local slots = case:match('^compact%-') ~= nil -- a Limiter that makes compact logs of slots
 
 -- The library joins shared files and constants before script.lua (embed.go's
 -- decideSrc); this joins what embed.go names there, in its order: a file
@@ -229,6 +252,9 @@ local function joined()
           return read(dir .. name)
         end))
       elseif literal then
+        if slots then
+          literal = literal:gsub('^local blockLog = true', 'local blockLog = false')
+        end
         sources[#sources + 1] = (literal:gsub('\\n', '\n'))
       elseif format then
         -- the constant's value: its definition in a Go file beside embed.go
@@ -256,6 +282,10 @@ end
 local source = '@' .. file
 local chunk = assert(loadstring(clock .. text, source))
 local offset = select(2, clock:gsub('\n', '\n')) -- the joined lines
+if warm then
+  chunk()
+  ARGV, called = warm, {}
+end
 local ops, perline = 0, {}
 debug.sethook(function()
   local info = debug.getinfo(2, 'Sl')

@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+
+	"github.com/slidelog/slidelog/internal/blocklog"
 )
 
 // The layout (compact.lua's header comment).
@@ -91,4 +93,26 @@ func (l Log) Live(cutoff int64) int {
 		}
 	}
 	return n
+}
+
+// Times is the event times (µs) a compact log in either format holds from
+// its first live index on, oldest first: a log of slots' events (Parse),
+// or a block log's entries (blocklog.Parse), each entry's time once per
+// unit of its weight.
+func Times(b []byte) ([]int64, error) {
+	if !blocklog.Is(b) {
+		lg, err := Parse(b)
+		return lg.Events, err
+	}
+	lg, err := blocklog.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	var ts []int64
+	for _, e := range lg.Held() {
+		for range e.Weight {
+			ts = append(ts, e.Time)
+		}
+	}
+	return ts, nil
 }

@@ -44,9 +44,9 @@ type Config struct {
 	// (the decision script's convertPast). No public option sets it.
 	ConvertPast int
 	// BlockLog makes that log a block log (blocklog.lua: an entry per
-	// admission, of any weight) instead of a compact log of a slot per
-	// event. A decision reads either, whatever this says. No public option
-	// sets it.
+	// admission, of any weight), the default; false, a compact log of a
+	// slot per event (compact.lua), which the tests set to run its code. A
+	// decision reads either, whatever this says. No public option sets it.
 	BlockLog bool
 	// IDs hands out the event ids (nil: the process's, ids.Process).
 	IDs *ids.Source
@@ -78,5 +78,5 @@ const (
 
 // Default is the configuration of New(rdb) with no options.
 func Default() Config {
-	return Config{Prefix: "slidelog:", BatchMax: DefaultBatch, CompactAbove: DefaultCompactAbove, ConvertPast: DefaultConvertPast}
+	return Config{Prefix: "slidelog:", BatchMax: DefaultBatch, CompactAbove: DefaultCompactAbove, ConvertPast: DefaultConvertPast, BlockLog: true}
 }

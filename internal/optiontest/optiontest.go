@@ -27,9 +27,17 @@ func ConvertPast(events int) func(*config.Config) {
 }
 
 // BlockLog makes the logs a sorted set of a limit kept compactly becomes
-// block logs (blocklog.lua), not compact logs of a slot per event.
+// block logs (blocklog.lua), the default.
 func BlockLog() func(*config.Config) {
 	return func(c *config.Config) { c.BlockLog = true }
+}
+
+// SlotLog makes the logs a sorted set of a limit kept compactly becomes
+// compact logs of a slot per event (compact.lua), not block logs: the
+// format of keys written before the block log, which a decision reads and
+// an admission converts (docs/semantics.md).
+func SlotLog() func(*config.Config) {
+	return func(c *config.Config) { c.BlockLog = false }
 }
 
 // IDs makes the limiter take its event ids from s.
