@@ -78,8 +78,8 @@ var (
 	// slotLog makes the compact logs compact logs of a slot per event
 	// (compact.lua), the format before the block log: the tests of its
 	// own layout set it.
-	slotLog = Option(optiontest.SlotLog())
-	compactScript    = decideScriptFor(0, false)
+	slotLog       = Option(optiontest.SlotLog())
+	compactScript = decideScriptFor(0, false)
 )
 
 // compactAbove makes a limiter keep the logs of limits over events
