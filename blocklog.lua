@@ -1,6 +1,7 @@
--- slidelog: the block log, the compact log's next format (not yet joined to
--- any script). A log is one Redis string; one entry per admission, of any
--- weight, its time coded in bits. Every integer is big-endian; byte offsets
+-- slidelog: the block log, the compact log's format (a sorted set of a
+-- limit kept compactly becomes one; compact.lua's steps hand it here, and
+-- turn a compact log of slots into one). A log is one Redis string; one
+-- entry per admission, of any weight, its time coded in bits. Every integer is big-endian; byte offsets
 -- from 0.
 --
 -- The header (96 bytes), then the table (256), then the ring:

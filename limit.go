@@ -93,9 +93,11 @@ const MaxLimits = 64
 // them before the Lua sources).
 const (
 	// MaxEvents is the largest Events of a sliding-window limit, and so the
-	// largest n of one request under it. A log of a limit this large keeps
-	// at most MaxEvents events of 7 bytes each (470 MB, under Redis' 512 MB
-	// string): the compact log refuses to be, or to grow, larger.
+	// largest n of one request under it. A compact log of slots (the
+	// format of older versions, which decisions still read) keeps at most
+	// MaxEvents events of 7 bytes each (470 MB, under Redis' 512 MB
+	// string): it refuses to be, or to grow, larger. A block log records
+	// any n as one entry.
 	MaxEvents = 1 << 26
 	// MaxQuota is the largest Events of a calendar quota (Daily, Monthly):
 	// a quota is a count, exact in a Lua number while under 2^53 with room

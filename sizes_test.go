@@ -157,8 +157,7 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 
 // The largest limits work end to end on a real Redis: a compact log under
 // MaxEvents and a quota of MaxQuota admit, count, refund and answer
-// exactly. (AllowN(MaxEvents) itself holds Redis for minutes while an
-// event is a slot: docs/semantics.md, "Sizes".)
+// exactly.
 func TestLargestLimitsRealRedis(t *testing.T) {
 	rdb := RealRedis(t)
 	ctx := context.Background()
@@ -188,5 +187,38 @@ func TestLargestLimitsRealRedis(t *testing.T) {
 	}
 	if _, err := l.AllowN(ctx, key, big, MaxEvents+1); !errors.Is(err, ErrExceedsLimit) {
 		t.Fatalf("AllowN(MaxEvents+1): %v", err)
+	}
+}
+
+// AllowN(MaxEvents) is one entry of a block log: admitted at once, a key
+// of a few hundred bytes, every later decision exact, its refund whole.
+// (A compact log of slots wrote a slot an event: minutes of Redis.)
+func TestAllowNMaxEventsRealRedis(t *testing.T) {
+	rdb := RealRedis(t)
+	ctx := context.Background()
+	prefix := UniqueKey(t) + ":"
+	l := New(rdb, WithPrefix(prefix))
+	big := Limit{Events: MaxEvents, Window: time.Hour}
+	usec := func() int64 {
+		v, _ := redistest.CommandStat(rdb, "evalsha", "usec")
+		return v
+	}
+	before := usec()
+	r, err := l.AllowN(ctx, "k", big, MaxEvents)
+	if err != nil || !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("AllowN(MaxEvents): %+v, %v", r, err)
+	}
+	t.Logf("AllowN(MaxEvents) on an empty key: %d µs of Redis (INFO commandstats), a %d-byte key", usec()-before, rdb.StrLen(ctx, prefix+"k").Val())
+	if n := rdb.StrLen(ctx, prefix+"k").Val(); n == 0 || n > 4096 {
+		t.Errorf("the key holds %d bytes, want one block log of a few hundred", n)
+	}
+	if d, err := l.Allow(ctx, "k", big); err != nil || d.Allowed || d.RetryAfter <= 59*time.Minute || d.RetryAfter > time.Hour {
+		t.Errorf("Allow after it: %+v, %v; want denied for about an hour", d, err)
+	}
+	if err := l.Refund(ctx, r.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := l.Peek(ctx, "k", big); err != nil || p.Remaining != MaxEvents {
+		t.Errorf("after the refund: %+v, %v; want MaxEvents left", p, err)
 	}
 }

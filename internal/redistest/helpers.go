@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,24 @@ func Info(rdb *redis.Client, field string) string {
 		}
 	}
 	return ""
+}
+
+// CommandStat is a field of a command's INFO commandstats line (calls,
+// usec: the µs Redis has spent in it so far); false if it has none.
+func CommandStat(rdb *redis.Client, cmd, field string) (int64, bool) {
+	for _, line := range strings.Split(rdb.Info(context.Background(), "commandstats").Val(), "\n") {
+		stats, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(f, field+"="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
 }
 
 // WaitFor polls cond until it holds (a server's state that changes by
