@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/blocklog"
 	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redisserver"
 )
@@ -58,12 +59,27 @@ func TestInstructionsByLogSize(t *testing.T) {
 			l := slidelog.New(rdb, opts...)
 			key := "k" + time.Now().Format("150405.000000")
 			// fill: size events, 1 000 a call; the limit leaves room for
-			// the admissions measured (and then exactly none)
+			// the admissions measured (and then exactly none). A block log
+			// would keep an AllowN(1 000) as one entry: it is built
+			// instead, an entry of one event each, over the last half hour
 			room := slidelog.Limit{Events: size + calls, Window: time.Hour}
-			for left := size; left > 0; left -= 1000 {
+			if s.name == "block log" {
+				es := make([]blocklog.Entry, size)
+				from := time.Now().Add(-30 * time.Minute).UnixMicro()
+				for i := range es {
+					es[i] = blocklog.Entry{Time: from + int64(i)*(30*60_000_000)/int64(size), Weight: 1}
+				}
+				if err := rdb.Set(ctx, s.name+":"+key, blocklog.Build(es, (30*60_000_000)/int64(size)), time.Hour).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for left := size; left > 0 && s.name != "block log"; left -= 1000 {
 				if r, err := l.AllowN(ctx, key, room, min(left, 1000)); err != nil || !r.Allowed {
 					t.Fatalf("fill: %+v %v", r, err)
 				}
+			}
+			if p, err := l.Peek(ctx, key, room); err != nil || p.Remaining != calls {
+				t.Fatalf("filled: %+v %v; want %d left", p, err, calls)
 			}
 			measure := func(lim slidelog.Limit, want bool) int64 {
 				if err := cg.Zero(ctx); err != nil {
