@@ -50,19 +50,8 @@ func againstLimiters(t *testing.T, rdb *redis.Client, seed int64, steps int, ref
 	limit := 129 + r.Intn(10000-129+1)
 	W := int64(1_000_000)<<uint(r.Intn(6)) + 1 // odd
 	lim := slidelog.Limit{Events: limit, Window: time.Duration(W) * time.Microsecond}
-	mode := []string{"unit", "const", "mixed"}[seed%3]
-	wconst := 1 + r.Intn(500)
-	weight := func() int {
-		switch mode {
-		case "const":
-			return min(wconst, limit)
-		case "mixed":
-			return min(1+r.Intn(500), limit)
-		}
-		return 1
-	}
-	mean := map[string]int64{"unit": 1, "const": int64(min(wconst, limit)), "mixed": int64(min(250, limit/2))}[mode]
-	gap := max(2, W*mean/(2*int64(limit)))
+	mode, weight64, gap := traceWeights(r, seed, int64(limit), W)
+	weight := func() int { return int(weight64()) }
 	now := clk.Now().UnixMicro()/2*2 + 1 // odd, a day ahead of the server's clock; every step adds an even gap
 	type adm struct {
 		t int64

@@ -99,17 +99,16 @@ func TestAgainstPythonLimits(t *testing.T) {
 	}
 }
 
-func againstLimits(t *testing.T, rdb *redis.Client, seed int64, steps int) {
-	r := rand.New(rand.NewSource(seed))
-	py := startMovingWindow(t)
-	l := lua{t, rdb, fmt.Sprintf("limits:%d:%d", seed, r.Int63())}
-	limit := int64(129 + r.Intn(10000-129+1))
-	W := int64(1_000_000)<<uint(r.Intn(6)) + 1 // odd
-	mode := []string{"unit", "const", "mixed"}[seed%3]
+// traceWeights draws a trace's weights under limit and window W (µs):
+// unit, one constant or mixed (1 to 500) by seed, each never over the
+// limit (the limits package reads the entry limit - weight back: a
+// negative index past it); and the mean gap between hits, about twice the
+// limit's worth of weight a window, so that hits are denied as often as
+// admitted.
+func traceWeights(r *rand.Rand, seed, limit, W int64) (mode string, weight func() int64, gap int64) {
+	mode = []string{"unit", "const", "mixed"}[seed%3]
 	wconst := int64(1 + r.Intn(500))
-	// a hit's weight, never over the limit (the limits package reads the
-	// entry limit - weight back: a negative index past it)
-	weight := func() int64 {
+	weight = func() int64 {
 		switch mode {
 		case "const":
 			return min(wconst, limit)
@@ -118,10 +117,17 @@ func againstLimits(t *testing.T, rdb *redis.Client, seed int64, steps int) {
 		}
 		return 1
 	}
-	// the mean gap: about twice the limit's worth of weight a window, so
-	// that hits are denied as often as admitted
 	mean := map[string]int64{"unit": 1, "const": min(wconst, limit), "mixed": min(250, limit/2)}[mode]
-	gap := max(2, W*mean/(2*limit))
+	return mode, weight, max(2, W*mean/(2*limit))
+}
+
+func againstLimits(t *testing.T, rdb *redis.Client, seed int64, steps int) {
+	r := rand.New(rand.NewSource(seed))
+	py := startMovingWindow(t)
+	l := lua{t, rdb, fmt.Sprintf("limits:%d:%d", seed, r.Int63())}
+	limit := int64(129 + r.Intn(10000-129+1))
+	W := int64(1_000_000)<<uint(r.Intn(6)) + 1 // odd
+	mode, weight, gap := traceWeights(r, seed, limit, W)
 	now := int64(1_764_000_000_000_001) // odd; every step adds an even gap
 	type adm struct {
 		t, w int64
