@@ -105,7 +105,7 @@ func TestMemoryPerEvent(t *testing.T) {
 	}
 	ref := bytesPerEvent(t, rdb, uuidFill)
 	sorted := bytesPerEvent(t, rdb, fill(slidelog.Option(optiontest.CompactAbove(1<<30)))) // slidelog's sorted set, whatever the limit
-	slots := bytesPerEvent(t, rdb, fill(slidelog.Option(optiontest.SlotLog())))           // the compact log of slots, the format before
+	slots := bytesPerEvent(t, rdb, fill(slidelog.Option(optiontest.SlotLog())))            // the compact log of slots, the format before
 	// targets: the sorted set's while it is a listpack; the block log's
 	// from 10 000 events. At 100 000 a day the times alone take about
 	// 264 KB (log2(e × 864 ms) bits each), past the 256 KiB allocation
