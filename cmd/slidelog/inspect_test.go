@@ -156,7 +156,9 @@ func section(t *testing.T, s map[string][]string, prefix, out string) (string, [
 }
 
 // A log of a limit over 128 events is a compact log (a Redis string, not a
-// sorted set): inspect lists its events as it lists a sorted set's (each
+// sorted set), here a compact log of slots, an older version's format (a
+// block log: TestInspectBlockLogRealRedis): inspect lists its events as it
+// lists a sorted set's (each
 // with its time and age, the expired ones marked), counts the live ones,
 // names the store with its slots and bytes, and lists the admissions it
 // remembers; on a real Redis, for the single-limit log and an AllowAll log,
@@ -165,7 +167,7 @@ func TestInspectCompactLogRealRedis(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t)})
 	defer func() { _ = rdb.Close() }()
-	l := slidelog.New(rdb)
+	l := slidelog.New(rdb, slidelog.Option(optiontest.SlotLog())) // a compact log of slots, an older version's
 	big := slidelog.Limit{Events: 200, Window: 2 * time.Second}
 	small := slidelog.PerMinute(5)
 	admit := func(n int) {
@@ -267,7 +269,7 @@ func TestInspectBlockLogRealRedis(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t)})
 	defer func() { _ = rdb.Close() }()
-	l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(0)), slidelog.Option(optiontest.BlockLog()))
+	l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(0)))
 	lim := slidelog.Limit{Events: 1000, Window: time.Hour}
 	var last slidelog.Result
 	for _, n := range []int{300, 1, 5} {
