@@ -1211,3 +1211,66 @@ func TestAttackLuaNumberArguments(t *testing.T) {
 		rdb.Del(ctx, key)
 	}
 }
+
+// A block log whose bytes another program changed (a header that still
+// reads as one, blocks that do not): every decision and refund on it
+// answers, or fails with ErrWrongType; none hangs, none fails otherwise.
+// The log is made on a clock the test sets, so that its bytes, and the
+// corruptions drawn, are the same at every run.
+func TestAttackCorruptBlockLog(t *testing.T) {
+	rdb := realRedis(t)
+	clk := redistest.NewClock(t, rdb)
+	ctx := context.Background()
+	prefix := uniqueKey(t) + ":"
+	l := New(rdb, compactAbove(0), WithPrefix(prefix))
+	lim := Limit{Events: 5000, Window: time.Hour}
+	for i := range 600 {
+		clk.Advance(t, time.Duration(1+i%7)*time.Millisecond)
+		if _, err := l.AllowN(ctx, "k", lim, 1+i%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, err := rdb.Get(ctx, prefix+"k").Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	kinds := map[string]int{}
+	for trial := range 3000 {
+		b := append([]byte(nil), good...)
+		for range 1 + r.IntN(4) {
+			at := r.IntN(len(b))
+			if r.IntN(2) == 0 {
+				at = 6 + r.IntN(90) // the header's fields
+			}
+			b[at] = byte(r.IntN(256))
+		}
+		if err := rdb.Set(ctx, prefix+"k", b, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c, cancel := context.WithTimeout(ctx, generous)
+		switch trial % 4 {
+		case 0:
+			_, err = l.AllowN(c, "k", lim, 1+r.IntN(100))
+		case 1:
+			_, err = l.Peek(c, "k", lim)
+		case 2:
+			_, err = l.AllowN(c, "k", lim, 4000)
+		case 3:
+			var res Result
+			if res, err = l.AllowN(c, "k", lim, 1); err == nil && res.Allowed {
+				err = l.Refund(c, res.Handle())
+			}
+		}
+		cancel()
+		switch {
+		case err == nil:
+			kinds["answered"]++
+		case errors.Is(err, ErrWrongType):
+			kinds["ErrWrongType"]++
+		default:
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+	}
+	t.Logf("3 000 corrupted block logs: %v", kinds)
+}

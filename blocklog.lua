@@ -101,7 +101,7 @@ local function blockWalk(bs, k, mode, base, count, st, visit)
     while get(1) == 0 do
       z = z + 1
       if z > 60 then
-        error('blocklog: a block with no end')
+        error('WRONGTYPE slidelog: a block log with a block that has no end: a string that is no log')
       end
     end
     return 2 ^ (z + j) + big(z + j) - 2 ^ j
@@ -400,7 +400,7 @@ local function blocklogLib()
       wf = dec(h, 56, 7), obase = dec(h, 63, 7), ocum = dec(h, 70, 7), oc = byte(h, 77), ob = dec(h, 78, 2),
       opart = byte(h, 80), oeq = dec(h, 81, 7), ok = byte(h, 88), omode = byte(h, 89), cur = byte(h, 90)}
     if lg.NB < 1 or lg.last < lg.fb or lg.last - lg.fb >= lg.NB or lg.cur >= K or lg.ob > BITS
-      or lg.ok > 52 or call('STRLEN', key) ~= H + S * lg.NB then
+      or lg.ok > 52 or lg.omode > 53 or lg.fo > BITS or call('STRLEN', key) ~= H + S * lg.NB then
       return nil
     end
     return lg
@@ -970,7 +970,7 @@ local function blockOpen(key, h, now, window, limit, n, peek)
   local fb, last, fi, fo, obase, ocum, oc, ob, opart, oeq, ok, omode, cur
   NB, fb, last, C, newest, fi, fo, ft, cumF, wf, obase, ocum, oc, ob, opart, oeq, ok, omode, cur =
     struct.unpack(blockFields, h, 7)
-  if NB < 1 or last < fb or last - fb >= NB or cur >= 16 or ob > 3968 or ok > 52
+  if NB < 1 or last < fb or last - fb >= NB or cur >= 16 or ob > 3968 or ok > 52 or omode > 53 or fo > 3968
     or redis.call('STRLEN', key) ~= 352 + 512 * NB then
     return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
   end
@@ -1002,7 +1002,11 @@ local function blockStep(step, lg, n, first, now)
     if n >= 1 and n <= lg.wf then -- (n: short) F's entry
       kth = string.format('%d', lg.ft)
     elseif n >= 1 then -- (in F's block, else a search over the blocks)
-      kth = string.format('%d', blockFrom(lg, function(_, cum) return cum >= n end) or blockLibrary().retryAt(lg, n))
+      local at = blockFrom(lg, function(_, cum) return cum >= n end) or blockLibrary().retryAt(lg, n)
+      if not at then -- (its blocks hold less than its header counts)
+        error('WRONGTYPE slidelog: a block log whose blocks do not add up: a string that is no log')
+      end
+      kth = string.format('%d', at)
     end
     if lg.T > 0 then -- (the newest entry held is live)
       newest = string.format('%d', lg.newest)
