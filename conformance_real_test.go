@@ -9,7 +9,6 @@ import (
 	. "github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/conformance"
 	"github.com/slidelog/slidelog/internal/model"
-	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // TestModelRealRedis holds the limiter against the model on a real server,
@@ -44,16 +43,10 @@ func TestModelRealRedis(t *testing.T) {
 }
 
 // clockSubject is the limiter on a real server whose scripts read a clock
-// the test sets (redistest.Clock), on a client of its own.
+// the test sets (conformance.ClockSubject), on a client of its own.
 func clockSubject(t *testing.T, opts ...Option) conformance.Subject {
 	rdb := RealRedis(t)
-	clk := redistest.NewClock(t, rdb)
-	start := clk.Now()
-	return conformance.Subject{
-		Limiter: New(rdb, append(opts, WithPrefix(UniqueKey(t)+":"))...),
-		SetTime: func(d time.Duration) { clk.Set(t, start.Add(d)) },
-		Start:   start,
-	}
+	return conformance.ClockSubject(t, rdb, New(rdb, append(opts, WithPrefix(UniqueKey(t)+":"))...))
 }
 
 // The model's random traces (AllowN, Peek, AllowAll, AllowEach) on a real

@@ -121,13 +121,7 @@ func contract(t *testing.T, l *slidelog.Limiter, admitted func(step int, key str
 func clockContract(t *testing.T, n *node, opts ...slidelog.Option) {
 	conformance.RunModel(t, func(t *testing.T) conformance.Subject {
 		rdb := n.client(t)
-		clk := redistest.NewClock(t, rdb)
-		start := clk.Now()
-		return conformance.Subject{
-			Limiter: slidelog.New(rdb, append(opts, slidelog.WithPrefix(prefix(t)))...),
-			SetTime: func(d time.Duration) { clk.Set(t, start.Add(d)) },
-			Start:   start,
-		}
+		return conformance.ClockSubject(t, rdb, slidelog.New(rdb, append(opts, slidelog.WithPrefix(prefix(t)))...))
 	}, 2, 1500)
 }
 

@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/model"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // Limiter is what both implementations offer.
@@ -30,6 +33,15 @@ type Subject struct {
 	// Epoch; RunModel and Replay take any (a real server's keys expire on
 	// its own clock: a clock the test sets must run ahead of it).
 	Start time.Time
+}
+
+// ClockSubject is l, a limiter on rdb, on a real server whose scripts
+// read a clock the test sets (redistest.Clock, hooked on rdb: a client of
+// the subject's own), starting a day ahead of the server's clock.
+func ClockSubject(t *testing.T, rdb *redis.Client, l Limiter) Subject {
+	clk := redistest.NewClock(t, rdb)
+	start := clk.Now()
+	return Subject{Limiter: l, SetTime: func(d time.Duration) { clk.Set(t, start.Add(d)) }, Start: start}
 }
 
 const (
