@@ -943,8 +943,9 @@ end
 -- alike, is no log, and is never read past its header or written), and
 -- moves F on when F's entry expired while others are live: within F's
 -- block by blockFrom, past it by blocklogLib. Without the struct library
--- (miniredis) blocklogLib reads the log.
-local function blockOpen(key, h, now, window, limit, n, peek)
+-- (miniredis) blocklogLib reads the log. force: a charge's, recorded
+-- whatever the log holds (never a denial).
+local function blockOpen(key, h, now, window, limit, n, peek, force)
   local struct = rawget(_G, 'struct')
   local cut = now - window
   local lg
@@ -964,7 +965,7 @@ local function blockOpen(key, h, now, window, limit, n, peek)
   elseif ft > cut then -- F is live: the weight from it on
     T = (C - cumF) % 281474976710656
   end
-  if not peek and NB >= 1 and T >= 0 and T + n > limit and T + n - limit <= wf then
+  if not peek and not force and NB >= 1 and T >= 0 and T + n > limit and T + n - limit <= wf then
     return {key = key, T = T, f = 0, ft = ft, wf = wf, newest = newest}
   end
   local fb, last, fi, fo, obase, ocum, oc, ob, opart, oeq, ok, omode, cur

@@ -161,7 +161,8 @@ local function compactLib()
     if count + n > lg.C then
       -- grow (or make) the log: rewritten whole, sized exactly, the live
       -- events first (indexes from 0)
-      local C = math.min(math.max(limit, lg.C), math.max(2 * lg.C, count + n, 64))
+      -- (past the limit only for a charge, which is never refused)
+      local C = math.max(count + n, math.min(math.max(limit, lg.C), math.max(2 * lg.C, count + n, 64)))
       local live = ''
       if count > 0 then
         live = slots(lg, f, count)
@@ -310,7 +311,8 @@ end
 -- string's length is read before anything reads its slots or writes to it
 -- (a decision that may admit, or one that scans): a string cut short, or
 -- another program's that starts alike, is no log, and is never written.
-local function openCompact(lib, key, card, now, window, limit, n, peek)
+-- force: a charge's, recorded whatever the log holds.
+local function openCompact(lib, key, card, now, window, limit, n, peek, force)
   local h = redis.pcall('GETRANGE', key, '0', '95') -- (a block log's header is 96 bytes)
   if type(h) ~= 'string' or h == '' then
     return nil, card, lib -- another type (WRONGTYPE), or no key
@@ -329,7 +331,7 @@ local function openCompact(lib, key, card, now, window, limit, n, peek)
     if not blockStep then
       blockLibrary, blockOpen, blockStep = need('block')
     end
-    lg, card = blockOpen(key, h, now, window, limit, n, peek)
+    lg, card = blockOpen(key, h, now, window, limit, n, peek, force)
     if lg then
       lg.bs = blockStep
     end
@@ -351,7 +353,7 @@ local function openCompact(lib, key, card, now, window, limit, n, peek)
     lg.f = lib.first(lg, cut)
     lg.sized = true
   end
-  if not lg.f or (lg.C > 0 and not lg.sized and (peek or lg.T - lg.f + n <= limit)
+  if not lg.f or (lg.C > 0 and not lg.sized and (peek or force or lg.T - lg.f + n <= limit)
     and redis.call('STRLEN', key) ~= sized) then
     return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, lib
   end

@@ -227,11 +227,13 @@ func (l *Limiter) PeekAll(ctx context.Context, key string, n int, limits ...Limi
 
 // request is one decision on its way through the layers.
 type request struct {
-	op     string  // opAllow, opPeek, opAllowAll, opPeekAll or opAcquire
+	op     string  // opAllow, opPeek, opAllowAll, opPeekAll, opAcquire or opCharge
 	key    string  // the caller's key (opAcquire: the name of its in-flight log)
-	limit  Limit   // opAllow, opPeek, opAcquire
-	limits []Limit // opAllowAll, opPeekAll
+	limit  Limit   // opAllow, opPeek, opAcquire, opCharge of one limit's log
+	limits []Limit // opAllowAll, opPeekAll, opCharge of the AllowAll logs
 	n      int
+
+	arg *idArg // opCharge: its first id as sent (nil: reserve one)
 
 	user string // opAcquire: the caller's key
 
@@ -241,9 +243,16 @@ type request struct {
 	apart bool
 }
 
+// several reports whether q decides on the AllowAll logs of its key (an
+// AllowAll, a PeekAll, a charge of several limits or of an AllowAll's
+// admission), not its single-limit log.
+func (q *request) several() bool {
+	return q.op == opAllowAll || q.op == opPeekAll || (q.op == opCharge && q.limits != nil)
+}
+
 // all is the request's limits.
 func (q *request) all() []Limit {
-	if q.op == opAllowAll || q.op == opPeekAll {
+	if q.several() {
 		return q.limits
 	}
 	return []Limit{q.limit}
@@ -273,7 +282,7 @@ func (l *Limiter) checkRequest(q *request) error {
 	if q.key == "" {
 		return ErrEmptyKey
 	}
-	if q.op != opAllowAll && q.op != opPeekAll {
+	if !q.several() {
 		if q.op == opAcquire && q.limit.Calendar() {
 			return fmt.Errorf("%w: %v is a calendar quota, not an in-flight limit", ErrInvalidLimit, q.limit)
 		}
@@ -400,8 +409,11 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	var id [idLen]byte
 	record := q.op != opPeek && q.op != opPeekAll
 	var arg *idArg // a call with calendar quotas: its id, kept if it is sent again
-	if q.op == opAllowAll || q.op == opPeekAll || q.limit.Calendar() {
-		if record {
+	if q.several() || q.limit.Calendar() {
+		switch {
+		case q.arg != nil:
+			arg, id = q.arg, q.arg.ID()
+		case record:
 			id = l.ids.Reserve(q.n)
 			arg = &idArg{}
 			arg.Set(id)
@@ -414,7 +426,11 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		}
 		c.key[0] = l.prefix + q.key
 		c.args = [4]any{&c.n, "", &c.events, &c.window} // Peek: no id
-		if record {
+		switch {
+		case q.arg != nil: // a charge: its n marked, its id kept for a second try
+			c.id = q.arg.ID()
+			c.args[0], c.args[1] = chargeN(q.n), q.arg
+		case record:
 			c.id = l.ids.Reserve(q.n)
 			c.arg.Set(c.id)
 			c.args[1] = &c.arg
@@ -454,11 +470,11 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 	}
 	lims := [1]Limit{q.limit} // q.all(), without its allocation
 	limits := lims[:]
-	if q.op == opAllowAll || q.op == opPeekAll {
+	if q.several() {
 		limits = q.limits
 	}
 	r, err := decode(v, limits)
-	if err == nil && r.Allowed && record {
+	if err == nil && (r.Allowed || q.op == opCharge) && record {
 		r.handle = l.handle(q, keys, id)
 		r.handle.at = r.at
 		r.handle.setEnds(v, limits)
@@ -502,7 +518,10 @@ const maxPeriodTries = 3
 // key and (setEnds) its period's end.
 func (l *Limiter) handle(q *request, keys []string, id [idLen]byte) Handle {
 	h := Handle{key: keys[0], id: id, n: q.n, user: q.key, window: q.limit.Window}
-	if q.op != opAllowAll && !q.limit.Calendar() {
+	if q.op != opAcquire {
+		h.st = &settlement{limits: append([]Limit(nil), q.all()...), several: q.several(), tried: -1}
+	}
+	if !q.several() && !q.limit.Calendar() {
 		if q.limit.Events > l.compactAbove && q.op != opAcquire {
 			h.compact, h.given = true, new(atomic.Bool)
 		}
@@ -535,7 +554,7 @@ func (l *Limiter) handle(q *request, keys []string, id [idLen]byte) Handle {
 // log (or a quota) per limit, the index of the windows, and with quotas
 // the index of the periods (allArgsAt's keys).
 func (l *Limiter) askKeys(keys []string, q *request) []string {
-	if q.op != opAllowAll && q.op != opPeekAll && !q.limit.Calendar() {
+	if !q.several() && !q.limit.Calendar() {
 		return append(keys, l.prefix+q.key)
 	}
 	base, index := l.allKeys(q.key)
@@ -572,7 +591,11 @@ func (l *Limiter) allArgsAt(q *request, at time.Time, arg *idArg) (keys []string
 	if arg != nil {
 		id = arg
 	}
-	args = append(args, mark+strconv.Itoa(len(limits)), q.n, id)
+	var n any = q.n
+	if q.op == opCharge {
+		n = chargeN(q.n)
+	}
+	args = append(args, mark+strconv.Itoa(len(limits)), n, id)
 	for _, lim := range limits {
 		switch {
 		case lim.Calendar():
@@ -690,3 +713,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int) (Re
 		return r, r.Allowed, r.RetryAfter, err
 	})
 }
+
+// chargeN is a charge's n as script.lua reads it: "!n", recorded whatever
+// the logs hold.
+func chargeN(n int) string { return "!" + strconv.Itoa(n) }

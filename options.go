@@ -303,6 +303,8 @@ const (
 	opAllowEach = "allow_each"
 	opPeekAll   = "peek_all"  // PeekAll (and AllowEach across slots: a taken-back ask of several limits, looked at again)
 	opAcquire   = "acquire"   // AcquireN
+	opCharge    = "charge"    // Charge, and Settle's excess
+	opSettle    = "settle"    // Settle (its hook's Observation)
 	opTakeBack  = "take_back" // a take-back given up (internal/takeback)
 
 	opBreakerOpen  = "breaker_open"  // Redis found unreachable (internal/breaker)

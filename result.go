@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/bridge"
 	"github.com/slidelog/slidelog/internal/fault"
 	"github.com/slidelog/slidelog/internal/reply"
 	"github.com/slidelog/slidelog/internal/takeback"
@@ -67,6 +68,17 @@ type Handle struct {
 	quotas  *[]quota     // the calendar quotas it counted in (a pointer keeps Result comparable)
 	given   *atomic.Bool // a refund of its quotas or compact logs was given (they are no sets: one refund per Handle)
 	compact bool         // a log of a limit over compactAbove: a compact log, unless it was a sorted set already
+
+	st  *settlement // what Settle needs, shared by the Handle's copies (nil: an in-flight lease's)
+	ext any         // slidelog/local's admission (internal/bridge), a pointer
+}
+
+func init() {
+	bridge.Attach = func(r Result, a any) Result {
+		r.handle = Handle{n: 1, ext: a}
+		return r
+	}
+	bridge.Attached = func(h Handle) any { return h.ext }
 }
 
 // quota is one calendar quota an admission counted in: its key and the
@@ -146,14 +158,29 @@ func (h Handle) timedBy(v any) Handle {
 //
 // With WithDenyCache, this instance forgets its remembered denial for the
 // key; other instances go on denying until theirs expire, as after Reset.
+//
+// A Refund of a settled admission (Settle) gives back what it finally
+// cost.
 func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 	if h.n == 0 {
 		return nil
 	}
+	if h.ext != nil {
+		return fmt.Errorf("%w: Refund of a slidelog/local Limiter's Handle", ErrInvalidN)
+	}
 	if l.deny != nil {
 		l.deny.Forget(h.user)
 	}
-	return refundEvents(ctx, l.rdb, h)
+	own, excess := h.settled()
+	if own.n > 0 {
+		if err := refundEvents(ctx, l.rdb, own); err != nil {
+			return err
+		}
+	}
+	if excess.n > 0 {
+		return refundEvents(ctx, l.rdb, excess)
+	}
+	return nil
 }
 
 // refundEvents runs refund.lua for h's events: Refund's Redis part. A

@@ -176,6 +176,11 @@ local group, gArg, gKey, gLeft, gPass, gFits, gReplies, gAlone
 -- when an admission writes to the log.
 local denied
 local keyAt, argAt = 0, 0 -- the KEYS and ARGV the decisions before this one took
+-- A charge (Charge, and Settle's excess) marks its n "!n": its events are
+-- recorded whatever the logs hold (force; never refused), and its answer
+-- is the same decision taken again as a peek of one event (again): the
+-- state of the key after it, as a Peek would see it.
+local force, again = false, false
 -- The decisions of a call mostly share their limits: the last limit and
 -- window read (their strings and numbers; the window's absolute value), the
 -- cutoff of the last window and the last expiry are kept, so that the next
@@ -199,6 +204,7 @@ while argAt < nargs do
   -- its periods index; reply: the decision's answer (a table: the error of
   -- a first read); named, periods: what the indexes hold
   local index, pindex, reply, named, periods
+  local from = argAt -- (a charge is taken again from here)
   if ARGV[argAt + 1] ~= '1' then
     local mark = string.byte(ARGV[argAt + 1])
     if mark == 38 then -- '&G': an AllowEach of G asks begins
@@ -227,12 +233,16 @@ while argAt < nargs do
     if ARGV[argAt + 1] ~= '1' then
       n = tonumber(ARGV[argAt + 1])
     end
+    if not n then -- '!n': a charge of n, recorded whatever the logs hold
+      force = not again
+      n = again and 1 or tonumber(string.sub(ARGV[argAt + 1], 2))
+    end
   end
   local first = ARGV[argAt + 2]
   -- go-redis writes a command anew for every attempt, and the client marks
   -- the id of any write after the first with a ninth byte: only a call that
   -- may have been sent before pays for looking up its own events.
-  local resent = #first > 8
+  local resent = #first > 8 and not again
   if resent then
     first = string.sub(first, 1, 8)
   end
@@ -240,13 +250,13 @@ while argAt < nargs do
 
   -- known: a denial already answered in this call, on the same log, limit
   -- and n, is answered the same, nothing read
-  local known = denied and not resent and nlimits == 1 and denied[KEYS[keyAt + 1]]
+  local known = denied and not resent and not force and nlimits == 1 and denied[KEYS[keyAt + 1]]
   if known and known[1] == ARGV[argAt + 3] and known[2] == ARGV[argAt + 4] and known[3] == n then
     reply = known[4]
   else
     -- peek: decides exactly like an admission, writes nothing (an
     -- AllowEach's first pass too)
-    local peek = first == '' or gPass == 1
+    local peek = first == '' or gPass == 1 or again
     -- retried: a re-sent admission that finds its events stays admitted,
     -- as of the time they were recorded at (at), and writes nothing
     local at, fits, retried = nows, true, false -- the decision's time; whether the request fits in every log
@@ -307,7 +317,7 @@ while argAt < nargs do
         if not openCompact then
           compactLib, openCompact, compactStep = need('compact')
         end
-        lg, reply, clib = openCompact(clib, key, card, now, window, limit, n, peek)
+        lg, reply, clib = openCompact(clib, key, card, now, window, limit, n, peek, force)
         card = lg and lg.T - lg.f -- its live events
       elseif card + n > limit then
         -- a sorted set that is full unless some expired: its oldest event
@@ -332,7 +342,7 @@ while argAt < nargs do
         unknown = false
       end
       count = card - gone
-      if count + n > limit and not retried then
+      if count + n > limit and not retried and not force then
         fits = false
       end
       if index then -- keep this log's state while the others are read
@@ -407,6 +417,9 @@ while argAt < nargs do
       elseif gone > 0 and not lg then
         call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
       end
+      if force then -- (the answer after it reads the log again)
+        gone = 0
+      end
       if not quota and not lg then
         count = count + added
       end
@@ -440,7 +453,7 @@ while argAt < nargs do
     -- admission some of whose events were there already (a retry not
     -- marked as one: its reply is made again here). Each log's count must
     -- be exact now.
-    for i = 1, (reply and fresh) and 0 or nlimits do
+    for i = 1, ((reply and fresh) or force) and 0 or nlimits do
       if index then
         key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota = unpack(logs, 10 * i - 9, 10 * i)
       end
@@ -496,7 +509,7 @@ while argAt < nargs do
         expAt = from + window
         expS = fmt('%d', math.ceil(expAt / 1000))
       end
-      if last == nargs and not replies then -- alone in its call
+      if last == nargs and not replies and not force then -- alone in its call
         call('PEXPIREAT', key, expS)
       else
         expiries = expiries or {}
@@ -505,33 +518,46 @@ while argAt < nargs do
     end
   end
 
+  -- a charge (force) is answered as a peek of one event after it: the
+  -- same decision taken again (again), reading every log anew
+  if force or again then
+    again, force = force and type(reply) ~= 'table', false
+  end
   -- reply: alone in its call, the decision's string is the call's reply
-  if last == nargs and not replies then
-    return reply -- a single decision
-  end
-  replies = replies or {}
-  keyAt = keyAt + nkeys
-  argAt = last
-  if type(reply) == 'table' then -- the decision's error, as a string
-    reply = '-' .. reply.err
-  end
-  if not gLeft then
-    replies[#replies + 1] = reply
-  else -- an ask of an AllowEach: its reply joins the group's
-    gReplies[#gReplies + 1] = reply
-    gFits = gFits and string.byte(reply) == 49 -- '1'
-    gLeft = gLeft - 1
-    if gLeft == 0 and gPass == 1 and gFits then -- every ask fits: admit them
-      argAt, keyAt, gLeft, gPass, gReplies = gArg, gKey, group, 2, {}
-    elseif gLeft == 0 then -- its reply: a table of its asks' (alone: the call's)
-      gLeft, gPass = nil, nil
-      if gAlone and argAt == nargs then
-        for i = 1, expiries and #expiries or 0, 2 do
-          call('PEXPIREAT', expiries[i], expiries[i + 1])
-        end
-        return gReplies
+  if again then
+    argAt = from -- (taken again at once, from the same arguments)
+  elseif last == nargs and not replies then
+    if expiries then -- (a charge's)
+      for i = 1, #expiries, 2 do
+        call('PEXPIREAT', expiries[i], expiries[i + 1])
       end
-      replies[#replies + 1] = gReplies
+    end
+    return reply -- a single decision
+  else
+    replies = replies or {}
+    keyAt = keyAt + nkeys
+    argAt = last
+    if type(reply) == 'table' then -- the decision's error, as a string
+      reply = '-' .. reply.err
+    end
+    if not gLeft then
+      replies[#replies + 1] = reply
+    else -- an ask of an AllowEach: its reply joins the group's
+      gReplies[#gReplies + 1] = reply
+      gFits = gFits and string.byte(reply) == 49 -- '1'
+      gLeft = gLeft - 1
+      if gLeft == 0 and gPass == 1 and gFits then -- every ask fits: admit them
+        argAt, keyAt, gLeft, gPass, gReplies = gArg, gKey, group, 2, {}
+      elseif gLeft == 0 then -- its reply: a table of its asks' (alone: the call's)
+        gLeft, gPass = nil, nil
+        if gAlone and argAt == nargs then
+          for i = 1, expiries and #expiries or 0, 2 do
+            call('PEXPIREAT', expiries[i], expiries[i + 1])
+          end
+          return gReplies
+        end
+        replies[#replies + 1] = gReplies
+      end
     end
   end
 end

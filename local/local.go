@@ -45,8 +45,9 @@
 // over the running counts.
 //
 // A Limiter is safe for concurrent use by multiple goroutines. Its keys are
-// spread over shards with a mutex each; a decision on a known key allocates
-// nothing once its ring has grown to its size. Keys may hold any bytes: each
+// spread over shards with a mutex each; once a known key's ring has grown to
+// its size, a denial or a Peek allocates nothing and an admission one small
+// record (its Handle's, which Settle reads). Keys may hold any bytes: each
 // key has one entry, its single-limit log (Allow, AllowN, Peek, an AllowEach
 // ask of one limit) and one log per window for AllowAll (and an AllowEach
 // ask of several), like the Redis limiter's keys, and Reset drops the
@@ -94,6 +95,7 @@ type Limiter struct {
 }
 
 type shard struct {
+	owner *Limiter // (its admissions' Handles name it)
 	mu    sync.Mutex
 	keys  map[string]*entry
 	sweep int   // the size at which the shard next evicts idle keys
@@ -165,6 +167,7 @@ func New(opts ...Option) *Limiter {
 	}
 	for i := range l.shards {
 		l.shards[i].keys = map[string]*entry{}
+		l.shards[i].owner = l
 		l.shards[i].sweep = sweepAt
 		l.shards[i].floor = minTime
 	}
@@ -486,7 +489,8 @@ func (s *shard) admit(key string, q request, rd reading, t int64) slidelog.Resul
 		r.ResetAfter = max(r.ResetAfter, time.Duration(w)*time.Microsecond)
 	}
 	r.Limit = q.limits[which]
-	return r.At(time.UnixMicro(t))
+	r = r.At(time.UnixMicro(t))
+	return attach(r, newAdmission(s.owner, key, q.limits, q.all, n, t))
 }
 
 // peek is what a Peek of q answers at t: rd fits, and nothing is written.

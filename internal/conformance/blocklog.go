@@ -47,6 +47,10 @@ func BlockBoundaries(t *testing.T, l *slidelog.Limiter, rdb redis.Cmdable, prefi
 		h   slidelog.Handle
 		n   int
 		at  int64
+
+		settled  bool
+		final    int   // what it finally cost (settled)
+		excessAt int64 // when its excess was recorded (settled over n)
 	}
 	var handles []admission
 	refunded := map[int]bool{}
@@ -77,7 +81,47 @@ func BlockBoundaries(t *testing.T, l *slidelog.Limiter, rdb redis.Cmdable, prefi
 			}
 			if !refunded[j] {
 				refunded[j] = true
-				mod.Refund(a.key, a.at, a.n)
+				own := a.n
+				if a.settled {
+					own = min(a.n, a.final)
+					if a.final > a.n {
+						mod.Refund(a.key, a.excessAt, a.final-a.n)
+					}
+				}
+				mod.Refund(a.key, a.at, own)
+			}
+			continue
+		}
+		if c := r.IntN(10); c < 2 && len(handles) > 0 {
+			// Settle an admission (below, at, or over its n), or Charge:
+			// either answers the key's state after it, as a Peek
+			j := r.IntN(len(handles))
+			a := &handles[j]
+			sp := keys[a.key]
+			lim := slidelog.Limit{Events: sp.events, Window: sp.window}
+			var got slidelog.Result
+			var err error
+			var want model.Decision
+			if c == 0 && !a.settled && !refunded[j] {
+				actual := min(r.IntN(2*a.n+2), sp.events)
+				got, err = l.Settle(ctx, a.h, actual)
+				if err != nil {
+					t.Fatalf("step %d: settle: %v", i, err)
+				}
+				at := got.Time().UnixMicro()
+				want = mod.Settle(a.key, sp.events, sp.window, a.at, a.n, actual, at)
+				a.settled, a.final, a.excessAt = true, actual, at
+			} else {
+				n := min(1+r.IntN(3*sp.events/2), sp.events)
+				got, err = l.Charge(ctx, a.key, n, lim)
+				if err != nil {
+					t.Fatalf("step %d: charge: %v", i, err)
+				}
+				want = mod.Charge(a.key, sp.events, sp.window, n, got.Time().UnixMicro())
+				handles = append(handles, admission{key: a.key, h: got.Handle(), n: n, at: got.Time().UnixMicro()})
+			}
+			if g := (model.Decision{Allowed: got.Allowed, Remaining: got.Remaining, RetryAfter: got.RetryAfter, ResetAfter: got.ResetAfter}); g != want || got.Limit != lim {
+				t.Fatalf("step %d (settle or charge %s):\n got %+v\nwant %+v", i, a.key, got, want)
 			}
 			continue
 		}
@@ -111,7 +155,7 @@ func BlockBoundaries(t *testing.T, l *slidelog.Limiter, rdb redis.Cmdable, prefi
 		decided++
 		if got.Allowed && !peek {
 			allowed++
-			handles = append(handles, admission{name, got.Handle(), n, got.Time().UnixMicro()})
+			handles = append(handles, admission{key: name, h: got.Handle(), n: n, at: got.Time().UnixMicro()})
 		}
 	}
 	if least := decided / 100; allowed < least || decided-allowed < least {

@@ -20,7 +20,7 @@ import (
 )
 
 // Limiter is what both implementations offer.
-type Limiter = slidelog.Eacher
+type Limiter = slidelog.Settler
 
 // Epoch is the instant every table starts from.
 var Epoch = time.Date(2025, 11, 24, 16, 0, 0, 0, time.UTC)
@@ -257,6 +257,14 @@ func Replay(t *testing.T, s Subject, trace []model.Step) {
 		start = Epoch
 	}
 	var now, lastRetry time.Duration
+	// the last admission of each key's single-limit log, not yet settled
+	type admitted struct {
+		h   slidelog.Handle
+		lim slidelog.Limit
+		n   int
+		at  int64
+	}
+	pending := map[string]admitted{}
 	for i, st := range trace {
 		if st.Advance == -1 {
 			st.Advance = lastRetry
@@ -269,10 +277,31 @@ func Replay(t *testing.T, s Subject, trace []model.Step) {
 		var err error
 		var want model.Decision
 		wantLimit := lim
+		p, settle := pending[st.Key]
+		settle = settle && i%4 == 1
 		switch {
 		case st.Peek:
 			r, err = s.Limiter.Peek(ctx, st.Key, lim)
 			want = mod.Decide(st.Key, st.Events, st.Window, 1, at, false)
+		case settle:
+			// Settle the key's last admission: below, at or over its n
+			// (up to its limit's events)
+			actual := (i * 7) % (p.lim.Events + 1)
+			r, err = s.Limiter.Settle(ctx, p.h, actual)
+			want = mod.Settle(st.Key, p.lim.Events, p.lim.Window, p.at, p.n, actual, at)
+			wantLimit = p.lim // (the limits it was admitted under)
+			if i%3 == 0 && err == nil {
+				// settled already: a second Settle changes nothing
+				r2, err2 := s.Limiter.Settle(ctx, p.h, p.n)
+				if err2 != nil || r2 != r {
+					t.Fatalf("step %d: a second Settle answered %+v, %v; want %+v", i, r2, err2, r)
+				}
+			}
+			delete(pending, st.Key)
+		case st.Key != "c" && i%11 == 6:
+			// usage known only after it: recorded whatever the log holds
+			r, err = s.Limiter.Charge(ctx, st.Key, st.N, lim)
+			want = mod.Charge(st.Key, st.Events, st.Window, st.N, at)
 		case st.Key != "c" && i%7 == 3:
 			// an AllowEach of the step's key and "each", a log of its own
 			// (3 per 2ms): both admitted or neither
@@ -299,6 +328,9 @@ func Replay(t *testing.T, s Subject, trace []model.Step) {
 		default:
 			r, err = s.Limiter.AllowN(ctx, st.Key, lim, st.N)
 			want = mod.Decide(st.Key, st.Events, st.Window, st.N, at, true)
+			if err == nil && r.Allowed {
+				pending[st.Key] = admitted{h: r.Handle(), lim: lim, n: st.N, at: at}
+			}
 		}
 		if err != nil {
 			t.Fatalf("step %d (%+v): %v", i, st, err)

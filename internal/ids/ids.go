@@ -71,6 +71,15 @@ func At(prefix [PrefixLen]byte, c uint64) (id [Len]byte) {
 	return id
 }
 
+// Plus is the id of the event k after id (its counter + k, mod 2^40),
+// with id's prefix.
+func Plus(id [Len]byte, k int) [Len]byte {
+	var prefix [PrefixLen]byte
+	copy(prefix[:], id[:PrefixLen])
+	c := uint64(id[3])<<32 | uint64(binary.BigEndian.Uint32(id[4:]))
+	return At(prefix, c+uint64(k))
+}
+
 // Arg is a call's first event id as sent to Redis. go-redis writes a
 // command's arguments anew for every attempt (a retry after a timeout, a
 // Cluster redirect, the EVAL after NOSCRIPT), so the second write on marks
@@ -89,6 +98,12 @@ type Arg struct {
 func (a *Arg) Set(id [Len]byte) {
 	copy(a.b[:], id[:])
 	a.b[Len] = 'r'
+}
+
+// ID is the id a was Set to.
+func (a *Arg) ID() (id [Len]byte) {
+	copy(id[:], a.b[:Len])
+	return id
 }
 
 // Writes is how many times the id was written to Redis.

@@ -73,6 +73,42 @@ func (m *Log) Refund(key string, t int64, n int) {
 	m.logs[key] = log
 }
 
+// Charge records n events for key at t (µs) whatever its log holds
+// (Charge: usage, never refused), and answers as a Peek of one event
+// after it.
+func (m *Log) Charge(key string, events int, window time.Duration, n int, t int64) Decision {
+	m.force(key, window, n, t)
+	return m.Decide(key, events, window, 1, t, false)
+}
+
+// force drops key's expired events at t and records n at t.
+func (m *Log) force(key string, window time.Duration, n int, t int64) {
+	log := m.logs[key]
+	gone := 0
+	for gone < len(log) && log[gone] <= t-window.Microseconds() {
+		gone++
+	}
+	log = log[gone:]
+	for range n {
+		log = append(log, t)
+	}
+	m.logs[key] = log
+}
+
+// Settle is the Settle at t (µs) of an admission of n events for key
+// recorded at at: actual < n takes back n-actual of its events (those
+// still held), actual > n records actual-n more at t, whatever the log
+// holds. It answers as a Peek of one event after it.
+func (m *Log) Settle(key string, events int, window time.Duration, at int64, n, actual int, t int64) Decision {
+	switch {
+	case actual < n:
+		m.Refund(key, at, n-actual)
+	case actual > n:
+		m.force(key, window, actual-n, t)
+	}
+	return m.Decide(key, events, window, 1, t, false)
+}
+
 // Forget drops every event of key (Reset).
 func (m *Log) Forget(key string) { delete(m.logs, key) }
 

@@ -1,0 +1,271 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/internal/optiontest"
+)
+
+// settleStore is one kind of log a Settle or a Charge meets: what admits,
+// what looks, and the limits a Charge names.
+type settleStore struct {
+	name   string
+	opts   []Option
+	limits []Limit
+	fill   int // events admitted first (a log of a limit over 128 becomes a compact log past 128)
+}
+
+func settleStores() []settleStore {
+	return []settleStore{
+		{name: "sorted set", limits: []Limit{PerHour(100)}},
+		{name: "block log", limits: []Limit{PerHour(1000)}, fill: 200},
+		{name: "slot log", opts: []Option{Option(optiontest.SlotLog())}, limits: []Limit{PerHour(1000)}, fill: 200},
+		{name: "daily quota", limits: []Limit{Daily(100, time.UTC)}},
+		{name: "allowall with a quota", limits: []Limit{PerHour(1000), Daily(5000, time.UTC)}, fill: 200},
+	}
+}
+
+func (s settleStore) admit(ctx context.Context, l *Limiter, n int) (Result, error) {
+	if len(s.limits) == 1 {
+		return l.AllowN(ctx, "k", s.limits[0], n)
+	}
+	return l.AllowAll(ctx, "k", n, s.limits...)
+}
+
+func (s settleStore) remaining(t *testing.T, ctx context.Context, l *Limiter) int {
+	t.Helper()
+	var r Result
+	var err error
+	if len(s.limits) == 1 {
+		r, err = l.Peek(ctx, "k", s.limits[0])
+	} else {
+		r, err = l.PeekAll(ctx, "k", 1, s.limits...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Remaining
+}
+
+// Settle gives back exactly what an admission did not use and records what
+// it used over its estimate, in every kind of log and in calendar quotas;
+// a second Settle changes nothing; a Refund after it gives back what the
+// admission finally cost; a Charge records whatever the logs hold. On
+// miniredis and on a real server.
+func TestSettle(t *testing.T) {
+	for _, srv := range []struct {
+		name string
+		rdb  func(t *testing.T) *redis.Client
+	}{
+		{"miniredis", func(t *testing.T) *redis.Client { return newMini(t).Rdb }},
+		{"redis-server", func(t *testing.T) *redis.Client { return realRedis(t) }},
+	} {
+		for _, s := range settleStores() {
+			t.Run(srv.name+"/"+s.name, func(t *testing.T) {
+				ctx := context.Background()
+				l := New(srv.rdb(t), append([]Option{WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
+				if s.fill > 0 {
+					if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
+						t.Fatalf("fill: %+v, %v", r, err)
+					}
+				}
+				base := s.remaining(t, ctx, l)
+				check := func(what string, r Result, err error, want int) {
+					t.Helper()
+					if err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+					if r.Remaining != want || !r.Allowed {
+						t.Fatalf("%s: %+v; want Remaining %d, allowed", what, r, want)
+					}
+					if got := s.remaining(t, ctx, l); got != want {
+						t.Fatalf("%s: a Peek after it sees %d remaining, want %d", what, got, want)
+					}
+				}
+
+				// below the estimate: 6 of 10 given back
+				a, err := s.admit(ctx, l, 10)
+				if err != nil || !a.Allowed {
+					t.Fatalf("admit: %+v, %v", a, err)
+				}
+				r, err := l.Settle(ctx, a.Handle(), 4)
+				check("Settle 10 to 4", r, err, base-4)
+				r, err = l.Settle(ctx, a.Handle(), 9)
+				check("a second Settle", r, err, base-4)
+				if err := l.Refund(ctx, a.Handle()); err != nil {
+					t.Fatal(err)
+				}
+				if got := s.remaining(t, ctx, l); got != base {
+					t.Fatalf("Refund after Settle to 4: %d remaining, want %d", got, base)
+				}
+
+				// over the estimate: 15 more recorded
+				a, err = s.admit(ctx, l, 10)
+				if err != nil || !a.Allowed {
+					t.Fatalf("admit: %+v, %v", a, err)
+				}
+				r, err = l.Settle(ctx, a.Handle(), 25)
+				check("Settle 10 to 25", r, err, base-25)
+				if err := l.Refund(ctx, a.Handle()); err != nil {
+					t.Fatal(err)
+				}
+				if got := s.remaining(t, ctx, l); got != base {
+					t.Fatalf("Refund after Settle to 25: %d remaining, want %d", got, base)
+				}
+
+				// a Charge: recorded whatever the logs hold, then refunded
+				r, err = l.Charge(ctx, "k", 7, s.limits...)
+				check("Charge 7", r, err, base-7)
+				if err := l.Refund(ctx, r.Handle()); err != nil {
+					t.Fatal(err)
+				}
+
+				// past the limit: the key stays over until the charge leaves
+				if base > 0 {
+					if r, err := s.admit(ctx, l, base); err != nil || !r.Allowed {
+						t.Fatalf("admit the rest: %+v, %v", r, err)
+					}
+				}
+				r, err = l.Charge(ctx, "k", 5, s.limits...)
+				if err != nil || r.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 {
+					t.Fatalf("Charge past the limit: %+v, %v; want recorded, one more denied with a RetryAfter", r, err)
+				}
+				if d, err := s.admit(ctx, l, 1); err != nil || d.Allowed || d.RetryAfter != r.RetryAfter-d.Time().Sub(r.Time()) {
+					t.Fatalf("an admission after it: %+v, %v; want denied until %v after the charge", d, err, r.RetryAfter)
+				}
+			})
+		}
+	}
+}
+
+// A Settle or a Charge that go-redis sends twice (its reply lost: later
+// runs each script twice, the second marked as re-sent) counts once.
+func TestSettleRetried(t *testing.T) {
+	for _, s := range settleStores() {
+		if s.opts != nil {
+			continue
+		}
+		t.Run(s.name, func(t *testing.T) {
+			m := newMini(t)
+			ctx := context.Background()
+			l := New(later{Client: m.Rdb, m: m, d: ms})
+			if s.fill > 0 {
+				if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
+					t.Fatalf("fill: %+v, %v", r, err)
+				}
+			}
+			base := s.remaining(t, ctx, l)
+			if r, err := l.Charge(ctx, "k", 3, s.limits...); err != nil || r.Remaining != base-3 {
+				t.Fatalf("Charge 3 sent twice: %+v, %v; want Remaining %d", r, err, base-3)
+			}
+			a, err := s.admit(ctx, l, 2)
+			if err != nil || !a.Allowed {
+				t.Fatal(a, err)
+			}
+			if r, err := l.Settle(ctx, a.Handle(), 9); err != nil || r.Remaining != base-12 {
+				t.Fatalf("Settle 2 to 9 sent twice: %+v, %v; want Remaining %d", r, err, base-12)
+			}
+			a, err = s.admit(ctx, l, 10)
+			if err != nil || !a.Allowed {
+				t.Fatal(a, err)
+			}
+			if r, err := l.Settle(ctx, a.Handle(), 1); err != nil || r.Remaining != base-13 {
+				t.Fatalf("Settle 10 to 1 sent twice: %+v, %v; want Remaining %d", r, err, base-13)
+			}
+		})
+	}
+}
+
+// Bad input to Settle and Charge is refused before Redis is asked, and
+// writes nothing.
+func TestSettleBadInput(t *testing.T) {
+	m := newMini(t)
+	ctx := context.Background()
+	l := New(m.Rdb)
+	lim := PerMinute(10)
+	a, err := l.AllowN(ctx, "k", lim, 2)
+	if err != nil || !a.Allowed {
+		t.Fatal(a, err)
+	}
+	before := m.Dump()
+	for name, c := range map[string]struct {
+		call func() (Result, error)
+		want error
+	}{
+		"Settle below 0":              {func() (Result, error) { return l.Settle(ctx, a.Handle(), -1) }, ErrInvalidN},
+		"Settle over the limit":       {func() (Result, error) { return l.Settle(ctx, a.Handle(), 11) }, ErrExceedsLimit},
+		"Settle of the zero Handle":   {func() (Result, error) { return l.Settle(ctx, Handle{}, 1) }, ErrInvalidN},
+		"Charge of 0":                 {func() (Result, error) { return l.Charge(ctx, "k", 0, lim) }, ErrInvalidN},
+		"Charge over the limit":       {func() (Result, error) { return l.Charge(ctx, "k", 11, lim) }, ErrExceedsLimit},
+		"Charge of no limit":          {func() (Result, error) { return l.Charge(ctx, "k", 1) }, ErrInvalidLimit},
+		"Charge of an empty key":      {func() (Result, error) { return l.Charge(ctx, "", 1, lim) }, ErrEmptyKey},
+		"Charge of two limits alike":  {func() (Result, error) { return l.Charge(ctx, "k", 1, lim, PerMinute(20)) }, ErrInvalidLimit},
+		"Charge of a limit too large": {func() (Result, error) { return l.Charge(ctx, "k", 1, Limit{Events: MaxEvents + 1, Window: time.Hour}) }, ErrInvalidLimit},
+	} {
+		r, err := c.call()
+		if !errors.Is(err, c.want) || r != (Result{}) {
+			t.Errorf("%s: %+v, %v; want %v", name, r, err, c.want)
+		}
+	}
+	if after := m.Dump(); after != before {
+		t.Errorf("bad input wrote to Redis:\n%s\nwas\n%s", after, before)
+	}
+	// the Handle is still settleable after the refusals
+	if r, err := l.Settle(ctx, a.Handle(), 1); err != nil || r.Remaining != 9 {
+		t.Fatalf("Settle after the refusals: %+v, %v", r, err)
+	}
+}
+
+// Many instances settle and charge one key at once: the key holds exactly
+// what every admission finally cost.
+func TestSettleConcurrent(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	prefix := uniqueKey(t) + ":"
+	lim := PerHour(100000)
+	const workers, each = 8, 25
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			l := New(rdb, WithPrefix(prefix)) // an instance each
+			for i := range each {
+				a, err := l.AllowN(ctx, "k", lim, 50)
+				if err == nil && !a.Allowed {
+					err = fmt.Errorf("denied: %+v", a)
+				}
+				if err == nil {
+					_, err = l.Settle(ctx, a.Handle(), 20+(w+i)%61) // 20 to 80
+				}
+				if err == nil {
+					_, err = l.Charge(ctx, "k", 3, lim)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := 0
+	for w := range workers {
+		for i := range each {
+			want += 20 + (w+i)%61 + 3
+		}
+	}
+	r, err := New(rdb, WithPrefix(prefix)).Peek(ctx, "k", lim)
+	if err != nil || r.Remaining != lim.Events-want {
+		t.Fatalf("after %d settles and charges: %+v, %v; want Remaining %d", workers*each, r, err, lim.Events-want)
+	}
+}
