@@ -61,8 +61,13 @@ type settlement struct {
 // after a Settle gives back what the admission finally cost.
 //
 // No Policy answers for a Settle (usage has nowhere else to go): a Redis
-// failure is its error.
+// failure is its error. A degraded admission of FailLocal is settled in
+// its fallback; one of FailOpen or shadow mode recorded nothing (the zero
+// Handle).
 func (l *Limiter) Settle(ctx context.Context, h Handle, actual int) (Result, error) {
+	if s, ok := l.policy.fallback.(Settler); ok && h.ext != nil {
+		return s.Settle(ctx, h, actual) // FailLocal's admission, in its fallback
+	}
 	start := time.Now()
 	r, err := l.settle(ctx, h, actual)
 	l.observeUsage(ctx, opSettle, h.firstLimit(), actual, start, r, err)

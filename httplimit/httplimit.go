@@ -255,7 +255,7 @@ func New(o Options) func(http.Handler) http.Handler {
 				o.OnDenied(w, r, res)
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, o.admitted(w, r, []string{name}, []slidelog.Result{res}))
 		})
 	}
 }

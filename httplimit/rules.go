@@ -180,7 +180,11 @@ func (rs *rules) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		o.OnDenied(w, r, res)
 		return
 	}
-	next.ServeHTTP(w, r)
+	fields := make([]string, len(applying))
+	for i, rule := range applying {
+		fields[i] = rule.field
+	}
+	next.ServeHTTP(w, o.admitted(w, r, fields, results))
 }
 
 // fail answers a request whose AllowEach returned err, with the statuses

@@ -1,0 +1,113 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/ratefields"
+)
+
+// ErrNoAdmission is what Settle returns (wrapped) for a request that holds
+// no admission to settle: one the middleware did not admit (exempt,
+// skipped by every key, or not passed through it), one admitted without a
+// record (a policy's degraded answer: FailOpen, shadow mode), or one whose
+// Limiter cannot settle (not a slidelog.Settler).
+var ErrNoAdmission = errors.New("httplimit: the request holds no admission to settle")
+
+// admissionKey is the context key of a request's admission.
+type admissionKey struct{}
+
+// admission is what Settle needs of a request the middleware admitted:
+// its Handles (one, or one per rule that applied) and how to write the
+// fields again.
+type admission struct {
+	settler slidelog.Settler
+	w       http.ResponseWriter
+	o       *Options
+	fields  []string // the policy names, as string fields: Options.Name's, or each applying rule's
+	handles []slidelog.Handle
+
+	mu      sync.Mutex
+	settled bool
+}
+
+// Settle settles the admission of r, the request the middleware passed to
+// its handler, to actual: what the request finally cost, where Options.Cost
+// was an estimate (a model's max_tokens, say). Under Options.Rules every
+// rule that applied is settled. actual below the cost gives back exactly
+// the difference; over it, the excess is recorded now and never refused,
+// so the key stays over its limit until that leaves the window
+// (slidelog.Limiter.Settle). Call it before or after writing the response:
+// before, the RateLimit fields (and X-RateLimit-Remaining and -Reset)
+// report the state after the settle; after, the client saw the state at
+// admission.
+//
+// A request settles once: a second call does nothing and returns nil. The
+// settle runs even when r's context was canceled (a client that left still
+// used what it used), bounded by the Limiter's own timeout
+// (slidelog.WithTimeout). Its errors: ErrNoAdmission, and the Limiter's
+// (bad input such as actual past a limit's Events, or a Redis failure);
+// with several rules, the first, after every rule was tried.
+func Settle(r *http.Request, actual int) error {
+	a, _ := r.Context().Value(admissionKey{}).(*admission)
+	if a == nil {
+		return fmt.Errorf("%w: the middleware did not admit it", ErrNoAdmission)
+	}
+	if a.settler == nil {
+		return fmt.Errorf("%w: Options.Limiter (%T) is not a slidelog.Settler, or answered without recording (a policy's degraded admission)", ErrNoAdmission, a.o.Limiter)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.settled {
+		return nil
+	}
+	ctx := context.WithoutCancel(r.Context())
+	results := make([]slidelog.Result, len(a.handles))
+	var first error
+	for i, h := range a.handles {
+		res, err := a.settler.Settle(ctx, h, actual)
+		if err != nil && first == nil {
+			first = err
+		}
+		results[i] = res
+	}
+	if first != nil {
+		return first
+	}
+	a.settled = true
+	states := make([]string, len(results))
+	tightest := 0
+	for i, res := range results {
+		states[i] = ratefields.State(a.fields[i], res)
+		if res.Remaining < results[tightest].Remaining {
+			tightest = i
+		}
+	}
+	h := a.w.Header() // (a response written already keeps what it sent)
+	h.Set("RateLimit", strings.Join(states, ", "))
+	if a.o.LegacyHeaders {
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(results[tightest].Remaining))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ratefields.Seconds(results[tightest].ResetAfter, 0), 10))
+	}
+	return nil
+}
+
+// admitted is r with its admission (results' Handles, under the policy
+// names fields) for Settle: r itself when nothing can be settled.
+func (o *Options) admitted(w http.ResponseWriter, r *http.Request, fields []string, results []slidelog.Result) *http.Request {
+	a := &admission{w: w, o: o, fields: fields, handles: make([]slidelog.Handle, len(results))}
+	a.settler, _ = o.Limiter.(slidelog.Settler)
+	for i, res := range results {
+		a.handles[i] = res.Handle()
+		if a.handles[i] == (slidelog.Handle{}) {
+			a.settler = nil // a degraded admission (FailOpen, shadow mode) recorded nothing
+		}
+	}
+	return r.WithContext(context.WithValue(r.Context(), admissionKey{}, a))
+}
