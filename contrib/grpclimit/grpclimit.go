@@ -180,13 +180,18 @@ func (o Options) Validate() error {
 func UnaryServerInterceptor(o Options) grpc.UnaryServerInterceptor {
 	s := newServer(o)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, err := s.decide(ctx, info.FullMethod)
+		md, a, err := s.decide(ctx, info.FullMethod)
 		if md != nil {
 			// Fails only outside a gRPC server (nothing to send it on).
 			_ = grpc.SetHeader(ctx, md)
 		}
 		if err != nil {
 			return nil, err
+		}
+		if a != nil {
+			tctx := ctx
+			a.setTrailer = func(md metadata.MD) error { return grpc.SetTrailer(tctx, md) }
+			ctx = context.WithValue(ctx, admissionKey{}, a)
 		}
 		return handler(ctx, req)
 	}
@@ -199,12 +204,17 @@ func UnaryServerInterceptor(o Options) grpc.UnaryServerInterceptor {
 func StreamServerInterceptor(o Options) grpc.StreamServerInterceptor {
 	s := newServer(o)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, err := s.decide(ss.Context(), info.FullMethod)
+		md, a, err := s.decide(ss.Context(), info.FullMethod)
 		if md != nil {
 			_ = ss.SetHeader(md)
 		}
 		if err != nil {
 			return err
+		}
+		if a != nil {
+			inner := ss
+			a.setTrailer = func(md metadata.MD) error { inner.SetTrailer(md); return nil }
+			ss = &admittedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), admissionKey{}, a)}
 		}
 		return handler(srv, ss)
 	}
@@ -241,15 +251,16 @@ func newServer(o Options) *server {
 }
 
 // decide decides a call of fullMethod: the header metadata to send (nil for
-// none), and the error to answer it with, or nil to let it through.
-func (s *server) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
+// none), its admission (for Settle; nil when it was not admitted), and the
+// error to answer it with, or nil to let it through.
+func (s *server) decide(ctx context.Context, fullMethod string) (metadata.MD, *admission, error) {
 	fullMethod = canonicalMethod(fullMethod)
 	if s.rules != nil {
 		return s.decideRules(ctx, fullMethod)
 	}
 	c, ok, err := s.resolve(ctx, fullMethod)
 	if !ok || err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res, err := s.limiter.AllowN(ctx, c.key, c.limit, c.n)
 	if err != nil {
@@ -258,7 +269,7 @@ func (s *server) decide(ctx context.Context, fullMethod string) (metadata.MD, er
 			// The key's log was not read: the policy alone, as httplimit's 413.
 			md = metadata.Pairs(policyField, ratefields.Policy(s.name, c.limit))
 		}
-		return md, s.fail(ctx, fullMethod, c, res, err)
+		return md, nil, s.fail(ctx, fullMethod, c, res, err)
 	}
 	limit := c.limit
 	if res.Limit.Events > 0 {
@@ -266,7 +277,7 @@ func (s *server) decide(ctx context.Context, fullMethod string) (metadata.MD, er
 	}
 	md := metadata.Pairs(policyField, ratefields.Policy(s.name, limit), stateField, ratefields.State(s.name, res))
 	if !res.Allowed {
-		return md, deniedError(limit, res, nil)
+		return md, nil, deniedError(limit, res, nil)
 	}
-	return md, nil
+	return md, s.admitted([]string{s.name}, []slidelog.Result{res}), nil
 }

@@ -107,11 +107,11 @@ func newRules(rules []Rule) []rule {
 // decideRules decides a call of fullMethod under every rule that applies
 // to it, in one AllowEach: the header metadata to send (nil for none), and
 // the error to answer it with, or nil to let it through.
-func (s *server) decideRules(ctx context.Context, fullMethod string) (metadata.MD, error) {
+func (s *server) decideRules(ctx context.Context, fullMethod string) (metadata.MD, *admission, error) {
 	n := 1
 	if s.cost != nil {
 		if n = s.cost(ctx, fullMethod); n < 1 {
-			return nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
+			return nil, nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
 				fmt.Errorf("grpclimit: Cost returned %d for %s, not at least 1: %w", n, fullMethod, slidelog.ErrInvalidN))
 		}
 	}
@@ -124,26 +124,27 @@ func (s *server) decideRules(ctx context.Context, fullMethod string) (metadata.M
 		case errors.Is(err, ErrSkip):
 			continue
 		case err != nil:
-			return nil, s.answer(ctx, fullMethod, codes.InvalidArgument,
+			return nil, nil, s.answer(ctx, fullMethod, codes.InvalidArgument,
 				fmt.Sprintf("grpclimit: the call does not say whom it counts against: rule %q: %v", rule.name, err), err)
 		case key == "":
-			return nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
+			return nil, nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
 				fmt.Errorf("grpclimit: the Key of rule %q returned an empty key and no error for %s: %w", rule.name, fullMethod, slidelog.ErrEmptyKey))
 		}
 		applying = append(applying, rule)
 		asks = append(asks, slidelog.Ask{Key: rule.name + " " + key, N: n, Limits: rule.limits})
 	}
 	if len(asks) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	results, err := s.eacher.AllowEach(ctx, asks...)
 	if err == nil && len(results) != len(asks) {
 		// an Eacher outside slidelog: its bug, not an outage
-		return nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
+		return nil, nil, s.answer(ctx, fullMethod, codes.Internal, msgInternal,
 			fmt.Errorf("grpclimit: the limiter's AllowEach returned %d results for %d asks", len(results), len(asks)))
 	}
 	if err != nil {
-		return s.failRules(ctx, fullMethod, applying, n, err)
+		md, err := s.failRules(ctx, fullMethod, applying, n, err)
+		return md, nil, err
 	}
 	policies, states := make([]string, len(applying)), make([]string, len(applying))
 	allowed := true
@@ -162,9 +163,13 @@ func (s *server) decideRules(ctx context.Context, fullMethod string) (metadata.M
 		d := ratefields.Denier(results, n)
 		res := results[d]
 		res.Allowed = false
-		return md, ruleDeniedError(applying[d].name, res)
+		return md, nil, ruleDeniedError(applying[d].name, res)
 	}
-	return md, nil
+	fields := make([]string, len(applying))
+	for i, rule := range applying {
+		fields[i] = rule.field
+	}
+	return md, s.admitted(fields, results), nil
 }
 
 // failRules answers a call whose AllowEach returned err, as a single
