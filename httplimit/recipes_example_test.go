@@ -5,13 +5,17 @@ package httplimit_test
 // end" marker.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -165,4 +169,99 @@ func Example_perKeyAndCustomer() {
 	//   RateLimit-Policy: "perkey";q=100;w=60
 	//   RateLimit: "perkey";r=99;t=0
 	// "": 400
+}
+
+// recipe http-tokens begin
+
+// tokenBudget is an LLM proxy's rate limit: 50 000 tokens a minute and
+// 2 000 000 a day per API key. A request is admitted on its max_tokens (the
+// most it may cost) and settled on the tokens the upstream reports it used:
+// the unused part is given back, and a response that used more is recorded
+// whole, never refused (later requests wait until it leaves the window).
+func tokenBudget(limiter httplimit.Limiter, upstreamURL string) http.Handler {
+	mw := httplimit.New(httplimit.Options{
+		Limiter: limiter, // a slidelog.Settler: *slidelog.Limiter or *local.Limiter
+		Rules: []httplimit.Rule{{
+			Name:   "tokens",
+			Key:    httplimit.Header("X-API-Key"),
+			Limits: []slidelog.Limit{slidelog.PerMinute(50_000), slidelog.Daily(2_000_000, time.UTC)},
+		}},
+		Cost: func(r *http.Request) int { return maxTokens(r) }, // the estimate
+	})
+	return mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := http.Post(upstreamURL, "application/json", r.Body)
+		if err != nil {
+			_ = httplimit.Settle(r, 0) // nothing was used
+			http.Error(w, "upstream unreachable", http.StatusBadGateway)
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		var out struct {
+			Usage struct {
+				TotalTokens int `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		if err == nil {
+			err = json.Unmarshal(body, &out)
+		}
+		// Settled before the response is written, its RateLimit field
+		// says what is left after what the request really cost.
+		if err == nil {
+			err = httplimit.Settle(r, out.Usage.TotalTokens)
+		}
+		if err != nil {
+			log.Printf("tokens of %s not settled: %v", r.Header.Get("X-API-Key"), err) // counted at max_tokens
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
+	}))
+}
+
+// maxTokens reads a request's max_tokens and leaves its body to be read
+// again; a request without one is refused by the middleware (a cost below
+// 1 is a 500: validate requests before the limit in a real proxy).
+func maxTokens(r *http.Request) int {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var req struct {
+		MaxTokens int `json:"max_tokens"`
+	}
+	_ = json.Unmarshal(body, &req)
+	return req.MaxTokens
+}
+
+// recipe http-tokens end
+
+// An LLM proxy's token budget: admitted on max_tokens, settled on usage.
+// The first request reserves 4 000 and uses 1 200 (2 800 given back); the
+// second uses 9 000 with a max_tokens of 8 000 (1 000 more recorded); the
+// third asks for 40 000 when 39 800 are left, and is denied until the
+// first request's tokens leave the minute.
+func Example_tokenBudget() {
+	mr, rdb := redisAt(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	defer mr.Close()
+	used := []int{1200, 9000}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"usage":{"total_tokens":%d}}`, used[0])
+		used = used[1:]
+	}))
+	defer upstream.Close()
+	h := tokenBudget(slidelog.New(rdb), upstream.URL)
+
+	for i, maxTok := range []int{4000, 8000, 40000} {
+		if i == 1 {
+			mr.SetTime(time.Date(2026, 1, 1, 12, 0, 20, 0, time.UTC))
+		}
+		r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(fmt.Sprintf(`{"max_tokens":%d}`, maxTok)))
+		r.Header.Set("X-API-Key", "key-1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("max_tokens %d: %d RateLimit: %s\n", maxTok, w.Code, w.Result().Header.Get("RateLimit"))
+	}
+	// Output:
+	// max_tokens 4000: 200 RateLimit: "tokens";r=48800;t=0
+	// max_tokens 8000: 200 RateLimit: "tokens";r=39800;t=0
+	// max_tokens 40000: 429 RateLimit: "tokens";r=39800;t=40
 }
