@@ -428,6 +428,67 @@ func TestCluster(t *testing.T) {
 				report(t, "%s cluster: keys with braces under 3 prefixes: AllowAll, Allow and Reset (every log gone) on each", f.name)
 			})
 
+			// Settle and Charge on a Cluster: a token budget (a minute's
+			// sliding limit of a block log and a daily quota, AllowAll's
+			// logs) and a single-limit log, under keys with braces, on
+			// several instances at once: every key holds exactly what its
+			// admissions finally cost and its charges.
+			t.Run("settle", func(t *testing.T) {
+				pre := prefix(t)
+				limits := []slidelog.Limit{slidelog.PerMinute(50_000), slidelog.Daily(2_000_000, time.UTC)}
+				single := slidelog.PerHour(1000)
+				ks := []string{"}", "a{b}c", "{x}", "plain", "k1", "k2"}
+				errs := make(chan error, len(instances))
+				for w, rdb := range instances {
+					go func() {
+						l := slidelog.New(rdb, slidelog.WithPrefix(pre))
+						for i, k := range ks {
+							a, err := l.AllowAll(ctx, k, 4000, limits...)
+							if err == nil && !a.Allowed {
+								err = fmt.Errorf("key %q: denied %+v", k, a)
+							}
+							if err == nil {
+								_, err = l.Settle(ctx, a.Handle(), 1000*(w+i%3)+500) // 500 to 6 500: below and over
+							}
+							if err == nil {
+								_, err = l.Charge(ctx, k, 7, single)
+							}
+							if err == nil {
+								var b slidelog.Result
+								if b, err = l.AllowN(ctx, k, single, 10); err == nil {
+									_, err = l.Settle(ctx, b.Handle(), 3)
+								}
+							}
+							if err != nil {
+								errs <- err
+								return
+							}
+						}
+						errs <- nil
+					}()
+				}
+				for range instances {
+					if err := <-errs; err != nil {
+						t.Fatal(err)
+					}
+				}
+				l := slidelog.New(instances[0], slidelog.WithPrefix(pre))
+				for i, k := range ks {
+					want := 0
+					for w := range instances {
+						want += 1000*(w+i%3) + 500
+					}
+					r, err := l.PeekAll(ctx, k, 1, limits...)
+					if err != nil || r.Remaining != limits[0].Events-want {
+						t.Errorf("key %q: %+v, %v; want %d of the minute left", k, r, err, limits[0].Events-want)
+					}
+					if r, err := l.Peek(ctx, k, single); err != nil || r.Remaining != single.Events-10*len(instances) {
+						t.Errorf("key %q: the single-limit log: %+v, %v; want %d left", k, r, err, single.Events-10*len(instances))
+					}
+				}
+				report(t, "%s cluster: Settle and Charge on %d keys with braces from %d instances: exact", f.name, len(ks), len(instances))
+			})
+
 			// A manual failover (CLUSTER FAILOVER on a replica) is coordinated:
 			// the master stops writes until its replica has caught up, so it
 			// loses nothing and the run stays exact throughout.
