@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,5 +270,77 @@ func TestSettleConcurrent(t *testing.T) {
 	r, err := New(rdb, WithPrefix(prefix)).Peek(ctx, "k", lim)
 	if err != nil || r.Remaining != lim.Events-want {
 		t.Fatalf("after %d settles and charges: %+v, %v; want Remaining %d", workers*each, r, err, lim.Events-want)
+	}
+}
+
+// replyLost runs each script, and while armed answers it with a read
+// error, as a reply lost after Redis ran the call (a timeout, a cut
+// connection): the caller cannot tell whether it ran.
+type replyLost struct {
+	*redis.Client
+	armed *atomic.Bool
+}
+
+func (c replyLost) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	cmd := c.Client.EvalSha(ctx, sha, keys, args...)
+	return c.lose(ctx, cmd)
+}
+
+func (c replyLost) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	return c.lose(ctx, c.Client.Eval(ctx, src, keys, args...))
+}
+
+func (c replyLost) lose(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+	if cmd.Err() != nil || !c.armed.Load() {
+		return cmd
+	}
+	lost := redis.NewCmd(ctx)
+	lost.SetErr(&net.OpError{Op: "read", Net: "tcp", Err: io.ErrUnexpectedEOF})
+	return lost
+}
+
+// A Settle whose reply was lost may be called again with the same actual,
+// and counts once; with another actual it is refused (it may have run).
+func TestSettleAfterLostReply(t *testing.T) {
+	for _, s := range settleStores() {
+		if s.opts != nil {
+			continue
+		}
+		t.Run(s.name, func(t *testing.T) {
+			m := newMini(t)
+			ctx := context.Background()
+			armed := new(atomic.Bool)
+			l := New(replyLost{Client: m.Rdb, armed: armed}, WithoutBatching())
+			if s.fill > 0 {
+				if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
+					t.Fatalf("fill: %+v, %v", r, err)
+				}
+			}
+			base := s.remaining(t, ctx, l)
+			for _, actual := range []int{25, 3} { // over, then below, an admission of 10
+				a, err := s.admit(ctx, l, 10)
+				if err != nil || !a.Allowed {
+					t.Fatal(a, err)
+				}
+				armed.Store(true)
+				if _, err := l.Settle(ctx, a.Handle(), actual); err == nil {
+					t.Fatalf("Settle to %d with its reply lost: no error", actual)
+				}
+				armed.Store(false)
+				if _, err := l.Settle(ctx, a.Handle(), actual+1); !errors.Is(err, ErrInvalidN) {
+					t.Fatalf("Settle to another actual after a lost reply: %v; want ErrInvalidN", err)
+				}
+				r, err := l.Settle(ctx, a.Handle(), actual)
+				if err != nil || r.Remaining != base-actual {
+					t.Fatalf("Settle to %d again: %+v, %v; want Remaining %d (counted once)", actual, r, err, base-actual)
+				}
+				if err := l.Refund(ctx, a.Handle()); err != nil {
+					t.Fatal(err)
+				}
+				if got := s.remaining(t, ctx, l); got != base {
+					t.Fatalf("after the Refund: %d remaining, want %d", got, base)
+				}
+			}
+		})
 	}
 }
