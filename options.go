@@ -262,7 +262,7 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // the limiter's name, never the key: keys are unbounded, metric labels must
 // not be.
 type Observation struct {
-	Op       string        // "allow" (Allow and AllowN), "peek", "allow_all", "allow_each", "peek_all", "acquire" (Acquire and AcquireN), or "take_back", "breaker_open", "breaker_close" (below)
+	Op       string        // "allow" (Allow and AllowN), "peek", "allow_all", "allow_each", "peek_all", "acquire" (Acquire and AcquireN), "settle", "charge", or "take_back", "breaker_open", "breaker_close" (below)
 	Name     string        // WithName
 	Limit    Limit         // the limit that decided
 	N        int           // events asked for

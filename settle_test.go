@@ -344,3 +344,41 @@ func TestSettleAfterLostReply(t *testing.T) {
 		})
 	}
 }
+
+// The hook hears a Settle and a Charge as "settle" and "charge": their N,
+// and whether one more event fits after them.
+func TestSettleHook(t *testing.T) {
+	m := newMini(t)
+	ctx := context.Background()
+	var seen []Observation
+	l := New(m.Rdb, WithHook(HookFunc(func(_ context.Context, o Observation) { seen = append(seen, o) })))
+	lim := PerMinute(10)
+	a, err := l.AllowN(ctx, "k", lim, 4)
+	if err != nil || !a.Allowed {
+		t.Fatal(a, err)
+	}
+	if _, err := l.Settle(ctx, a.Handle(), 9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Charge(ctx, "k", 5, lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Charge(ctx, "", 5, lim); !errors.Is(err, ErrEmptyKey) {
+		t.Fatal(err)
+	}
+	type obs struct {
+		op      string
+		n       int
+		allowed bool
+		limit   Limit
+		failed  bool
+	}
+	var got []obs
+	for _, o := range seen {
+		got = append(got, obs{o.Op, o.N, o.Allowed, o.Limit, o.Err != nil})
+	}
+	want := []obs{{"allow", 4, true, lim, false}, {"settle", 9, true, lim, false}, {"charge", 5, false, lim, false}, {"charge", 5, false, lim, true}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("observations %v, want %v", got, want)
+	}
+}
