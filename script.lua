@@ -10,7 +10,10 @@
 -- Each decision reads its arguments where the one before it stopped. A
 -- decision on one limit (Allow, AllowN, Peek) takes four, one key:
 --
--- ARGV  n       events it asks for (1 <= n <= every limit's events).
+-- ARGV  n       events it asks for (1 <= n <= every limit's events);
+--               "!n": a charge (Charge, Settle's excess), its n events
+--               recorded whatever the logs hold, and its reply that of a
+--               peek of one event after them.
 --       id      the id of its first event: 8 bytes, a 3-byte instance
 --               prefix then a 5-byte big-endian counter; event i (0-based)
 --               is the prefix followed by counter+i (mod 2^40); a ninth byte
