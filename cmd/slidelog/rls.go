@@ -38,7 +38,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `usage: slidelog rls [--config PATH] [--listen ADDR] [--http ADDR] [--redis URL]
                     [--policy closed|open|local] [--instances N] [--deadline D]
-                    [--prefix P] [--headers none|draft11|legacy|both] [--shadow]
+                    [--prefix P] [--headers none|draft11|legacy|both] [--shadow] [--usage-mode]
                     [--reload D] [--grace D] [--debug ADDR] [--near-limit-ratio R]
                     [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
                     [--log-level L] [--log-format text|json] [--ratelimit-env]
@@ -89,6 +89,7 @@ flags:`)
 	prefix := fs.String("prefix", env.str("SLIDELOG_RLS_PREFIX", "rls:"), "the start of each descriptor's key, inside the limiter's slidelog: (slidelog:rls:web|user=alice) [SLIDELOG_RLS_PREFIX]")
 	headers := fs.String("headers", env.str("SLIDELOG_RLS_HEADERS", "none"), "response headers for Envoy to add: none, draft11 (RateLimit-Policy, RateLimit), legacy (RateLimit-Limit, -Remaining, -Reset) or both [SLIDELOG_RLS_HEADERS]")
 	shadow := fs.Bool("shadow", env.bool("shadow", "SLIDELOG_RLS_SHADOW"), "answer OK whatever the limits say (the statuses and metrics still tell) [SLIDELOG_RLS_SHADOW=true]")
+	usage := fs.Bool("usage-mode", env.bool("usage-mode", "SLIDELOG_RLS_USAGE_MODE"), "every rule in usage_mode: a hits_addend above 0 is usage reported after the response, recorded whatever the limits hold; 0 a check (rules over xDS, e.g. Envoy AI Gateway's token limits) [SLIDELOG_RLS_USAGE_MODE=true]")
 	nearLimit := fs.Float64("near-limit-ratio", env.float("near-limit-ratio", "SLIDELOG_RLS_NEAR_LIMIT_RATIO", 0.8), "an admitted hit counts as near_limit past this share of its limit [SLIDELOG_RLS_NEAR_LIMIT_RATIO]")
 	reload := fs.Duration("reload", env.duration("reload", "SLIDELOG_RLS_RELOAD", time.Second), "how often the configuration's files are looked at [SLIDELOG_RLS_RELOAD]")
 	grace := fs.Duration("grace", env.duration("grace", "SLIDELOG_GRACE", 5*time.Second), "on SIGTERM or SIGINT, how long calls in flight may take before they are cut off [SLIDELOG_GRACE]")
@@ -214,7 +215,7 @@ flags:`)
 	failures := newFailureLog(logger, *policyName, nil)
 	rdb.AddHook(failures.dials)
 	limiter := slidelog.New(rdb, slidelog.WithPolicy(policy), slidelog.WithTimeout(*deadline), slidelog.WithHook(failures), slidelog.WithName("rls"))
-	opts := envoyrls.Options{Limiter: limiter, Prefix: *prefix, Headers: hdrs, ShadowMode: *shadow, NearLimitRatio: *nearLimit, Logger: logger}
+	opts := envoyrls.Options{Limiter: limiter, Prefix: *prefix, Headers: hdrs, ShadowMode: *shadow, UsageMode: *usage, NearLimitRatio: *nearLimit, Logger: logger}
 	if rl != nil {
 		opts.QuotaMode = rl.quota
 		opts.LegacyHeaderNames = envoyrls.LegacyHeaderNames{Limit: rl.limitHeader, Remaining: rl.remainingHeader, Reset: rl.resetHeader}

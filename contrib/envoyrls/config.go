@@ -31,6 +31,12 @@ import (
 //     (default UTC), a billing month from anchor_day (1-31, default 1,
 //     clamped to a shorter month's last day); duration_until_reset ends at
 //     the period's end.
+//
+//   - usage_mode: true on a descriptor: its hits are usage reported after
+//     the fact (an Envoy rate limit action with apply_on_stream_done, its
+//     hits_addend the response's token count), recorded whatever the
+//     limit holds (slidelog's Charge) and never denied; a hits_addend of
+//     0 (the request's check) still looks without recording.
 
 // Units are rolling windows of envoyproxy/ratelimit's lengths.
 var unitWindow = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
@@ -51,6 +57,7 @@ var validKeys = map[string]bool{
 	"value_to_metric": true, "share_threshold": true, "metadata": true,
 	// extensions
 	"window": true, "rate_limits": true, "calendar": true, "time_zone": true, "anchor_day": true,
+	"usage_mode": true,
 }
 
 type yamlCalendar struct {
@@ -80,6 +87,7 @@ type yamlDescriptor struct {
 	Descriptors    []yamlDescriptor
 	ShadowMode     bool `yaml:"shadow_mode"`
 	QuotaMode      bool `yaml:"quota_mode"`
+	UsageMode      bool `yaml:"usage_mode"`
 	DetailedMetric bool `yaml:"detailed_metric"`
 	ValueToMetric  bool `yaml:"value_to_metric"`
 	ShareThreshold bool `yaml:"share_threshold"`
@@ -100,6 +108,7 @@ type Rule struct {
 	Unlimited bool
 	Shadow    bool // shadow_mode
 	Quota     bool // quota_mode
+	Usage     bool // usage_mode: a hit is usage reported after the fact, recorded (Charge), never denied
 	Detailed  bool // detailed_metric
 	Replaces  []string
 }
@@ -350,7 +359,7 @@ func loadRule(file, fullKey string, dc yamlDescriptor) (*Rule, error) {
 	if dc.RateLimit != nil && len(dc.RateLimits) > 0 {
 		return nil, &ConfigError{file, fmt.Sprintf("descriptor '%s' has both rate_limit and rate_limits: use one", fullKey)}
 	}
-	r := &Rule{FullKey: fullKey, Shadow: dc.ShadowMode, Quota: dc.QuotaMode, Detailed: dc.DetailedMetric}
+	r := &Rule{FullKey: fullKey, Shadow: dc.ShadowMode, Quota: dc.QuotaMode, Usage: dc.UsageMode, Detailed: dc.DetailedMetric}
 	list := dc.RateLimits
 	if dc.RateLimit != nil {
 		list = []yamlRateLimit{*dc.RateLimit}
@@ -496,7 +505,11 @@ func dumpRule(r *Rule) string {
 		}
 		parts = append(parts, s)
 	}
-	return fmt.Sprintf("%s: %s, shadow_mode: %t, quota_mode: %t\n", r.FullKey, strings.Join(parts, "; "), r.Shadow, r.Quota)
+	usage := ""
+	if r.Usage {
+		usage = ", usage_mode: true"
+	}
+	return fmt.Sprintf("%s: %s, shadow_mode: %t, quota_mode: %t%s\n", r.FullKey, strings.Join(parts, "; "), r.Shadow, r.Quota, usage)
 }
 
 // wildcardMatch is envoyproxy/ratelimit's: each '*' matches any run of

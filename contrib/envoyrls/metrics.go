@@ -60,12 +60,15 @@ const (
 type ruleID struct{ domain, rule string }
 
 type counters struct {
-	total, over, near, within, shadow atomic.Uint64
+	total, over, near, within, shadow, charged atomic.Uint64
 }
 
 // RuleCounts are one rule's counters.
 type RuleCounts struct {
 	TotalHits, OverLimit, NearLimit, WithinLimit, ShadowMode uint64
+	// Charged: the hits a usage_mode rule recorded as usage reported after
+	// the fact (never denied, so in none of the three above).
+	Charged uint64
 }
 
 // latencyBuckets are ShouldRateLimit's latency histogram's, in seconds:
@@ -169,7 +172,7 @@ func (m *Metrics) Rule(domain, rule string) RuleCounts {
 	if c == nil {
 		return RuleCounts{}
 	}
-	return RuleCounts{c.total.Load(), c.over.Load(), c.near.Load(), c.within.Load(), c.shadow.Load()}
+	return RuleCounts{c.total.Load(), c.over.Load(), c.near.Load(), c.within.Load(), c.shadow.Load(), c.charged.Load()}
 }
 
 // ConfigLoaded counts a configuration load: ok, or refused.
@@ -193,6 +196,7 @@ var (
 		{ruleDesc("near_limit", "hits admitted past NEAR_LIMIT_RATIO of the limit, per rule"), func(c *counters) uint64 { return c.near.Load() }},
 		{ruleDesc("within_limit", "hits admitted, per rule"), func(c *counters) uint64 { return c.within.Load() }},
 		{ruleDesc("shadow_mode", "hits a shadow_mode rule admitted though over its limit"), func(c *counters) uint64 { return c.shadow.Load() }},
+		{ruleDesc("charged", "hits a usage_mode rule recorded as usage reported after the fact, whatever the limit held, per rule"), func(c *counters) uint64 { return c.charged.Load() }},
 	}
 	domainNotFoundDesc = prometheus.NewDesc("ratelimit_service_domain_not_found", "requests for a domain the configuration lacks.", []string{"domain"}, nil)
 	plainFamilies      = []struct {

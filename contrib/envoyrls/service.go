@@ -59,6 +59,12 @@ type Options struct {
 	// ratelimit's QUOTA_MODE: a request is OVER_LIMIT only when every
 	// limited descriptor of it is.
 	QuotaMode bool
+	// UsageMode makes every rule a usage_mode one: every hits_addend above
+	// 0 is usage reported after the fact, recorded whatever the logs hold,
+	// and hits_addend 0 a check. For rules that come over xDS (Envoy
+	// Gateway, Envoy AI Gateway), whose configuration has no usage_mode,
+	// where every request-phase action sends hits_addend 0.
+	UsageMode bool
 	// LegacyHeaderNames names HeadersLegacy's three headers, as
 	// envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
 	// LIMIT_RESET_HEADER; an empty name keeps its default
@@ -161,9 +167,13 @@ type one struct {
 	// recorded; its Remaining is counted as if admitted, and its status
 	// gives the hits back, as a take-back would
 	unrecorded bool
-	denied     bool // over its limit
-	local      bool // denied without Redis: it can never fit
-	err        error
+	// charge: a usage_mode rule's hits (hits_addend > 0), usage reported
+	// after the fact: recorded whatever the logs hold (Charge), never
+	// denied, never taken back
+	charge bool
+	denied bool // over its limit
+	local  bool // denied without Redis: it can never fit
+	err    error
 }
 
 func serviceError(msg string) error { return status.Error(codes.Unknown, msg) }
@@ -173,6 +183,12 @@ func serviceError(msg string) error { return status.Error(codes.Unknown, msg) }
 // (or every quota_mode descriptor is), and then the events admitted for the
 // request's other descriptors are taken back before the answer. Redis
 // unavailable (with the limiter's FailClosed policy) is UNAVAILABLE.
+//
+// A usage_mode rule's hits (hits_addend > 0: usage an Envoy action with
+// apply_on_stream_done reports after the response) are recorded whatever
+// its logs hold (Charge): never denied, never taken back, never making the
+// request OVER_LIMIT; a Redis failure fails the call under any policy.
+// Its hits_addend 0 (the request phase's check) looks, as on any rule.
 //
 // A panic while the request is decided (the limiter's Hook's, a Logger's)
 // fails the call with INTERNAL, logged with its stack, and the service goes
@@ -233,10 +249,13 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			// counter of that unit); else in a log of its own per unit: a
 			// log decided under two windows keeps only what the shorter
 			// leaves, so a shorter override would expire the rule's count.
-			if m := cfg.match(req.GetDomain(), d); m == nil || len(m.rule.Limits) != 1 || m.rule.Limits[0].Window != w {
+			m := cfg.match(req.GetDomain(), d)
+			if m == nil || len(m.rule.Limits) != 1 || m.rule.Limits[0].Window != w {
 				o.apart = "|~" + unit.String()
 			}
-			o.m = &match{rule: &Rule{FullKey: descriptorKey(req.GetDomain(), d)}, statsKey: descriptorKey(req.GetDomain(), d)}
+			// A usage_mode rule's usage stays usage under an override.
+			usage := m != nil && m.rule.Usage
+			o.m = &match{rule: &Rule{FullKey: descriptorKey(req.GetDomain(), d), Usage: usage}, statsKey: descriptorKey(req.GetDomain(), d)}
 			for _, e := range d.GetEntries() {
 				o.m.values = append(o.m.values, e.GetValue())
 			}
@@ -292,6 +311,9 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 		st := s.status(o)
 		resp.Statuses[i] = st
+		if o.charge && !o.denied {
+			continue // usage recorded: OK, whatever the key holds now
+		}
 		quota := o.m.rule.Quota || s.opts.QuotaMode
 		if quota {
 			quotaTotal++
@@ -399,6 +421,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 			o.c = s.metrics.rule(req.GetDomain(), o.m.statsKey)
 		}
 		o.c.total.Add(uint64(o.n))
+		o.charge = (o.m.rule.Usage || s.opts.UsageMode) && o.n > 0
 		switch fits, err := fit(o.limits, max(o.n, 1)); {
 		case err != nil:
 			o.err, bad = err, true
@@ -472,6 +495,11 @@ func fit(limits []slidelog.Limit, n int) (bool, error) {
 func (s *Server) decideOne(ctx context.Context, o *one) {
 	l := s.opts.Limiter
 	switch {
+	case o.charge:
+		// Usage reported after the fact: recorded in the logs a check of
+		// the rule reads (one limit's, or the AllowAll logs), whatever they
+		// hold; the Result is the key's state after it.
+		o.res, o.err = l.Charge(ctx, o.key, o.n, o.limits...)
 	case len(o.limits) == 1 && o.n == 0:
 		o.res, o.err = l.Peek(ctx, o.key, o.limits[0])
 		o.denied = o.err == nil && !o.res.Allowed
@@ -491,8 +519,9 @@ func (s *Server) decideOne(ctx context.Context, o *one) {
 
 // decideEach decides the request's descriptors as one AllowEach, when they
 // can be: each records hits (no hits_addend of 0), none is a shadow or a
-// quota_mode rule's (whose denials do not deny the request), no
-// SHADOW_MODE, and no two share a key. On a single server (or every key on
+// quota_mode rule's (whose denials do not deny the request) or a
+// usage_mode rule's (a charge, never denied), no SHADOW_MODE, and no two
+// share a key. On a single server (or every key on
 // one Cluster slot) the descriptors are decided in one atomic script, with
 // nothing to take back. It reports false when it decided nothing.
 func (s *Server) decideEach(ctx context.Context, ds []one) (decided bool) {
@@ -507,7 +536,7 @@ func (s *Server) decideEach(ctx context.Context, ds []one) (decided bool) {
 		if !o.limited || o.local {
 			continue
 		}
-		if o.n == 0 || o.m.rule.Shadow || o.m.rule.Quota || keys[o.key] {
+		if o.n == 0 || o.charge || o.m.rule.Shadow || o.m.rule.Quota || keys[o.key] {
 			return false
 		}
 		keys[o.key] = true
@@ -592,7 +621,8 @@ func (s *Server) takeBack(ctx context.Context, ds []one, resp *rlsv3.RateLimitRe
 // count adds o's decision to its rule's counters, as envoyproxy/ratelimit
 // counts them: over_limit the hits denied, within_limit those admitted,
 // near_limit the admitted ones past NearLimitRatio of the limit, shadow_mode
-// the denied hits a shadow rule let through.
+// the denied hits a shadow rule let through; and charged the hits a
+// usage_mode rule recorded as usage.
 func (s *Server) count(o *one) {
 	c := o.c
 	n := uint64(o.n)
@@ -601,6 +631,10 @@ func (s *Server) count(o *one) {
 		if o.m.rule.Shadow {
 			c.shadow.Add(n)
 		}
+		return
+	}
+	if o.charge {
+		c.charged.Add(n)
 		return
 	}
 	c.within.Add(n)
@@ -625,7 +659,9 @@ func (s *Server) count(o *one) {
 
 // status is o's DescriptorStatus: its limit, what remains, and until when:
 // denied, the exact RetryAfter (when the same hits fit); admitted, the
-// ResetAfter (when the window holds none of its events).
+// ResetAfter (when the window holds none of its events). A charge's is the
+// key's state after it: while no event fits, the RetryAfter until one does
+// (when a check is admitted again), else the ResetAfter.
 func (s *Server) status(o *one) *rlsv3.RateLimitResponse_DescriptorStatus {
 	i := 0
 	if o.local {
@@ -655,7 +691,7 @@ func (s *Server) status(o *one) *rlsv3.RateLimitResponse_DescriptorStatus {
 		// Never fits: the window's length, as a fixed window would say.
 		st.DurationUntilReset = durationpb.New(o.limits[i].Window)
 		st.LimitRemaining = 0
-	case o.denied:
+	case o.denied, o.charge && !o.res.Allowed:
 		st.DurationUntilReset = durationpb.New(o.res.RetryAfter)
 		st.LimitRemaining = uint32(max(o.res.Remaining, 0))
 	default:
