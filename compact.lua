@@ -161,8 +161,12 @@ local function compactLib()
     if count + n > lg.C then
       -- grow (or make) the log: rewritten whole, sized exactly, the live
       -- events first (indexes from 0)
-      -- (past the limit only for a charge, which is never refused)
-      local C = math.max(count + n, math.min(math.max(limit, lg.C), math.max(2 * lg.C, count + n, 64)))
+      local C = math.min(math.max(limit, lg.C), math.max(2 * lg.C, count + n, 64))
+      if C < count + n then
+        -- past the limit: a charge's (never refused), by a quarter at
+        -- least, so that charges past it do not rewrite it each time
+        C = math.max(count + n, math.min(math.floor(lg.C * 5 / 4), maxSlots))
+      end
       local live = ''
       if count > 0 then
         live = slots(lg, f, count)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/slidelog/slidelog/internal/calendar"
+	"github.com/slidelog/slidelog/internal/config"
 )
 
 // Limit is a number of events per sliding window, or (Daily, Monthly) per
@@ -78,6 +79,29 @@ func (l Limit) Validate() error { return l.validate(1) }
 // ValidateN reports why a request for n events can never be decided under
 // the limit (ErrInvalidLimit, ErrInvalidN or ErrExceedsLimit), or nil.
 func (l Limit) ValidateN(n int) error { return l.validate(n) }
+
+// ValidateUsage reports why n events can never be recorded as usage under
+// the limit (Charge's n, Settle's actual), or nil. Usage is never refused
+// for want of room, and may exceed Events: a limit of more than 128 events
+// records any n up to MaxEvents as one entry (a quota: up to MaxQuota); a
+// limit of at most 128 events keeps one member per event, and takes at
+// most its Events at once (ErrExceedsLimit).
+func (l Limit) ValidateUsage(n int) error {
+	if err := l.validate(1); err != nil {
+		return err
+	}
+	switch {
+	case n < 1:
+		return fmt.Errorf("%w: n %d < 1", ErrInvalidN, n)
+	case l.Calendar() && n > MaxQuota:
+		return fmt.Errorf("%w: usage of %d > MaxQuota (%d)", ErrExceedsLimit, n, MaxQuota)
+	case !l.Calendar() && l.Events <= config.DefaultCompactAbove && n > l.Events:
+		return fmt.Errorf("%w: usage of %d > %d events per %v (a limit of at most %d events keeps one member per event)", ErrExceedsLimit, n, l.Events, l.unit(), config.DefaultCompactAbove)
+	case !l.Calendar() && n > MaxEvents:
+		return fmt.Errorf("%w: usage of %d > MaxEvents (%d)", ErrExceedsLimit, n, MaxEvents)
+	}
+	return nil
+}
 
 // MaxLimits is the most limits one AllowAll takes. A call over more is
 // refused (ErrInvalidLimit) before anything is written, by both limiters:

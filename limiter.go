@@ -286,7 +286,7 @@ func (l *Limiter) checkRequest(q *request) error {
 		if q.op == opAcquire && q.limit.Calendar() {
 			return fmt.Errorf("%w: %v is a calendar quota, not an in-flight limit", ErrInvalidLimit, q.limit)
 		}
-		if err := l.validate(q.limit, q.n); err != nil {
+		if err := l.validate(q.limit, q.n, q.op == opCharge); err != nil {
 			return err
 		}
 		if q.op == opAcquire && q.n > MaxAcquireN {
@@ -301,7 +301,7 @@ func (l *Limiter) checkRequest(q *request) error {
 		return fmt.Errorf("%w: AllowAll over %d limits, more than MaxLimits (%d)", ErrInvalidLimit, len(q.limits), MaxLimits)
 	}
 	for i, lim := range q.limits {
-		if err := l.validate(lim, q.n); err != nil {
+		if err := l.validate(lim, q.n, q.op == opCharge); err != nil {
 			return err
 		}
 		for _, other := range q.limits[:i] {
@@ -319,9 +319,20 @@ func (l *Limiter) checkRequest(q *request) error {
 	return nil
 }
 
-// validate is Limit.validate and the limiter's own cap.
-func (l *Limiter) validate(limit Limit, n int) error {
-	if err := limit.validate(n); err != nil {
+// validate is Limit.validate (usage: Limit.ValidateUsage, and a limit
+// whose log this limiter keeps as a sorted set takes at most its Events)
+// and the limiter's own cap.
+func (l *Limiter) validate(limit Limit, n int, usage bool) error {
+	var err error
+	switch {
+	case !usage:
+		err = limit.validate(n)
+	case !limit.Calendar() && limit.Events <= l.compactAbove && n > limit.Events:
+		err = limit.validate(n) // (ErrExceedsLimit: one member per event)
+	default:
+		err = limit.ValidateUsage(n)
+	}
+	if err != nil {
 		return err
 	}
 	if l.maxEvents > 0 && limit.Events > l.maxEvents {
@@ -519,7 +530,7 @@ const maxPeriodTries = 3
 func (l *Limiter) handle(q *request, keys []string, id [idLen]byte) Handle {
 	h := Handle{key: keys[0], id: id, n: q.n, user: q.key, window: q.limit.Window}
 	if q.op != opAcquire {
-		h.st = &settlement{limits: append([]Limit(nil), q.all()...), several: q.several(), tried: -1}
+		h.st = &settlement{owner: l, limits: append([]Limit(nil), q.all()...), several: q.several(), tried: -1}
 	}
 	if !q.several() && !q.limit.Calendar() {
 		if q.limit.Events > l.compactAbove && q.op != opAcquire {

@@ -4,9 +4,13 @@
 --          first argument "#Q") the Q calendar quotas it counted in.
 -- ARGV     optionally "@" and the admission's time (µs), when it is known;
 --          optionally "#Q" and the end of the period each quota counted it
---          in (µs; 0: unknown); then the id of its first event and its n.
---          The ids of the others are derived here (ids.lua): what the
---          client sends does not grow with n.
+--          in (µs; 0: unknown); then the id of its first event and its n;
+--          optionally the id of its admission's first event (origin: a
+--          Settle gives back the events of an admission from its first
+--          id on, which a compact log's table does not know, while it
+--          knows the admission's time by origin). The ids of the others
+--          are derived here (ids.lua): what the client sends does not grow
+--          with n.
 --
 -- need.lua (log.lua, compact.lua and ids.lua, each made when asked for)
 -- is joined before this script (embed.go). A compact log keeps no ids:
@@ -42,12 +46,33 @@ if string.byte(ARGV[from]) == 35 and #ARGV[from] ~= 8 then -- '#': quotas
   from = from + 1 + q
 end
 local first, n = ARGV[from], tonumber(ARGV[from + 1])
+local origin = ARGV[from + 2] or first
 local quota0 = from - q -- (ARGV[quota0 - 1 + i]: the end of quota i's period)
 local eventIds, clib, blk, giveBack -- (need.lua)
 for i = 1, #KEYS - q do
-  for j = 0, n - 1, 1000 do
+  -- an admission's events share one score: they leave a sorted set
+  -- together (or a Settle gives back its last ones, and takes back the
+  -- rest with n less), so a set of fewer than n members holds none of
+  -- them (no key: 0), and ZREM is not run n / 1 000 times for nothing (a
+  -- compact log's Handle, its key Reset or expired and made a sorted set
+  -- again)
+  local card = redis.pcall('ZCARD', KEYS[i])
+  local span = n
+  if type(card) ~= 'table' and card < n then
+    span = 0
+  end
+  for j = 0, span - 1, 1000 do
     eventIds = eventIds or need('ids')
-    local r = redis.pcall('ZREM', KEYS[i], unpack(eventIds(first, j, math.min(j + 999, n - 1))))
+    local r
+    if type(card) == 'table' then
+      -- (not a sorted set: its ZREM fails with WRONGTYPE, as it did before
+      -- the ZCARD was read; a write command first, which lets the compact
+      -- log's refund write over maxmemory: Redis refuses a script only at
+      -- its first write)
+      r = redis.pcall('ZREM', KEYS[i], first)
+    else
+      r = redis.pcall('ZREM', KEYS[i], unpack(eventIds(first, j, math.min(j + 999, n - 1))))
+    end
     if type(r) == 'table' then
       -- not a sorted set: a compact log (compact.lua) takes back as many
       -- events of the admission's time (its table knows the time of its
@@ -62,7 +87,7 @@ for i = 1, #KEYS - q do
           return r
         end
         if not blk.found(KEYS[i], first, 114) then
-          blk.unrecord(lg, blk.found(KEYS[i], first, 97) or at, n, first)
+          blk.unrecord(lg, blk.found(KEYS[i], origin, 97) or at, n, first)
         end
         break
       end
@@ -72,7 +97,7 @@ for i = 1, #KEYS - q do
         return r -- another type: WRONGTYPE
       end
       if lg.T > 0 and not clib.found(KEYS[i], first, 114) then
-        local t = clib.found(KEYS[i], first, 97) or at
+        local t = clib.found(KEYS[i], origin, 97) or at
         clib.unrecord(lg, n, t, first)
       end
       break

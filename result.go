@@ -69,8 +69,9 @@ type Handle struct {
 	given   *atomic.Bool // a refund of its quotas or compact logs was given (they are no sets: one refund per Handle)
 	compact bool         // a log of a limit over compactAbove: a compact log, unless it was a sorted set already
 
-	st  *settlement // what Settle needs, shared by the Handle's copies (nil: an in-flight lease's)
-	ext any         // slidelog/local's admission (internal/bridge), a pointer
+	origin [idLen]byte // a Settle's give-back: the admission's first id (its table knows its time by it); zero otherwise
+	st     *settlement // what Settle needs, shared by the Handle's copies (nil: an in-flight lease's)
+	ext    any         // slidelog/local's admission (internal/bridge), a pointer
 }
 
 func init() {
@@ -225,7 +226,11 @@ func refundEvents(ctx context.Context, rdb redis.Scripter, h Handle) error {
 		keys[len(*h.all)+i] = q.key
 		args = append(args, q.end)
 	}
-	err := refundScript.Run(ctx, rdb, keys, append(args, string(h.id[:]), h.n)...).Err()
+	args = append(args, string(h.id[:]), h.n)
+	if h.origin != ([idLen]byte{}) {
+		args = append(args, string(h.origin[:]))
+	}
+	err := refundScript.Run(ctx, rdb, keys, args...).Err()
 	if err != nil {
 		ungive(h, err)
 	}
@@ -250,10 +255,15 @@ func ungive(h Handle, err error) {
 // of that time: it keeps no ids), then the first event's id and n (the
 // script derives the other ids): three arguments, whatever h's n.
 func (h Handle) refundArgs() []any {
-	if h.at == 0 {
-		return []any{string(h.id[:]), h.n}
+	args := make([]any, 0, 4)
+	if h.at != 0 {
+		args = append(args, "@"+strconv.FormatInt(h.at, 10))
 	}
-	return []any{"@" + strconv.FormatInt(h.at, 10), string(h.id[:]), h.n}
+	args = append(args, string(h.id[:]), h.n)
+	if h.origin != ([idLen]byte{}) {
+		args = append(args, string(h.origin[:]))
+	}
+	return args
 }
 
 // takeBack is the take-back of h's events: refund.lua, as Refund runs it

@@ -322,9 +322,10 @@ while argAt < nargs do
         end
         lg, reply, clib = openCompact(clib, key, card, now, window, limit, n, peek, force)
         card = lg and lg.T - lg.f -- its live events
-      elseif card + n > limit then
+      elseif card + n > limit and card > 0 then
         -- a sorted set that is full unless some expired: its oldest event
-        -- says whether any did
+        -- says whether any did (an empty one: a charge of more than the
+        -- limit)
         oldest = call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]
         unknown = tonumber(oldest) <= now - window
       else
@@ -390,10 +391,11 @@ while argAt < nargs do
         lg = clib.convert(key, limit, now - window, n, blockLog, window)
         count, gone, unknown = lg.T, 0, false
       end
-      if blockLog and lg and not lg.bs and count <= 4096 then
+      if lg and not lg.bs and ((blockLog and count <= 4096) or count + n > maxSlots) then
         -- a compact log of a slot per event (an older slidelog's), which
         -- becomes a block log of its live events, in place, and is
-        -- admitted as one (a larger one stays as it is)
+        -- admitted as one (a larger one stays as it is, unless a charge
+        -- would take it past the most slots a log holds)
         clib = clib or compactLib()
         lg = clib.toBlocks(lg, limit, window)
       end

@@ -26,15 +26,17 @@ var _ Settler = (*Limiter)(nil)
 // settlement is what Settle needs of an admission, shared by its Handle's
 // copies: the limits it was decided under, and how it was settled.
 type settlement struct {
-	limits  []Limit // the limits it was decided under, in its logs' order
-	several bool    // its logs are its key's AllowAll logs (not the single-limit log)
+	owner   *Limiter // the Limiter that admitted it: its prefix and Redis hold its logs
+	limits  []Limit  // the limits it was decided under, in its logs' order
+	several bool     // its logs are its key's AllowAll logs (not the single-limit log)
 
-	mu     sync.Mutex
-	final  int     // its settled cost (valid when settled)
-	done   bool    // settled: a Settle ran and answered
-	tried  int     // the actual of a Settle that failed and may have run (-1: none)
-	excess *Handle // the events of its excess (a Settle over its n), for Refund
-	arg    idArg   // the excess's first id as sent: a second try re-sends it, marked
+	mu       sync.Mutex
+	final    int     // its settled cost (valid when settled)
+	done     bool    // settled: a Settle ran and answered
+	refunded bool    // a Refund was asked for: a Settle after it changes nothing
+	tried    int     // the actual of a Settle that failed and may have run (-1: none)
+	excess   *Handle // the events of its excess (a Settle over its n), for Refund
+	arg      idArg   // the excess's first id as sent: a second try re-sends it, marked
 }
 
 // Settle records what the admission h (Result.Handle of an AllowN, AllowAll
@@ -55,10 +57,13 @@ type settlement struct {
 // nothing and answers the key's state. A Settle that failed may be called
 // again with the same actual (go-redis' own retries, and such a second
 // call, count once); with another actual it is refused (ErrInvalidN)
-// unless the failure could not have run. actual must be 0 to the Events
-// of every limit of h (ErrInvalidN, ErrExceedsLimit); the zero Handle (a
-// denial's) and an in-flight Lease's settle nothing (ErrInvalidN). A Refund
-// after a Settle gives back what the admission finally cost.
+// unless the failure could not have run. actual may exceed a limit's
+// Events (Limit.ValidateUsage says how far); below 0 it is ErrInvalidN; the
+// zero Handle (a denial's) and an in-flight Lease's settle nothing
+// (ErrInvalidN). A Refund after a Settle gives back what the admission
+// finally cost; a Settle after a Refund changes nothing. A Handle is
+// settled by the Limiter that admitted it (whichever Limiter is called):
+// its logs are under that one's prefix.
 //
 // No Policy answers for a Settle (usage has nowhere else to go): a Redis
 // failure is its error. A degraded admission of FailLocal is settled in
@@ -80,7 +85,8 @@ func (l *Limiter) Settle(ctx context.Context, h Handle, actual int) (Result, err
 // refused; the Result is as Settle's (the key's state after it, Allowed
 // when one more event fits), and its Handle refunds the charge.
 //
-// n must be 1 to the Events of every limit (ErrInvalidN, ErrExceedsLimit).
+// n may exceed a limit's Events (Limit.ValidateUsage says how far: a
+// limit of at most 128 events takes at most its Events at once).
 // A Charge that go-redis re-sends (a read timeout, a redirect) counts once.
 // No Policy answers for a Charge: a Redis failure is its error.
 func (l *Limiter) Charge(ctx context.Context, key string, n int, limits ...Limit) (Result, error) {
@@ -126,17 +132,19 @@ func (h Handle) firstLimit() []Limit {
 	return h.st.limits[:1]
 }
 
-// checkSettle reports why h cannot be settled to actual, or nil.
-func (h Handle) checkSettle(actual int) error {
+// checkSettle reports why h cannot be settled to actual by l, or nil.
+func (l *Limiter) checkSettle(h Handle, actual int) error {
 	switch {
 	case h.n == 0 || h.st == nil:
 		return fmt.Errorf("%w: Settle of a Handle that recorded nothing to settle (a denial's, or an in-flight lease's)", ErrInvalidN)
 	case actual < 0:
 		return fmt.Errorf("%w: Settle to %d < 0", ErrInvalidN, actual)
+	case actual <= h.n:
+		return nil
 	}
 	for _, lim := range h.st.limits {
-		if actual > lim.Events {
-			return fmt.Errorf("%w: Settle to %d > %d events per %v", ErrExceedsLimit, actual, lim.Events, lim.unit())
+		if err := l.validate(lim, actual, true); err != nil {
+			return fmt.Errorf("Settle to %d: %w", actual, err)
 		}
 	}
 	return nil
@@ -144,14 +152,17 @@ func (h Handle) checkSettle(actual int) error {
 
 // settle is Settle without its hook.
 func (l *Limiter) settle(ctx context.Context, h Handle, actual int) (Result, error) {
-	if err := h.checkSettle(actual); err != nil {
+	if h.st != nil && h.st.owner != l {
+		return h.st.owner.settle(ctx, h, actual) // its keys are its Limiter's
+	}
+	if err := l.checkSettle(h, actual); err != nil {
 		return Result{}, err
 	}
 	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.done {
-		return l.after(ctx, h) // settled already: nothing changes
+	if st.done || st.refunded {
+		return l.after(ctx, h) // settled or refunded already: nothing changes
 	}
 	if st.tried >= 0 && st.tried != actual {
 		return Result{}, fmt.Errorf("%w: Settle to %d of a Handle whose Settle to %d failed and may have run: settle it to %d again", ErrInvalidN, actual, st.tried, st.tried)
@@ -209,14 +220,15 @@ func (l *Limiter) after(ctx context.Context, h Handle) (Result, error) {
 
 // part is the Handle of h's events from the actual-th on: what a Settle
 // to actual gives back. Its ids follow h's (a sorted set removes exactly
-// those); a compact log or a quota takes back n-actual of h's time, marked
-// by the first of those ids, so that the same give-back run again gives
-// nothing more, and a Refund later (of h's first id, actual events) is
-// another.
+// those); a compact log or a quota takes back n-actual of h's time (its
+// table knows it by h's first id, origin), marked by the first of those
+// ids, so that the same give-back run again gives nothing more, and a
+// Refund later (of h's first id, actual events) is another.
 func (h Handle) part(actual int) Handle {
 	p := h
 	p.id = ids.Plus(h.id, actual)
 	p.n = h.n - actual
+	p.origin = h.id
 	p.st = nil
 	if h.given != nil {
 		p.given = new(atomic.Bool)
@@ -226,12 +238,16 @@ func (h Handle) part(actual int) Handle {
 
 // settled is what a Refund of h gives back: its own events (as many as it
 // finally cost, when settled below its n), and its excess (settled above).
+// A Settle after it changes nothing: a give-back of a compact log's or a
+// quota's takes back events of the admission's time or a count, which
+// after the refund would be another admission's.
 func (h Handle) settled() (own, excess Handle) {
 	if h.st == nil {
 		return h, Handle{}
 	}
 	h.st.mu.Lock()
 	defer h.st.mu.Unlock()
+	h.st.refunded = true
 	if !h.st.done {
 		return h, Handle{}
 	}

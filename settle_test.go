@@ -12,7 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/optiontest"
+	"github.com/slidelog/slidelog/internal/redistest"
 )
 
 // settleStore is one kind of log a Settle or a Charge meets: what admits,
@@ -380,5 +382,208 @@ func TestSettleHook(t *testing.T) {
 	want := []obs{{"allow", 4, true, lim, false}, {"settle", 9, true, lim, false}, {"charge", 5, false, lim, false}, {"charge", 5, false, lim, true}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("observations %v, want %v", got, want)
+	}
+}
+
+// A Settle after a Refund of the same admission changes nothing. Two
+// admissions A and B at one instant (miniredis' clock stands still): a
+// compact log or a quota takes back events of A's time, or a count, which
+// after Refund(A) would be B's.
+func TestSettleAfterRefund(t *testing.T) {
+	for _, s := range settleStores() {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newMini(t)
+			l := New(m.Rdb, append([]Option{WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
+			if s.fill > 0 {
+				if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
+					t.Fatalf("fill: %+v, %v", r, err)
+				}
+			}
+			base := s.remaining(t, ctx, l)
+			a, err := s.admit(ctx, l, 10)
+			if err != nil || !a.Allowed {
+				t.Fatal(a, err)
+			}
+			if b, err := s.admit(ctx, l, 10); err != nil || !b.Allowed {
+				t.Fatal(b, err)
+			}
+			if err := l.Refund(ctx, a.Handle()); err != nil {
+				t.Fatal(err)
+			}
+			r, err := l.Settle(ctx, a.Handle(), 3)
+			if err != nil || r.Remaining != base-10 || s.remaining(t, ctx, l) != base-10 {
+				t.Fatalf("Settle(A, 3) after Refund(A): %+v, %v; want B's 10 counted: %d remaining", r, err, base-10)
+			}
+		})
+	}
+}
+
+// Redis' clock steps back between two admissions: a compact log records
+// the second at its newest event's time, not at the decision's; a Settle
+// below n still gives back exactly n-actual, and a Refund after it what
+// the admission finally cost.
+func TestSettleClockBack(t *testing.T) {
+	for _, s := range settleStores()[1:3] {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newMini(t)
+			l := New(m.Rdb, append([]Option{WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
+			m.At(2 * time.Second)
+			if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
+				t.Fatalf("fill: %+v, %v", r, err)
+			}
+			m.At(time.Second) // back one second
+			base := s.remaining(t, ctx, l)
+			a, err := s.admit(ctx, l, 10)
+			if err != nil || !a.Allowed {
+				t.Fatal(a, err)
+			}
+			if r, err := l.Settle(ctx, a.Handle(), 4); err != nil || r.Remaining != base-4 || s.remaining(t, ctx, l) != base-4 {
+				t.Fatalf("Settle 10 to 4 after the clock stepped back: %+v, %v; want %d remaining", r, err, base-4)
+			}
+			if err := l.Refund(ctx, a.Handle()); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.remaining(t, ctx, l); got != base {
+				t.Fatalf("Refund after the Settle: %d remaining, want %d", got, base)
+			}
+		})
+	}
+}
+
+// A Settle (or a Refund) of a large admission whose log is gone (Reset,
+// or expired) gives back nothing, and does not keep Redis busy deriving
+// and removing ids that no key holds: no ZREM runs for a key that does not
+// exist (counted on a server of the test's own, in its commandstats).
+func TestSettleGoneKey(t *testing.T) {
+	ctx := context.Background()
+	rdb := newClient(t, redistest.Start(t))
+	l := New(rdb)
+	lim := Limit{Events: 1 << 22, Window: time.Hour}
+	zrems := func() int64 { n, _ := redistest.CommandStat(rdb, "zrem", "calls"); return n }
+	for _, how := range []string{"Settle", "Refund"} {
+		a, err := l.AllowN(ctx, "k", lim, lim.Events)
+		if err != nil || !a.Allowed {
+			t.Fatal(a, err)
+		}
+		if err := l.Reset(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		before := zrems()
+		if how == "Settle" {
+			_, err = l.Settle(ctx, a.Handle(), 0)
+		} else {
+			err = l.Refund(ctx, a.Handle())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := zrems() - before; n > 0 {
+			t.Errorf("%s of %d events of a Reset key: %d ZREMs", how, lim.Events, n)
+		}
+		if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != lim.Events {
+			t.Fatalf("%s: %+v, %v", how, r, err)
+		}
+	}
+}
+
+// A Handle settled through another Limiter (another prefix) is settled on
+// its own admission's keys: give-back and excess alike.
+func TestSettleOtherLimiter(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	l1, l2 := New(m.Rdb, WithPrefix("one:")), New(m.Rdb, WithPrefix("two:"))
+	lim := PerHour(100)
+	for _, actual := range []int{30, 4} {
+		a, err := l1.AllowN(ctx, "k", lim, 10)
+		if err != nil || !a.Allowed {
+			t.Fatal(a, err)
+		}
+		if _, err := l2.Settle(ctx, a.Handle(), actual); err != nil {
+			t.Fatal(err)
+		}
+		if err := l1.Reset(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := l1.AllowN(ctx, "k", lim, 10)
+	if err != nil || !a.Allowed {
+		t.Fatal(a, err)
+	}
+	r, err := l2.Settle(ctx, a.Handle(), 30)
+	p2, _ := l2.Peek(ctx, "k", lim)
+	if err != nil || r.Remaining != 70 || p2.Remaining != 100 {
+		t.Fatalf("l2.Settle(l1's Handle of 10, 30): %+v, %v; l2's key %d remaining; want 70 on l1's key, l2's untouched", r, err, p2.Remaining)
+	}
+}
+
+// Charges past a slot log's limit (an older version's format) grow its
+// string by a quarter at least: the charges after it write in place
+// instead of rewriting the whole log each time.
+func TestSettleSlotLogPastLimit(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	l := New(m.Rdb, Option(optiontest.SlotLog()))
+	lim := PerHour(1000)
+	if r, err := l.AllowN(ctx, "k", lim, lim.Events); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	size := func() int { return len(must(m.Get("slidelog:k"))) }
+	full := size()
+	var sizes []int
+	for range 5 {
+		if _, err := l.Charge(ctx, "k", 1, lim); err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, size())
+	}
+	if sizes[0] < full+7*lim.Events/4 || sizes[4] != sizes[0] {
+		t.Fatalf("a full log of %d bytes, charged one event at a time: %v bytes; want it grown by a quarter once", full, sizes)
+	}
+	if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != 0 || r.Allowed {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if times, err := compactlog.Times([]byte(must(m.Get("slidelog:k")))); err != nil || len(times) != lim.Events+5 {
+		t.Fatalf("the log reads %d times, %v; want %d", len(times), err, lim.Events+5)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Usage past a limit's Events (a response that cost more than a whole
+// window allows) is recorded, on an empty key too: the key stays over
+// until it leaves the window. A limit of at most 128 events takes at most
+// its Events at once.
+func TestChargePastTheLimit(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis-server": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+			for key, limits := range map[string][]Limit{"one": {PerHour(1000)}, "all": {PerHour(1000), Daily(20000, time.UTC)}} {
+				r, err := l.Charge(ctx, key, 1500, limits...)
+				if err != nil || r.Allowed || r.Remaining != 0 || r.RetryAfter != time.Hour {
+					t.Fatalf("%s: Charge 1500 of 1000 on an empty key: %+v, %v; want over for the hour", key, r, err)
+				}
+				a, err := l.AllowAll(ctx, key+"-settled", 1, limits...)
+				if len(limits) == 1 {
+					a, err = l.AllowN(ctx, key+"-settled", limits[0], 1)
+				}
+				if err != nil || !a.Allowed {
+					t.Fatal(a, err)
+				}
+				if r, err := l.Settle(ctx, a.Handle(), 2500); err != nil || r.Allowed || r.RetryAfter != time.Hour {
+					t.Fatalf("%s: Settle 1 to 2500: %+v, %v; want over for the hour", key, r, err)
+				}
+			}
+			if _, err := l.Charge(ctx, "small", 101, PerHour(100)); !errors.Is(err, ErrExceedsLimit) {
+				t.Fatalf("Charge 101 of a limit of 100: %v; want ErrExceedsLimit", err)
+			}
+		})
 	}
 }

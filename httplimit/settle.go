@@ -48,11 +48,12 @@ type admission struct {
 // report the state after the settle; after, the client saw the state at
 // admission.
 //
-// A request settles once: a second call does nothing and returns nil. The
+// Call it before the handler returns (it sets the response's header
+// fields). A request settles once: a second call does nothing and returns nil. The
 // settle runs even when r's context was canceled (a client that left still
 // used what it used), bounded by the Limiter's own timeout
 // (slidelog.WithTimeout). Its errors: ErrNoAdmission, and the Limiter's
-// (bad input such as actual past a limit's Events, or a Redis failure);
+// (bad input such as actual past what a limit can record, or a Redis failure);
 // with several rules, the first, after every rule was tried.
 func Settle(r *http.Request, actual int) error {
 	a, _ := r.Context().Value(admissionKey{}).(*admission)

@@ -22,6 +22,7 @@ var (
 // Result names it.
 type admission struct {
 	l      *Limiter
+	en     *entry // its key's entry when it was admitted (a Reset or the idle sweep makes another)
 	key    string
 	limits []slidelog.Limit // its limits: in inline when they fit
 	all    bool             // its logs are the key's AllowAll logs
@@ -35,8 +36,8 @@ type admission struct {
 
 // newAdmission is the record of an admission of n events for key under
 // limits at t: the one allocation an admission makes (its Handle's).
-func newAdmission(l *Limiter, key string, limits []slidelog.Limit, all bool, n int, t int64) *admission {
-	a := &admission{l: l, key: key, all: all, n: n, at: t}
+func newAdmission(l *Limiter, en *entry, key string, limits []slidelog.Limit, all bool, n int, t int64) *admission {
+	a := &admission{l: l, en: en, key: key, all: all, n: n, at: t}
 	if len(limits) <= len(a.inline) {
 		a.limits = append(a.inline[:0], limits...)
 	} else {
@@ -52,7 +53,8 @@ func newAdmission(l *Limiter, key string, limits []slidelog.Limit, all bool, n i
 // lasts), actual > n records actual-n more now whatever the logs hold,
 // and the Result is the key's state after it, as a Peek of one event. A
 // Handle settles once; a second Settle changes nothing and answers the
-// key's state. The context is not used.
+// key's state. actual may exceed a limit's Events, as far as
+// slidelog.Limit.ValidateUsage allows. The context is not used.
 func (l *Limiter) Settle(_ context.Context, h slidelog.Handle, actual int) (slidelog.Result, error) {
 	a, _ := attached(h).(*admission)
 	if a == nil || a.l != l {
@@ -62,8 +64,8 @@ func (l *Limiter) Settle(_ context.Context, h slidelog.Handle, actual int) (slid
 		return slidelog.Result{}, fmt.Errorf("%w: Settle to %d < 0", slidelog.ErrInvalidN, actual)
 	}
 	for _, lim := range a.limits {
-		if actual > lim.Events {
-			return slidelog.Result{}, fmt.Errorf("%w: Settle to %d > %d events of %v", slidelog.ErrExceedsLimit, actual, lim.Events, lim)
+		if err := lim.ValidateUsage(max(actual, 1)); actual > a.n && err != nil {
+			return slidelog.Result{}, fmt.Errorf("Settle to %d: %w", actual, err)
 		}
 	}
 	a.mu.Lock()
@@ -76,7 +78,9 @@ func (l *Limiter) Settle(_ context.Context, h slidelog.Handle, actual int) (slid
 	if !a.done {
 		a.done = true
 		switch {
-		case actual < a.n:
+		case actual < a.n && s.keys[a.key] == a.en:
+			// (its entry gone: Reset, or every event of it expired and
+			// swept; another entry's events of that instant are not its)
 			s.giveBack(a.key, q, a.at, a.n-actual)
 		case actual > a.n:
 			s.force(a.key, q, actual-a.n, t)
@@ -88,7 +92,8 @@ func (l *Limiter) Settle(_ context.Context, h slidelog.Handle, actual int) (slid
 // Charge records n events for key now in every limit's log (one limit: its
 // single-limit log; several: the AllowAll logs), whatever they hold, as
 // slidelog.Limiter's Charge: never refused; the Result is the key's state
-// after it, as a Peek of one event. The context is not used.
+// after it, as a Peek of one event. n may exceed a limit's Events, as far
+// as slidelog.Limit.ValidateUsage allows. The context is not used.
 func (l *Limiter) Charge(_ context.Context, key string, n int, limits ...slidelog.Limit) (slidelog.Result, error) {
 	switch {
 	case len(limits) == 0:
@@ -96,8 +101,13 @@ func (l *Limiter) Charge(_ context.Context, key string, n int, limits ...slidelo
 	case len(limits) > slidelog.MaxLimits:
 		return slidelog.Result{}, fmt.Errorf("%w: Charge over %d limits, more than MaxLimits (%d)", slidelog.ErrInvalidLimit, len(limits), slidelog.MaxLimits)
 	}
-	if err := checkAll(key, n, limits); err != nil {
+	if err := checkAll(key, 1, limits); err != nil {
 		return slidelog.Result{}, err
+	}
+	for _, lim := range limits {
+		if err := lim.ValidateUsage(n); err != nil {
+			return slidelog.Result{}, err
+		}
 	}
 	q := request{limits: limits, n: 1, all: len(limits) > 1}
 	s := l.shard(key)
@@ -107,7 +117,7 @@ func (l *Limiter) Charge(_ context.Context, key string, n int, limits ...slidelo
 	s.force(key, q, n, t)
 	r, err := q.after(s.keys[key], t)
 	if err == nil {
-		r = attach(r, newAdmission(l, key, q.limits, q.all, n, t))
+		r = attach(r, newAdmission(l, s.keys[key], key, q.limits, q.all, n, t))
 	}
 	return r, err
 }

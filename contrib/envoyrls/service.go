@@ -422,7 +422,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 		}
 		o.c.total.Add(uint64(o.n))
 		o.charge = (o.m.rule.Usage || s.opts.UsageMode) && o.n > 0
-		switch fits, err := fit(o.limits, max(o.n, 1)); {
+		switch fits, err := fit(o.limits, max(o.n, 1), o.charge); {
 		case err != nil:
 			o.err, bad = err, true
 		case fits:
@@ -475,14 +475,18 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, ds []o
 // is 0 (every hit denied) or smaller than n. An error is a limit the
 // limiter would refuse, which the configuration's checks let through: a
 // bug.
-func fit(limits []slidelog.Limit, n int) (bool, error) {
+func fit(limits []slidelog.Limit, n int, usage bool) (bool, error) {
 	fits := true
 	for _, l := range limits {
 		if l.Events == 0 {
 			fits = false
 			continue
 		}
-		switch err := l.ValidateN(n); {
+		validate := l.ValidateN
+		if usage { // usage may be more than the limit (slidelog.Limit.ValidateUsage)
+			validate = l.ValidateUsage
+		}
+		switch err := validate(n); {
 		case errors.Is(err, slidelog.ErrExceedsLimit):
 			fits = false
 		case err != nil:

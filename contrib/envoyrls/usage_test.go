@@ -259,21 +259,32 @@ func TestUsagePastTheLimit(t *testing.T) {
   - key: blocked
     usage_mode: true
     rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: small
+    usage_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 100}
 `)
-	if got := report(t, e, "llm", 1001, "tenant", "too-much"); got != (state{"OVER_LIMIT OVER_LIMIT", 0, time.Hour}) {
-		t.Fatalf("1001 of 1000: %+v", got)
+	clk, t0 := onClock(t, e)
+	// more than a whole window's limit: recorded, the key over for the hour
+	if got := report(t, e, "llm", 1500, "tenant", "much"); got != (state{"OK OK", 0, time.Hour}) {
+		t.Fatalf("1500 of 1000: %+v", got)
+	}
+	clk.Set(t, t0.Add(time.Hour-time.Microsecond))
+	if got := check(t, e, "llm", "tenant", "much"); got != (state{"OVER_LIMIT OVER_LIMIT", 0, time.Microsecond}) {
+		t.Fatalf("check an hour less 1µs after: %+v", got)
+	}
+	// a limit of at most 128 keeps a member per event: at most its limit
+	// at once; a rule of 0 never fits
+	if got := report(t, e, "llm", 101, "small", "a"); got != (state{"OVER_LIMIT OVER_LIMIT", 0, time.Hour}) {
+		t.Fatalf("101 of 100: %+v", got)
 	}
 	if got := report(t, e, "llm", 1, "blocked", "a"); got != (state{"OVER_LIMIT OVER_LIMIT", 0, time.Hour}) {
 		t.Fatalf("a rule of 0: %+v", got)
 	}
-	if keys := e.rdb.Keys(context.Background(), "*tenant=too-much*").Val(); len(keys) != 0 {
-		t.Fatalf("a report past the limit made keys: %v", keys)
+	if keys := e.rdb.Keys(context.Background(), "*small=a*").Val(); len(keys) != 0 {
+		t.Fatalf("a report that cannot be recorded made keys: %v", keys)
 	}
-	if got := check(t, e, "llm", "tenant", "too-much"); got != (state{"OK OK", 1000, 0}) {
-		t.Fatalf("check after: %+v, want nothing recorded", got)
-	}
-	got := e.srv.Metrics().Rule("llm", "tenant")
-	if want := (envoyrls.RuleCounts{TotalHits: 1001, OverLimit: 1001}); got != want {
+	got := e.srv.Metrics().Rule("llm", "small")
+	if want := (envoyrls.RuleCounts{TotalHits: 101, OverLimit: 101}); got != want {
 		t.Fatalf("metrics %+v, want %+v", got, want)
 	}
 }

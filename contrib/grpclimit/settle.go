@@ -50,9 +50,9 @@ type admission struct {
 // A call settles once: a second Settle does nothing and returns nil. The
 // settle runs even when ctx was canceled (a client that left still used
 // what it used), bounded by the Limiter's own timeout. Its errors:
-// ErrNoAdmission, and the Limiter's (bad input such as actual past a
-// limit's Events, or a Redis failure); with several rules, the first,
-// after every rule was tried.
+// ErrNoAdmission, and the Limiter's (bad input such as actual past what a
+// limit can record, or a Redis failure); with several rules, the first,
+// after every rule was tried. Call it before the handler returns.
 func Settle(ctx context.Context, actual int) error {
 	a, _ := ctx.Value(admissionKey{}).(*admission)
 	if a == nil {
