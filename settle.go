@@ -95,10 +95,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int, limits ...Limit
 	if len(limits) == 1 {
 		q.limit = limits[0]
 	} else {
-		q.limits = append(make([]Limit, 0, len(limits)), limits...)
-		if len(limits) == 0 {
-			q.limits = []Limit{}
-		}
+		q.limits = append(make([]Limit, 0, len(limits)), limits...) // (never nil: several, even when empty)
 	}
 	err := l.checkRequest(&q)
 	var r Result
@@ -107,7 +104,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int, limits ...Limit
 		q.arg.Set(l.ids.Reserve(n))
 		r, err = l.redis(ctx, &q)
 	}
-	l.observeUsage(ctx, opCharge, q.all()[0:min(1, len(q.all()))], n, start, r, err)
+	l.observeUsage(ctx, opCharge, q.all()[:min(1, len(q.all()))], n, start, r, err)
 	return r, err
 }
 

@@ -347,13 +347,9 @@ func (l *Limiter) decide(key string, limits []slidelog.Limit, n int, record, all
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	// The clock under the lock, and never before the key's newest event nor
-	// before every event the sweep dropped had expired.
+	// The clock under the lock (time).
 	en := s.keys[key]
-	t := max(l.now().UnixMicro(), s.floor)
-	if en != nil {
-		t = max(t, en.last)
-	}
+	t := l.time(s, key)
 
 	q := request{limits: limits, n: n, all: all}
 	var views [4]view
