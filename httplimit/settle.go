@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/ratefields"
@@ -24,17 +23,11 @@ var ErrNoAdmission = errors.New("httplimit: the request holds no admission to se
 type admissionKey struct{}
 
 // admission is what Settle needs of a request the middleware admitted:
-// its Handles (one, or one per rule that applied) and how to write the
-// fields again.
+// its Handles, and how to write the fields again.
 type admission struct {
-	settler slidelog.Settler
-	w       http.ResponseWriter
-	o       *Options
-	fields  []string // the policy names, as string fields: Options.Name's, or each applying rule's
-	handles []slidelog.Handle
-
-	mu      sync.Mutex
-	settled bool
+	*ratefields.Admission
+	w http.ResponseWriter
+	o *Options
 }
 
 // Settle settles the admission of r, the request the middleware passed to
@@ -60,38 +53,21 @@ func Settle(r *http.Request, actual int) error {
 	if a == nil {
 		return fmt.Errorf("%w: the middleware did not admit it", ErrNoAdmission)
 	}
-	if a.settler == nil {
+	if a.Settler == nil {
 		return fmt.Errorf("%w: Options.Limiter (%T) is not a slidelog.Settler, or answered without recording (a policy's degraded admission)", ErrNoAdmission, a.o.Limiter)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.settled {
-		return nil
+	items, results, err := a.Settle(r.Context(), actual)
+	if err != nil || items == nil {
+		return err // (no items: settled already)
 	}
-	ctx := context.WithoutCancel(r.Context())
-	results := make([]slidelog.Result, len(a.handles))
-	var first error
-	for i, h := range a.handles {
-		res, err := a.settler.Settle(ctx, h, actual)
-		if err != nil && first == nil {
-			first = err
-		}
-		results[i] = res
-	}
-	if first != nil {
-		return first
-	}
-	a.settled = true
-	states := make([]string, len(results))
 	tightest := 0
 	for i, res := range results {
-		states[i] = ratefields.State(a.fields[i], res)
 		if res.Remaining < results[tightest].Remaining {
 			tightest = i
 		}
 	}
 	h := a.w.Header() // (a response written already keeps what it sent)
-	h.Set("RateLimit", strings.Join(states, ", "))
+	h.Set("RateLimit", strings.Join(items, ", "))
 	if a.o.LegacyHeaders {
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(results[tightest].Remaining))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(ratefields.Seconds(results[tightest].ResetAfter, 0), 10))
@@ -100,15 +76,8 @@ func Settle(r *http.Request, actual int) error {
 }
 
 // admitted is r with its admission (results' Handles, under the policy
-// names fields) for Settle: r itself when nothing can be settled.
+// names fields) for Settle (its Settler nil when nothing can be settled).
 func (o *Options) admitted(w http.ResponseWriter, r *http.Request, fields []string, results []slidelog.Result) *http.Request {
-	a := &admission{w: w, o: o, fields: fields, handles: make([]slidelog.Handle, len(results))}
-	a.settler, _ = o.Limiter.(slidelog.Settler)
-	for i, res := range results {
-		a.handles[i] = res.Handle()
-		if a.handles[i] == (slidelog.Handle{}) {
-			a.settler = nil // a degraded admission (FailOpen, shadow mode) recorded nothing
-		}
-	}
+	a := &admission{Admission: ratefields.NewAdmission(o.Limiter, fields, results), w: w, o: o}
 	return r.WithContext(context.WithValue(r.Context(), admissionKey{}, a))
 }

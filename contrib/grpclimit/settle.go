@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -25,17 +24,11 @@ var ErrNoAdmission = httplimit.ErrNoAdmission
 type admissionKey struct{}
 
 // admission is what Settle needs of a call the interceptor admitted: its
-// Handles (one, or one per rule that applied), and how to send the state
-// after it.
+// Handles, and how to send the state after it.
 type admission struct {
-	settler    slidelog.Settler
+	*ratefields.Admission
 	limiter    Limiter
 	setTrailer func(metadata.MD) error
-	fields     []string // the policy names, as string fields: Options.Name's, or each applying rule's
-	handles    []slidelog.Handle
-
-	mu      sync.Mutex
-	settled bool
 }
 
 // Settle settles the admission of the call whose handler's context is ctx
@@ -58,44 +51,21 @@ func Settle(ctx context.Context, actual int) error {
 	if a == nil {
 		return fmt.Errorf("%w: the interceptor did not admit the call", ErrNoAdmission)
 	}
-	if a.settler == nil {
+	if a.Settler == nil {
 		return fmt.Errorf("%w: Options.Limiter (%T) is not a slidelog.Settler, or answered without recording (a policy's degraded admission)", ErrNoAdmission, a.limiter)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.settled {
-		return nil
+	items, _, err := a.Settle(ctx, actual)
+	if err != nil || items == nil {
+		return err // (no items: settled already)
 	}
-	ctx = context.WithoutCancel(ctx)
-	states := make([]string, len(a.handles))
-	var first error
-	for i, h := range a.handles {
-		res, err := a.settler.Settle(ctx, h, actual)
-		if err != nil && first == nil {
-			first = err
-		}
-		states[i] = ratefields.State(a.fields[i], res)
-	}
-	if first != nil {
-		return first
-	}
-	a.settled = true
-	_ = a.setTrailer(metadata.Pairs(stateField, strings.Join(states, ", "))) // (fails only after the call ended)
+	_ = a.setTrailer(metadata.Pairs(stateField, strings.Join(items, ", "))) // (fails only after the call ended)
 	return nil
 }
 
 // admitted is what Settle needs of an admission of results, under the
 // policy names fields.
 func (s *server) admitted(fields []string, results []slidelog.Result) *admission {
-	a := &admission{limiter: s.limiter, fields: fields, handles: make([]slidelog.Handle, len(results))}
-	a.settler, _ = s.limiter.(slidelog.Settler)
-	for i, res := range results {
-		a.handles[i] = res.Handle()
-		if a.handles[i] == (slidelog.Handle{}) {
-			a.settler = nil // a degraded admission recorded nothing
-		}
-	}
-	return a
+	return &admission{Admission: ratefields.NewAdmission(s.limiter, fields, results), limiter: s.limiter}
 }
 
 // admittedStream is a stream whose Context holds its admission.
