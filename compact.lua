@@ -161,7 +161,7 @@ local function compactLib()
     if count + n > lg.C then
       -- grow (or make) the log: rewritten whole, sized exactly, the live
       -- events first (indexes from 0)
-      local C = math.min(math.max(limit, lg.C), math.max(2 * lg.C, count + n, 64))
+      local C = math.min(math.max(limit, lg.C), math.max(2 * lg.C, count + n, 64), maxSlots)
       if C < count + n then
         -- past the limit: a charge's (never refused), by a quarter at
         -- least, so that charges past it do not rewrite it each time
@@ -281,7 +281,7 @@ local function compactLib()
       end
       return blocksOf(key, times, window, limit)
     end
-    local C = math.min(math.max(limit, m + n), math.max(64, 2 * (m + n)))
+    local C = math.min(math.max(limit, m + n), math.max(64, 2 * (m + n)), maxSlots)
     local ring = {}
     for j = 1, m do
       ring[j] = enc(tonumber(z[2 * j]))

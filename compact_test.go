@@ -369,6 +369,20 @@ func TestSlotLogConversionKeepsItsTable(t *testing.T) {
 			if f := formatOf(t, rdb, prefix+"big"); f != "slots" {
 				t.Errorf("a compact log of 5 001 live events is now a %s, want it kept", f)
 			}
+			// an admission of more events than it holds converts it
+			larger := Limit{Events: 20000, Window: time.Hour}
+			if r, err := slots.AllowN(ctx, "larger", larger, 5000); err != nil || !r.Allowed {
+				t.Fatal(r, err)
+			}
+			if r, err := blocks.AllowN(ctx, "larger", larger, 6000); err != nil || !r.Allowed || r.Remaining != 9000 {
+				t.Fatalf("AllowN(6 000) on 5 000 slots: %+v %v", r, err)
+			}
+			if f := formatOf(t, rdb, prefix+"larger"); f != "blocks" {
+				t.Errorf("a compact log of 5 000 live events after an admission of 6 000 is a %s, want a block log", f)
+			}
+			if p, err := slots.Peek(ctx, "larger", larger); err != nil || p.Remaining != 9000 {
+				t.Errorf("Peek: %+v %v; want 9 000 left", p, err)
+			}
 		})
 	}
 }
@@ -781,6 +795,99 @@ func TestCompactPastAListpack(t *testing.T) {
 			// one AllowN past 128 on a new key makes a compact log at once
 			if r, err := l.AllowN(ctx, "big", lim, 500); err != nil || !r.Allowed || storeOf(t, rdb, prefix+"big") != "string" {
 				t.Errorf("AllowN(500) on a new key: %+v, %v, a %s; want a compact log", r, err, storeOf(t, rdb, prefix+"big"))
+			}
+		})
+	}
+}
+
+// A sorted set of a limit kept compactly with more than 4 096 live events
+// (an older slidelog's) stays a sorted set for a request of at most its
+// size, but one larger still makes it a block log first: n members would
+// cost Redis more than the conversion. Decisions match the model.
+func TestLargeSortedSetBecomesBlockLogForALargerN(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": nil, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			var m *mini
+			if rdb == nil {
+				m = newMini(t)
+				rdb = m.Rdb
+			}
+			prefix := uniqueKey(t) + ":"
+			older, l := New(rdb, compactAbove(1<<30), WithPrefix(prefix)), New(rdb, WithPrefix(prefix))
+			ctx := context.Background()
+			lim := Limit{Events: 1 << 20, Window: time.Hour}
+			at := func(d time.Duration) {
+				if m != nil {
+					m.At(d)
+				}
+			}
+			for i := range 50 {
+				at(time.Duration(i) * time.Millisecond)
+				if r, err := older.AllowN(ctx, "k", lim, 100); err != nil || !r.Allowed {
+					t.Fatalf("fill %d: %+v, %v", i, r, err)
+				}
+			}
+			at(time.Second)
+			if r, err := l.AllowN(ctx, "k", lim, 4000); err != nil || !r.Allowed || r.Remaining != lim.Events-9000 {
+				t.Fatalf("AllowN(4000): %+v, %v", r, err)
+			}
+			if f := formatOf(t, rdb, prefix+"k"); f != "zset" {
+				t.Fatalf("after n = 4 000 on 5 000 events: a %s, want a sorted set", f)
+			}
+			r, err := l.AllowN(ctx, "k", lim, 100_000)
+			if err != nil || !r.Allowed || r.Remaining != lim.Events-109_000 {
+				t.Fatalf("AllowN(100 000): %+v, %v", r, err)
+			}
+			if f := formatOf(t, rdb, prefix+"k"); f != "blocks" {
+				t.Fatalf("after n = 100 000 on 9 000 events: a %s, want a block log", f)
+			}
+			if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-109_000 {
+				t.Errorf("Peek: %+v, %v", p, err)
+			}
+			if err := l.Refund(ctx, r.Handle()); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-9000 {
+				t.Errorf("Peek after the refund: %+v, %v; want %d left", p, err, lim.Events-9000)
+			}
+		})
+	}
+}
+
+// A compact log of slots never grows past maxSlots (7 bytes a slot, under
+// Redis' 512 MB string): a request under a limit past it that would take
+// the log there makes a block log instead, from a sorted set or from a
+// log of slots.
+func TestSlotLogPastMaxSlotsIsABlockLog(t *testing.T) {
+	for name, rdb := range map[string]*redis.Client{"miniredis": nil, "redis": realRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			if rdb == nil {
+				rdb = newMini(t).Rdb
+			}
+			prefix := uniqueKey(t) + ":"
+			ctx := context.Background()
+			lim := Limit{Events: MaxEvents, Window: time.Hour}
+			fromSet, fromSlots := New(rdb, slotLog, WithPrefix(prefix)), New(rdb, slotLog, compactFromFirst, WithPrefix(prefix))
+			if r, err := fromSet.AllowN(ctx, "set", lim, maxSlots+1); err != nil || !r.Allowed || r.Remaining != MaxEvents-maxSlots-1 {
+				t.Fatalf("AllowN(maxSlots+1) on an empty key: %+v, %v", r, err)
+			}
+			if f := formatOf(t, rdb, prefix+"set"); f != "blocks" {
+				t.Errorf("a request past maxSlots made a %s, want a block log", f)
+			}
+			if r, err := fromSlots.AllowN(ctx, "slots", lim, 1000); err != nil || !r.Allowed {
+				t.Fatalf("AllowN(1000): %+v, %v", r, err)
+			}
+			if f := formatOf(t, rdb, prefix+"slots"); f != "slots" {
+				t.Fatalf("a log of 1 000 events: a %s, want slots", f)
+			}
+			if r, err := fromSlots.AllowN(ctx, "slots", lim, maxSlots); err != nil || !r.Allowed || r.Remaining != MaxEvents-maxSlots-1000 {
+				t.Fatalf("AllowN(maxSlots) on 1 000 slots: %+v, %v", r, err)
+			}
+			if f := formatOf(t, rdb, prefix+"slots"); f != "blocks" {
+				t.Errorf("a log of slots taken past maxSlots is a %s, want a block log", f)
+			}
+			if n := rdb.StrLen(ctx, prefix+"slots").Val(); n > 1<<16 {
+				t.Errorf("the log holds %d bytes, want a block log of a few", n)
 			}
 		})
 	}

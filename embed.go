@@ -37,9 +37,9 @@ var (
 	needLua string
 
 	// sizesLua gives the scripts the sizes limit.go defines: the most
-	// slots a compact log has (MaxEvents), so that its reader refuses
-	// exactly what its writer can never write.
-	sizesLua = fmt.Sprintf("local maxSlots = %d -- MaxEvents (limit.go)\n", MaxEvents)
+	// slots a compact log of slots has (maxSlots), so that its reader
+	// refuses exactly what its writer can never write.
+	sizesLua = fmt.Sprintf("local maxSlots = %d -- maxSlots (limit.go)\n", maxSlots)
 
 	// thresholdsLua gives script.lua its thresholds: convertPast, the live
 	// events past which an admission turns a sorted set the client keeps

@@ -117,12 +117,10 @@ const MaxLimits = 64
 // them before the Lua sources).
 const (
 	// MaxEvents is the largest Events of a sliding-window limit, and so the
-	// largest n of one request under it. A compact log of slots (the
-	// format of older versions, which decisions still read) keeps at most
-	// MaxEvents events of 7 bytes each (470 MB, under Redis' 512 MB
-	// string): it refuses to be, or to grow, larger. A block log records
-	// any n as one entry.
-	MaxEvents = 1 << 26
+	// largest n of one request under it (2^30, over a billion: a day's
+	// tokens of a large language model gateway). A limit of more than 128
+	// events is kept in a block log, which records any n as one entry.
+	MaxEvents = 1 << 30
 	// MaxQuota is the largest Events of a calendar quota (Daily, Monthly):
 	// a quota is a count, exact in a Lua number while under 2^53 with room
 	// for what a period may add past its limit.
@@ -133,6 +131,12 @@ const (
 	// seconds at 65 536.
 	MaxAcquireN = 1 << 10
 )
+
+// maxSlots is the most events a compact log of slots holds (the format of
+// older versions, which decisions still read): 7 bytes each, 470 MB, under
+// Redis' 512 MB string. Such a log that would grow past it becomes a block
+// log (script.lua); its reader refuses a larger one (embed.go).
+const maxSlots = 1 << 26
 
 // maxWindow is the longest window whose microseconds a Lua number holds exactly.
 const maxWindow = (1 << 53) * time.Microsecond

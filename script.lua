@@ -378,24 +378,25 @@ while argAt < nargs do
       if index then
         key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota = unpack(logs, 10 * i - 9, 10 * i)
       end
-      if count + n > convertPast and count <= 4096 and not lg and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then
+      if count + n > convertPast and (count <= 4096 or n > count) and not lg and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then
         -- a sorted set of a limit the client keeps compactly ('-': a
         -- negated window), which this admission takes past convertPast live
         -- events (a listpack's 128 members: embed.go): it becomes a compact
         -- log of its live events, in place, and is admitted as one (a larger
-        -- one, an older slidelog's, stays a sorted set)
+        -- one, an older slidelog's, stays a sorted set, unless n is larger
+        -- still: n members would cost more than converting it)
         if not compactLib then
           compactLib, openCompact, compactStep = need('compact')
         end
         clib = clib or compactLib()
-        lg = clib.convert(key, limit, now - window, n, blockLog, window)
+        lg = clib.convert(key, limit, now - window, n, blockLog or count + n > maxSlots, window)
         count, gone, unknown = lg.T, 0, false
       end
-      if lg and not lg.bs and ((blockLog and count <= 4096) or count + n > maxSlots) then
+      if lg and not lg.bs and ((blockLog and (count <= 4096 or n > count)) or count + n > maxSlots) then
         -- a compact log of a slot per event (an older slidelog's), which
         -- becomes a block log of its live events, in place, and is
-        -- admitted as one (a larger one stays as it is, unless a charge
-        -- would take it past the most slots a log holds)
+        -- admitted as one (a larger one stays as it is, unless n is
+        -- larger still or would take it past the most slots a log holds)
         clib = clib or compactLib()
         lg = clib.toBlocks(lg, limit, window)
       end

@@ -23,7 +23,7 @@ var sizeCases = []struct {
 	// none (Lua 5.1's string.rep takes a C int), WRONGTYPE for its window
 	{"2^31 events, n 2^31", Limit{Events: 1 << 31, Window: time.Hour}, 1 << 31, ErrInvalidLimit},
 	{"2^32-1 per year", Limit{Events: 1<<32 - 1, Window: 365 * 24 * time.Hour}, 1, ErrInvalidLimit},
-	// a log the compact reader would refuse once written (over maxSlots)
+	// past the largest count a limit keeps
 	{"MaxEvents+1", Limit{Events: MaxEvents + 1, Window: time.Hour}, 1, ErrInvalidLimit},
 	{"n MaxEvents+1", Limit{Events: MaxEvents, Window: time.Hour}, MaxEvents + 1, ErrExceedsLimit},
 	{"a daily quota over MaxQuota", Daily(MaxQuota+1, time.UTC), 1, ErrInvalidLimit},

@@ -28,8 +28,8 @@ func TestConfigRefused(t *testing.T) {
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 24h, requests_per_unit: 1, calendar: {}}", "not a window"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 90s, unit: second, requests_per_unit: 1}", "give one"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 90x, requests_per_unit: 1}", "invalid window"},
-		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 67108865}", "descriptor 'd.k': requests_per_unit 67108865 is more than 67108864, the most a window keeps"},
-		{"domain: d\ndescriptors:\n  - key: k\n    rate_limits: [{unit: second, requests_per_unit: 1}, {window: 90s, requests_per_unit: 4294967295}]", "descriptor 'd.k': requests_per_unit 4294967295 is more than 67108864"},
+		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 1073741825}", "descriptor 'd.k': requests_per_unit 1073741825 is more than 1073741824, the most a window keeps"},
+		{"domain: d\ndescriptors:\n  - key: k\n    rate_limits: [{unit: second, requests_per_unit: 1}, {window: 90s, requests_per_unit: 4294967295}]", "descriptor 'd.k': requests_per_unit 4294967295 is more than 1073741824"},
 		{"domain: d\ndescriptors: [", "error loading config file"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}", "error loading config file"},
 	} {
@@ -63,14 +63,14 @@ descriptors:
       - key: k3
         rate_limit: {unit: week, requests_per_unit: 5}
   - key: k4
-    rate_limit: {unit: year, requests_per_unit: 67108864}
+    rate_limit: {unit: year, requests_per_unit: 1073741824}
 `)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "d.k_a*: unit=YEAR requests_per_unit=0, shadow_mode: false, quota_mode: false\n" +
 		"d.k2.k3: unit=WEEK requests_per_unit=5, shadow_mode: false, quota_mode: false\n" +
-		"d.k4: unit=YEAR requests_per_unit=67108864, shadow_mode: false, quota_mode: false\n"
+		"d.k4: unit=YEAR requests_per_unit=1073741824, shadow_mode: false, quota_mode: false\n"
 	if cfg.String() != want {
 		t.Errorf("dump:\n%s\nwant:\n%s", cfg, want)
 	}

@@ -622,7 +622,7 @@ descriptors:
 	}
 	_, err = e.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d",
 		Descriptors: []*rlv3.RateLimitDescriptor{override(desc("tenant", "t"), slidelog.MaxEvents+1, typev3.RateLimitUnit_SECOND)}})
-	if status.Code(err) != codes.Unknown || !strings.Contains(status.Convert(err).Message(), "more than 67108864") {
+	if status.Code(err) != codes.Unknown || !strings.Contains(status.Convert(err).Message(), "more than 1073741824") {
 		t.Fatalf("an override of MaxEvents+1: %v", err)
 	}
 	if r := e.ask(t, "d", 0, withHits(desc("user", "u"), 0)); codesOf(r) != "OK OK" || r.Statuses[0].LimitRemaining != 5 {

@@ -31,7 +31,7 @@ func TestOptionsValidate(t *testing.T) {
 		{grpclimit.Options{Limiter: lim, Methods: map[string]slidelog.Limit{"/pkg.Svc/M": slidelog.PerSecond(1)}, LimitFor: limitFor}, "LimitFor replaces"},
 		{grpclimit.Options{Limiter: lim, Limit: slidelog.Limit{Events: 0, Window: 1}}, "Options.Limit: slidelog: invalid limit"},
 		{grpclimit.Options{Limiter: lim, Limit: slidelog.PerMinute(slidelog.MaxEvents)}, ""},
-		{grpclimit.Options{Limiter: lim, Limit: slidelog.PerMinute(slidelog.MaxEvents + 1)}, "Options.Limit: slidelog: invalid limit: events 67108865 > MaxEvents"},
+		{grpclimit.Options{Limiter: lim, Limit: slidelog.PerMinute(slidelog.MaxEvents + 1)}, "Options.Limit: slidelog: invalid limit: events 1073741825 > MaxEvents"},
 		{grpclimit.Options{Limiter: lim, Methods: map[string]slidelog.Limit{"/pkg.Svc/M": {Events: 1 << 31, Window: time.Second}}}, "MaxEvents"},
 		{grpclimit.Options{Limiter: lim, Methods: map[string]slidelog.Limit{"/pkg.Svc/M": {Events: 1}}}, `Options.Methods["/pkg.Svc/M"]: slidelog: invalid limit`},
 		{grpclimit.Options{Limiter: lim, Methods: map[string]slidelog.Limit{"pkg.Svc/M": slidelog.PerSecond(1)}}, `"pkg.Svc/M" is not a full method name`},
