@@ -5,18 +5,11 @@ import "time"
 // Timer is what a request's renewals are planned with.
 type Timer = timer
 
-// SetAfterFunc makes the renewals use f instead of time.AfterFunc, until
-// restore is called: a test then renews when it likes.
-func SetAfterFunc(f func(d time.Duration, fn func()) Timer) (restore func()) {
-	old := afterFunc
-	afterFunc = f
-	return func() { afterFunc = old }
-}
-
-// SetLogNow makes the default OnError's rate of lines read f instead of
-// time.Now, until restore is called.
-func SetLogNow(f func() time.Time) (restore func()) {
-	old := logNow
-	logNow = f
-	return func() { logNow = old }
+// WithClock is o with a clock of the test's: the middleware built from it
+// reads the time with now (the default OnError's rate of lines, the
+// renewals) and plans its renewals with after, so that a test renews when
+// it likes. A nil now or after is the system's (time.Now, time.AfterFunc).
+func WithClock(o Options, now func() time.Time, after func(d time.Duration, fn func()) Timer) Options {
+	o.clock = &clock{now: now, after: after}
+	return o
 }

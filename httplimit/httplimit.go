@@ -165,6 +165,10 @@ type Options struct {
 	// LogInterval per middleware, the next line counting those left out
 	// ("suppressed"). Set it to log elsewhere, or otherwise.
 	OnError func(w http.ResponseWriter, r *http.Request, status int, err error)
+
+	// clock is what the middleware reads the time with and plans InFlight's
+	// renewals with; nil is the system's (see clock).
+	clock *clock
 }
 
 // Validate reports the configuration mistake New would panic on, or nil.
@@ -194,7 +198,7 @@ func New(o Options) func(http.Handler) http.Handler {
 		panic(err.Error())
 	}
 	if o.OnError == nil {
-		o.OnError = (&errorLog{what: "rate"}).onError
+		o.OnError = (&errorLog{what: "rate", now: o.clock.resolved().now}).onError
 	}
 	if len(o.Rules) > 0 {
 		if o.OnDenied == nil {

@@ -123,7 +123,8 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 	if o.OnDenied == nil {
 		o.OnDenied = inFlightDenied
 	}
-	logs := &errorLog{what: "in-flight"}
+	clk := o.clock.resolved()
+	logs := &errorLog{what: "in-flight", now: clk.now}
 	if o.OnError == nil {
 		o.OnError = logs.onError
 	}
@@ -153,7 +154,7 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 				o.OnError(w, r, http.StatusInternalServerError, fmt.Errorf("httplimit: Options.LimitFor returned a lease (Window) of %v, shorter than MinLease, %v: %w", limit.Window, MinLease, slidelog.ErrInvalidLimit))
 				return
 			}
-			start := now()
+			start := clk.now()
 			lease, err := acq.AcquireN(r.Context(), key, limit, cost)
 			if err != nil {
 				o.OnError(w, r, errorStatus(err), err)
@@ -165,7 +166,7 @@ func InFlight(o InFlightOptions) func(http.Handler) http.Handler {
 				o.OnDenied(w, r, lease.Result)
 				return
 			}
-			h := hold(r, lease, start, o.OnLeaseError)
+			h := hold(r, lease, start, o.OnLeaseError, clk)
 			defer h.end()
 			next.ServeHTTP(w, r)
 		})
@@ -242,18 +243,6 @@ func errorStatus(err error) int {
 	return http.StatusServiceUnavailable
 }
 
-// timer is what a holding needs of a *time.Timer.
-type timer interface {
-	Reset(d time.Duration) bool
-	Stop() bool
-}
-
-// afterFunc is time.AfterFunc; the tests replace it to renew at will.
-var afterFunc = func(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
-
-// now is time.Now; the tests replace it to renew on a clock of their own.
-var now = time.Now
-
 // holding is a running request's lease: renewed every third of the lease
 // until the handler returns, then released.
 //
@@ -267,17 +256,19 @@ type holding struct {
 	lease slidelog.Lease
 	every time.Duration // a third of the lease: between renewals, and their bound
 	onErr func(*http.Request, error)
+	clock *clock // the middleware's: the time read, and the renewals' timer
 
 	mu    sync.Mutex
 	timer timer
 	done  bool // the handler returned: no renewal any more
 }
 
-// hold starts renewing lease, acquired by a call that began at start.
-func hold(r *http.Request, lease slidelog.Lease, start time.Time, onErr func(*http.Request, error)) *holding {
-	h := &holding{r: r, lease: lease, every: max(lease.Limit.Window/3, time.Microsecond), onErr: onErr}
+// hold starts renewing lease, acquired by a call that began at start, on
+// clk's time and timers.
+func hold(r *http.Request, lease slidelog.Lease, start time.Time, onErr func(*http.Request, error), clk *clock) *holding {
+	h := &holding{r: r, lease: lease, every: max(lease.Limit.Window/3, time.Microsecond), onErr: onErr, clock: clk}
 	h.mu.Lock()
-	h.timer = afterFunc(h.next(start), h.renew)
+	h.timer = clk.after(h.next(start), h.renew)
 	h.mu.Unlock()
 	return h
 }
@@ -285,14 +276,14 @@ func hold(r *http.Request, lease slidelog.Lease, start time.Time, onErr func(*ht
 // next is how long after now a renewal comes, the call before it having
 // begun at start.
 func (h *holding) next(start time.Time) time.Duration {
-	return max(h.every-now().Sub(start), 0)
+	return max(h.every-h.clock.now().Sub(start), 0)
 }
 
 // renew renews the lease, and plans the next renewal unless the slot was
 // lost, the lease cannot be renewed (errors.ErrUnsupported: no renewal will
 // ever succeed), or the handler returned.
 func (h *holding) renew() {
-	start := now()
+	start := h.clock.now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), h.every)
 	_, err := h.lease.Renew(ctx)
 	cancel()

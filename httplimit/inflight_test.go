@@ -76,23 +76,25 @@ func (f *fakeTimer) fire() bool {
 	return armed
 }
 
-// fakeTimers replaces the renewals' timers for the test, and returns the
-// timers made so far.
-func fakeTimers(t *testing.T) func() []*fakeTimer {
+// fakeTimers is renewal timers that fire when the test says: after plans
+// a renewal on one (httplimit.WithClock's after), and made returns the
+// timers after made so far.
+func fakeTimers() (after func(time.Duration, func()) httplimit.Timer, made func() []*fakeTimer) {
 	var mu sync.Mutex
-	var made []*fakeTimer
-	t.Cleanup(httplimit.SetAfterFunc(func(d time.Duration, fn func()) httplimit.Timer {
+	var timers []*fakeTimer
+	after = func(d time.Duration, fn func()) httplimit.Timer {
 		f := &fakeTimer{d: d, fn: fn, armed: true}
 		mu.Lock()
-		made = append(made, f)
+		timers = append(timers, f)
 		mu.Unlock()
 		return f
-	}))
-	return func() []*fakeTimer {
+	}
+	made = func() []*fakeTimer {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]*fakeTimer(nil), made...)
+		return append([]*fakeTimer(nil), timers...)
 	}
+	return after, made
 }
 
 // gate is a handler whose requests with "X-Block" wait, once inside, until
@@ -131,12 +133,12 @@ func (g *gate) hold(t *testing.T, h http.Handler, remote string) <-chan *httptes
 // Retry-After at the oldest lease's end, rounded up, never 0, and no
 // RateLimit field; a request that returns frees its slot at once.
 func TestInFlightHoldsAndReleases(t *testing.T) {
-	fakeTimers(t)
+	after, _ := fakeTimers()
 	c := &clock{t: epoch}
 	l := local.New(local.WithClock(c.now))
 	g := newGate()
-	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
-		Limit: slidelog.InFlight(2, 10*time.Second), Name: "api", LegacyHeaders: true}})(g)
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.WithClock(httplimit.Options{Limiter: l,
+		Limit: slidelog.InFlight(2, 10*time.Second), Name: "api", LegacyHeaders: true}, nil, after)})(g)
 	a := g.hold(t, h, "192.0.2.1:1")
 	b := g.hold(t, h, "192.0.2.1:2")
 	for _, s := range []struct {
@@ -187,11 +189,11 @@ func TestInFlightHoldsAndReleases(t *testing.T) {
 
 // A handler that panics gives its slot back, and the panic goes on.
 func TestInFlightPanicReleases(t *testing.T) {
-	fakeTimers(t)
+	after, _ := fakeTimers()
 	_, l := server(t)
 	boom := errors.New("boom")
-	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
-		Limit: slidelog.InFlight(1, time.Hour)}})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(boom) }))
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.WithClock(httplimit.Options{Limiter: l,
+		Limit: slidelog.InFlight(1, time.Hour)}, nil, after)})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(boom) }))
 	for i := range 3 {
 		got := func() (v any) {
 			defer func() { v = recover() }()
@@ -209,10 +211,10 @@ type cancelKey struct{}
 // The client went away (its context canceled) while the handler ran: the
 // slot is still released.
 func TestInFlightReleasesAfterCancel(t *testing.T) {
-	fakeTimers(t)
+	after, _ := fakeTimers()
 	_, l := server(t)
-	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
-		Limit: slidelog.InFlight(1, time.Hour)}})(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.WithClock(httplimit.Options{Limiter: l,
+		Limit: slidelog.InFlight(1, time.Hour)}, nil, after)})(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		r.Context().Value(cancelKey{}).(context.CancelFunc)()
 	}))
 	for i := range 3 {
@@ -230,7 +232,7 @@ func TestInFlightReleasesAfterCancel(t *testing.T) {
 
 // Errors answer as New's do: 413, 400, 500, 503, through OnError.
 func TestInFlightErrors(t *testing.T) {
-	fakeTimers(t)
+	after, _ := fakeTimers()
 	_, l := server(t, slidelog.WithMaxEvents(10))
 	m2, down := server(t)
 	m2.Close()
@@ -258,7 +260,7 @@ func TestInFlightErrors(t *testing.T) {
 		}
 		called := false
 		next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
-		w := get(httplimit.InFlight(httplimit.InFlightOptions{Options: c.o})(next), "192.0.2.1:1")
+		w := get(httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.WithClock(c.o, nil, after)})(next), "192.0.2.1:1")
 		if w.Code != c.status || status != c.status || got == nil || (c.want != nil && !errors.Is(got, c.want)) || called {
 			t.Errorf("%s: %d, OnError(%d, %v), handler called %v; want %d", c.name, w.Code, status, got, called, c.status)
 		}
@@ -267,7 +269,7 @@ func TestInFlightErrors(t *testing.T) {
 		}
 	}
 	// The default OnError: a problem body.
-	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: down, Limit: lim}})(ok)
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.WithClock(httplimit.Options{Limiter: down, Limit: lim}, nil, after)})(ok)
 	if w := get(h, "192.0.2.1:1"); w.Code != 503 || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("default OnError: %d %v", w.Code, w.Header())
 	}
@@ -275,11 +277,11 @@ func TestInFlightErrors(t *testing.T) {
 
 // An exempt request is neither counted nor holding a slot.
 func TestInFlightExempt(t *testing.T) {
-	fakeTimers(t)
+	after, _ := fakeTimers()
 	_, l := server(t)
 	g := newGate()
-	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, time.Hour),
-		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" }}})(g)
+	h := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.WithClock(httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, time.Hour),
+		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" }}, nil, after)})(g)
 	health := make(chan *httptest.ResponseRecorder, 1)
 	go func() {
 		r := httptest.NewRequest("GET", "/healthz", nil)
@@ -312,15 +314,14 @@ func TestInFlightExempt(t *testing.T) {
 // slot for as long as it runs; a renewal that comes too late is told to
 // OnLeaseError, and stops.
 func TestInFlightRenews(t *testing.T) {
-	timers := fakeTimers(t)
+	after, timers := fakeTimers()
 	c := &clock{t: epoch}
-	t.Cleanup(httplimit.SetNow(c.now))
 	l := local.New(local.WithClock(c.now))
 	g := newGate()
 	var mu sync.Mutex
 	var leaseErrs []error
 	h := httplimit.InFlight(httplimit.InFlightOptions{
-		Options: httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, 9*time.Second)},
+		Options: httplimit.WithClock(httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, 9*time.Second)}, c.now, after),
 		OnLeaseError: func(_ *http.Request, err error) {
 			mu.Lock()
 			leaseErrs = append(leaseErrs, err)
@@ -376,11 +377,11 @@ func TestInFlightRenews(t *testing.T) {
 // A release that fails (Redis failing) is told to OnLeaseError; the slot
 // then stays held until its lease runs out.
 func TestInFlightReleaseFails(t *testing.T) {
-	fakeTimers(t)
+	after, _ := fakeTimers()
 	m, l := server(t)
 	var got error
 	h := httplimit.InFlight(httplimit.InFlightOptions{
-		Options:      httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, time.Hour)},
+		Options:      httplimit.WithClock(httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, time.Hour)}, nil, after),
 		OnLeaseError: func(_ *http.Request, err error) { got = err },
 	})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		m.SetError("LOADING Redis is loading the dataset in memory")
@@ -512,13 +513,13 @@ func rateFieldsOf(w *httptest.ResponseRecorder) string {
 // event and the fourth is over the rate. docs/inflight.md shows the other
 // order (TestInFlightOutsideChargesNoDenied).
 func TestInFlightWithRateLimit(t *testing.T) {
-	fakeTimers(t)
+	after, _ := fakeTimers()
 	_, l := server(t)
 	g := newGate()
 	key := httplimit.Header("X-API-Key")
 	rate := httplimit.New(httplimit.Options{Limiter: l, Limit: slidelog.PerMinute(3), Key: key, LegacyHeaders: true})
-	inflight := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l,
-		Limit: slidelog.InFlight(1, time.Hour), Key: key}})
+	inflight := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.WithClock(httplimit.Options{Limiter: l,
+		Limit: slidelog.InFlight(1, time.Hour), Key: key}, nil, after)})
 	h := rate(inflight(g))
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() { done <- get(h, "192.0.2.1:1", "X-API-Key", "abc", "X-Block", "1") }()
@@ -541,8 +542,8 @@ func TestInFlightWithRateLimit(t *testing.T) {
 	// An in-flight error (its limiter down, the rate's up): no rate field either.
 	m2, down := server(t)
 	m2.Close()
-	h = rate(httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: down,
-		Limit: slidelog.InFlight(1, time.Hour), Key: key}})(ok))
+	h = rate(httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.WithClock(httplimit.Options{Limiter: down,
+		Limit: slidelog.InFlight(1, time.Hour), Key: key}, nil, after)})(ok))
 	if w := get(h, "192.0.2.1:1", "X-API-Key", "other"); w.Code != 503 || rateFieldsOf(w) != "" {
 		t.Errorf("the in-flight limiter down: %d, rate fields %q; want 503 and none", w.Code, rateFieldsOf(w))
 	}
@@ -556,13 +557,13 @@ func TestInFlightWithRateLimit(t *testing.T) {
 // two more are admitted after, and only the third of them is over the
 // rate, which then holds no slot.
 func TestInFlightOutsideChargesNoDenied(t *testing.T) {
-	fakeTimers(t)
+	after, _ := fakeTimers()
 	_, l := server(t)
 	g := newGate()
 	key := httplimit.Header("X-API-Key")
 	perMinute, oneAtOnce := slidelog.PerMinute(3), slidelog.InFlight(1, time.Hour)
 	rate := httplimit.New(httplimit.Options{Limiter: l, Limit: perMinute, Key: key})
-	inflight := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: l, Limit: oneAtOnce, Key: key}})
+	inflight := httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.WithClock(httplimit.Options{Limiter: l, Limit: oneAtOnce, Key: key}, nil, after)})
 	h := inflight(rate(g))
 	ctx := context.Background()
 	charged := func() int {
@@ -690,18 +691,17 @@ func (s *slowRenewals) AcquireN(ctx context.Context, key string, limit slidelog.
 func TestInFlightRenewsAfterSlowFailure(t *testing.T) {
 	c := &clock{t: epoch}
 	var made []*dueTimer
-	t.Cleanup(httplimit.SetAfterFunc(func(d time.Duration, fn func()) httplimit.Timer {
+	after := func(d time.Duration, fn func()) httplimit.Timer {
 		f := &dueTimer{c: c, due: c.now().Add(d), fn: fn, armed: true}
 		made = append(made, f)
 		return f
-	}))
-	t.Cleanup(httplimit.SetNow(c.now))
+	}
 	acq := &slowRenewals{Limiter: local.New(local.WithClock(c.now)), c: c}
 	g := newGate()
 	var mu sync.Mutex
 	var leaseErrs []error
 	h := httplimit.InFlight(httplimit.InFlightOptions{
-		Options: httplimit.Options{Limiter: acq, Limit: slidelog.InFlight(1, 9*time.Second)},
+		Options: httplimit.WithClock(httplimit.Options{Limiter: acq, Limit: slidelog.InFlight(1, 9*time.Second)}, c.now, after),
 		OnLeaseError: func(_ *http.Request, err error) {
 			mu.Lock()
 			leaseErrs = append(leaseErrs, err)
@@ -746,12 +746,12 @@ func (n noRenewals) AcquireN(ctx context.Context, key string, limit slidelog.Lim
 // A lease that cannot be renewed is told to OnLeaseError once, and not
 // tried again every third of the lease for as long as the request runs.
 func TestInFlightUnrenewable(t *testing.T) {
-	timers := fakeTimers(t)
+	after, timers := fakeTimers()
 	g := newGate()
 	var mu sync.Mutex
 	var leaseErrs []error
 	h := httplimit.InFlight(httplimit.InFlightOptions{
-		Options: httplimit.Options{Limiter: noRenewals{local.New()}, Limit: slidelog.InFlight(1, time.Minute)},
+		Options: httplimit.WithClock(httplimit.Options{Limiter: noRenewals{local.New()}, Limit: slidelog.InFlight(1, time.Minute)}, nil, after),
 		OnLeaseError: func(_ *http.Request, err error) {
 			mu.Lock()
 			leaseErrs = append(leaseErrs, err)

@@ -14,13 +14,11 @@ import (
 // says how many ("suppressed").
 const LogInterval = time.Second
 
-// logNow is time.Now; the tests replace it to log on a clock of their own.
-var logNow = time.Now
-
 // errorLog logs one middleware's failures through slog.Default() (the
 // default logger at the time of logging), at most a line per LogInterval.
 type errorLog struct {
-	what string // the limit's kind: "rate" or "in-flight"
+	what string           // the limit's kind: "rate" or "in-flight"
+	now  func() time.Time // the middleware's clock (Options' clock, resolved)
 
 	mu         sync.Mutex
 	logged     bool
@@ -31,7 +29,7 @@ type errorLog struct {
 // log logs msg with attrs, and the count of lines left out before it,
 // unless a line was logged less than LogInterval ago: then it counts it.
 func (l *errorLog) log(r *http.Request, msg string, attrs ...slog.Attr) {
-	now := logNow()
+	now := l.now()
 	l.mu.Lock()
 	if l.logged && now.Sub(l.last) < LogInterval {
 		l.suppressed++

@@ -45,15 +45,20 @@ func (h *records) lines() []map[string]any {
 	return out
 }
 
-// capture makes slog.Default() log to a records for the test, and the
-// default OnError's clock read c.
-func capture(t *testing.T, c *clock) *records {
+// capture makes slog.Default() log to a records for the test. A
+// middleware's default OnError reads the clock of its Options: set it with
+// onClock.
+func capture(t *testing.T) *records {
 	h := &records{}
 	old := slog.Default()
 	slog.SetDefault(slog.New(h))
 	t.Cleanup(func() { slog.SetDefault(old) })
-	t.Cleanup(httplimit.SetLogNow(c.now))
 	return h
+}
+
+// onClock is o with its default OnError's rate of lines on c.
+func onClock(o httplimit.Options, c *clock) httplimit.Options {
+	return httplimit.WithClock(o, c.now, nil)
 }
 
 // failing is a limiter whose every call fails as an unavailable Redis does.
@@ -75,13 +80,13 @@ func (failing) AcquireN(context.Context, string, slidelog.Limit, int) (slidelog.
 func TestDefaultOnErrorLogs(t *testing.T) {
 	c := &clock{}
 	c.set(0)
-	logs := capture(t, c)
+	logs := capture(t)
 	for _, mw := range []struct {
 		name string
 		mw   func(http.Handler) http.Handler
 	}{
-		{"New", httplimit.New(httplimit.Options{Limiter: failing{}, Limit: slidelog.PerMinute(10)})},
-		{"InFlight", httplimit.InFlight(httplimit.InFlightOptions{Options: httplimit.Options{Limiter: failing{}, Limit: slidelog.InFlight(10, time.Minute)}})},
+		{"New", httplimit.New(onClock(httplimit.Options{Limiter: failing{}, Limit: slidelog.PerMinute(10)}, c))},
+		{"InFlight", httplimit.InFlight(httplimit.InFlightOptions{Options: onClock(httplimit.Options{Limiter: failing{}, Limit: slidelog.InFlight(10, time.Minute)}, c)})},
 	} {
 		t.Run(mw.name, func(t *testing.T) {
 			logs.mu.Lock()
@@ -121,7 +126,7 @@ func TestDefaultOnErrorLogs(t *testing.T) {
 // OnError of one's own replaces it, and nothing is logged.
 func TestDefaultOnErrorLogsWhat(t *testing.T) {
 	c := &clock{}
-	logs := capture(t, c)
+	logs := capture(t)
 	_, l := server(t)
 	lim := slidelog.PerMinute(10)
 	for i, o := range []httplimit.Options{
@@ -130,7 +135,7 @@ func TestDefaultOnErrorLogsWhat(t *testing.T) {
 		{Limiter: failing{}, Limit: lim, OnError: func(w http.ResponseWriter, _ *http.Request, status int, _ error) { w.WriteHeader(status) }},
 	} {
 		c.set(time.Duration(i) * time.Hour)
-		if w := get(httplimit.New(o)(ok), "192.0.2.1:1"); w.Code < 400 {
+		if w := get(httplimit.New(onClock(o, c))(ok), "192.0.2.1:1"); w.Code < 400 {
 			t.Fatalf("case %d: %d", i, w.Code)
 		}
 	}
@@ -138,7 +143,7 @@ func TestDefaultOnErrorLogsWhat(t *testing.T) {
 		t.Errorf("lines %v, want none", lines)
 	}
 	c.set(10 * time.Hour)
-	bug := httplimit.New(httplimit.Options{Limiter: l, Limit: lim, Cost: func(*http.Request) int { return 0 }})(ok)
+	bug := httplimit.New(onClock(httplimit.Options{Limiter: l, Limit: lim, Cost: func(*http.Request) int { return 0 }}, c))(ok)
 	if w := get(bug, "192.0.2.1:1"); w.Code != 500 {
 		t.Fatalf("%d, want 500", w.Code)
 	}
@@ -149,12 +154,12 @@ func TestDefaultOnErrorLogsWhat(t *testing.T) {
 
 // InFlight's default OnLeaseError logs a failed release.
 func TestDefaultOnLeaseErrorLogs(t *testing.T) {
-	fakeTimers(t)
+	after, _ := fakeTimers()
 	c := &clock{}
-	logs := capture(t, c)
+	logs := capture(t)
 	m, l := server(t)
 	h := httplimit.InFlight(httplimit.InFlightOptions{
-		Options: httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, time.Hour)},
+		Options: httplimit.WithClock(httplimit.Options{Limiter: l, Limit: slidelog.InFlight(1, time.Hour)}, c.now, after),
 	})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		m.SetError("LOADING Redis is loading the dataset in memory")
 	}))
