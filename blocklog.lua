@@ -72,87 +72,126 @@
 -- so that it fills its allocation (a jemalloc size class), when a block
 -- needs a slot and the ring is full (growing by one size class, at most
 -- 25 %) or when fewer than half its slots are held.
--- blockWalk: decodes the entries of a block's bits bs (count entries, Rice
--- parameter k, mode), from its first (st nil) or after entry st.i (time
--- st.t, weight st.w, its code ending at bit st.bit); calls
--- visit(i, t, w, bitAfter) for each until it returns true. Returns true
--- when visit did.
-local function blockWalk(bs, k, mode, base, count, st, visit)
-  local byte, floor = string.byte, math.floor
-  local pos, acc, nb = 1, 0, 0
-  local function get(n)
-    while nb < n do
-      acc, pos, nb = acc * 256 + (byte(bs, pos) or 0), pos + 1, nb + 8
-    end
-    nb = nb - n
-    local v = floor(acc / 2 ^ nb)
-    acc = acc - v * 2 ^ nb
-    return v
-  end
-  local function big(n)
-    if n > 45 then
-      local hi = get(n - 32)
-      return hi * 2 ^ 32 + get(32)
-    end
-    return get(n)
-  end
-  local function eg(j)
-    local z = 0
-    while get(1) == 0 do
-      z = z + 1
-      if z > 60 then
-        error('WRONGTYPE slidelog: a block log with a block that has no end: a string that is no log')
-      end
-    end
-    return 2 ^ (z + j) + big(z + j) - 2 ^ j
-  end
-  local i, t, W = -1, base, 0
-  if st then
-    i, t, W = st.i, st.t, st.w
-    pos = floor(st.bit / 8) + 1
-    local r = st.bit % 8
-    if r > 0 then
-      nb = 8 - r
-      acc = (byte(bs, pos) or 0) % 2 ^ nb
-      pos = pos + 1
-    end
-  elseif mode == 0 and count > 0 then
-    W = eg(0) + 1
-  end
-  local P2k, kw = 2 ^ k, mode - 1
-  while i + 1 < count do
-    i = i + 1
-    if i > 0 then
-      local q = 0 -- the unary part, a bit at a time
-      while true do
-        if nb == 0 then
-          acc, pos, nb = byte(bs, pos) or 0, pos + 1, 8
-        end
-        nb = nb - 1
-        local top = 2 ^ nb
-        if acc < top then
-          break
-        end
-        acc, q = acc - top, q + 1
-        if q == 16 then
-          q = 16 + big(get(6))
-          break
-        end
-      end
-      t = t + q * P2k + big(k)
-    end
-    local w = W
-    if mode > 0 then
-      w = eg(kw) + 1
-    end
-    if visit(i, t, w, (pos - 1) * 8 - nb) then
-      return true
-    end
-  end
-  return false
-end
+local blockLib, blockWalk, blockFrom -- made by blocklogLib when a call first needs them
 
-local function blocklogLib()
+-- blocklogLib: the library of the block log (lib), made once per call by
+-- the first step that needs it; blocklogLib('from') makes and returns
+-- only blockFrom (with blockWalk), which a decision that decodes F's
+-- block needs. Each function a call defines is a closure it pays for,
+-- made or not: these are defined here, made only when asked for.
+local function blocklogLib(part)
+  if not blockWalk then
+    -- blockWalk: decodes the entries of a block's bits bs (count entries, Rice
+    -- parameter k, mode), from its first (st nil) or after entry st.i (time
+    -- st.t, weight st.w, its code ending at bit st.bit); calls
+    -- visit(i, t, w, bitAfter) for each until it returns true. Returns true
+    -- when visit did.
+    blockWalk = function(bs, k, mode, base, count, st, visit)
+      local byte, floor = string.byte, math.floor
+      local pos, acc, nb = 1, 0, 0
+      local function get(n)
+        while nb < n do
+          acc, pos, nb = acc * 256 + (byte(bs, pos) or 0), pos + 1, nb + 8
+        end
+        nb = nb - n
+        local v = floor(acc / 2 ^ nb)
+        acc = acc - v * 2 ^ nb
+        return v
+      end
+      local function big(n)
+        if n > 45 then
+          local hi = get(n - 32)
+          return hi * 2 ^ 32 + get(32)
+        end
+        return get(n)
+      end
+      local function eg(j)
+        local z = 0
+        while get(1) == 0 do
+          z = z + 1
+          if z > 60 then
+            error('WRONGTYPE slidelog: a block log with a block that has no end: a string that is no log')
+          end
+        end
+        return 2 ^ (z + j) + big(z + j) - 2 ^ j
+      end
+      local i, t, W = -1, base, 0
+      if st then
+        i, t, W = st.i, st.t, st.w
+        pos = floor(st.bit / 8) + 1
+        local r = st.bit % 8
+        if r > 0 then
+          nb = 8 - r
+          acc = (byte(bs, pos) or 0) % 2 ^ nb
+          pos = pos + 1
+        end
+      elseif mode == 0 and count > 0 then
+        W = eg(0) + 1
+      end
+      local P2k, kw = 2 ^ k, mode - 1
+      while i + 1 < count do
+        i = i + 1
+        if i > 0 then
+          local q = 0 -- the unary part, a bit at a time
+          while true do
+            if nb == 0 then
+              acc, pos, nb = byte(bs, pos) or 0, pos + 1, 8
+            end
+            nb = nb - 1
+            local top = 2 ^ nb
+            if acc < top then
+              break
+            end
+            acc, q = acc - top, q + 1
+            if q == 16 then
+              q = 16 + big(get(6))
+              break
+            end
+          end
+          t = t + q * P2k + big(k)
+        end
+        local w = W
+        if mode > 0 then
+          w = eg(kw) + 1
+        end
+        if visit(i, t, w, (pos - 1) * 8 - nb) then
+          return true
+        end
+      end
+      return false
+    end
+
+    -- blockFrom: the entries of F's block after F decoded, in order, until
+    -- one meets stop(its time, the weight from F's on through it): its time
+    -- (F moves to it, if move); nil if none of F's block does.
+    blockFrom = function(lg, stop, move)
+      local o = 352 + (lg.fb % lg.NB) * 512
+      local raw = redis.call('GETRANGE', lg.key, string.format('%d', o), string.format('%d', o + 511))
+      local count = string.byte(raw, 16)
+      if lg.fb == lg.last then
+        count = lg.oc
+      end
+      local cum, at = lg.wf, nil
+      blockWalk(string.sub(raw, 17), string.byte(raw, 14), string.byte(raw, 15), 0, count,
+        {i = lg.fi, t = lg.ft, w = lg.wf, bit = lg.fo}, function(i, t, w, bit)
+          if stop(t, cum + w) then
+            at = t
+            if move then
+              lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = i, bit, t, (lg.cumF + cum) % 281474976710656, w
+            end
+            return true
+          end
+          cum = cum + w
+        end)
+      return at
+    end
+  end
+  if part then
+    return blockFrom
+  end
+  if blockLib then
+    return blockLib
+  end
   local call, byte, char, sub, rep, floor, concat = redis.call, string.byte, string.char, string.sub, string.rep,
     math.floor, table.concat
   local S, BH, HF, H, K, Q, CAP = 512, 16, 96, 352, 16, 16, 255
@@ -889,49 +928,19 @@ local function blocklogLib()
     return lg
   end
 
+  blockLib = lib
   return lib
 end
 
 -- A decision's usual steps on a block log, with Redis' struct library and
 -- without blocklogLib's closures and tables (and with the layout's sizes
--- as literals: a constant each closure captured would cost every call
--- its upvalue) (made, once per call, only by
--- a step that needs a block read, a new block, or a server without the
--- struct library: miniredis). compact.lua's openCompact and compactStep
--- call them.
-local blockLib -- blocklogLib(), when a step needs it
-
--- blockLibrary: blocklogLib(), made once per call
-local function blockLibrary()
-  blockLib = blockLib or blocklogLib()
-  return blockLib
-end
-local blockFields = '>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB' -- the header's fields from byte 6
-
--- blockFrom: the entries of F's block after F decoded, in order, until
--- one meets stop(its time, the weight from F's on through it): its time
--- (F moves to it, if move); nil if none of F's block does.
-local function blockFrom(lg, stop, move)
-  local o = 352 + (lg.fb % lg.NB) * 512
-  local raw = redis.call('GETRANGE', lg.key, o, o + 511)
-  local count = string.byte(raw, 16)
-  if lg.fb == lg.last then
-    count = lg.oc
-  end
-  local cum, at = lg.wf, nil
-  blockWalk(string.sub(raw, 17), string.byte(raw, 14), string.byte(raw, 15), 0, count,
-    {i = lg.fi, t = lg.ft, w = lg.wf, bit = lg.fo}, function(i, t, w, bit)
-      if stop(t, cum + w) then
-        at = t
-        if move then
-          lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = i, bit, t, (lg.cumF + cum) % 281474976710656, w
-        end
-        return true
-      end
-      cum = cum + w
-    end)
-  return at
-end
+-- and the header's format as literals: a constant each closure captured
+-- would cost every call its upvalue; blocklogLib is made only by a step
+-- that needs a block read, a new block, or a server without the struct
+-- library: miniredis). compact.lua's openCompact and compactStep call
+-- them. Redis formats a number given to a command with "%.17g", which
+-- costs more than string.format's "%d": offsets are given as strings.
+local blockLibrary = blocklogLib -- (need.lua's name for it)
 
 -- blockOpen: the block log at key as of now, for a decision of n under
 -- limit and window (peek: it writes nothing), from h, its first 96
@@ -950,10 +959,10 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
   local cut = now - window
   local lg
   if not struct or #h ~= 96 or string.sub(h, 5, 6) ~= '\2\0' then
-    lg = blockLibrary().open(key) -- (its length checked)
+    lg = blocklogLib().open(key) -- (its length checked)
     if lg and lg.NB > 0 then
       lg.window, lg.limit, lg.f = window, limit, 0
-      lg.T = blockLibrary().live(lg, cut)
+      lg.T = blocklogLib().live(lg, cut)
       return lg
     end
     return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
@@ -970,7 +979,7 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
   end
   local fb, last, fi, fo, obase, ocum, oc, ob, opart, oeq, ok, omode, cur
   NB, fb, last, C, newest, fi, fo, ft, cumF, wf, obase, ocum, oc, ob, opart, oeq, ok, omode, cur =
-    struct.unpack(blockFields, h, 7)
+    struct.unpack('>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB', h, 7) -- the header's fields from byte 6
   if NB < 1 or last < fb or last - fb >= NB or cur >= 16 or ob > 3968 or ok > 52 or omode > 53 or fo > 3968
     or redis.call('STRLEN', key) ~= 352 + 512 * NB then
     return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
@@ -981,10 +990,10 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
   if newest <= cut and cumF ~= C then -- nothing is live: F at the end
     lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = last, oc, ob, newest, C, 0
   end
-  if T < 0 and blockFrom(lg, function(t) return t > cut end, true) then
+  if T < 0 and blocklogLib('from')(lg, function(t) return t > cut end, true) then
     T = (C - lg.cumF) % 281474976710656
   elseif T < 0 then -- a search for the first live entry in the blocks after F's
-    T = blockLibrary().live(lg, cut)
+    T = blocklogLib().live(lg, cut)
   end
   lg.T = T
   return lg
@@ -1003,7 +1012,7 @@ local function blockStep(step, lg, n, first, now)
     if n >= 1 and n <= lg.wf then -- (n: short) F's entry
       kth = string.format('%d', lg.ft)
     elseif n >= 1 then -- (in F's block, else a search over the blocks)
-      local at = blockFrom(lg, function(_, cum) return cum >= n end) or blockLibrary().retryAt(lg, n)
+      local at = blocklogLib('from')(lg, function(_, cum) return cum >= n end) or blocklogLib().retryAt(lg, n)
       if not at then -- (its blocks hold less than its header counts)
         error('WRONGTYPE slidelog: a block log whose blocks do not add up: a string that is no log')
       end
@@ -1053,7 +1062,8 @@ local function blockStep(step, lg, n, first, now)
     local total = used + bits
     local nbytes = math.ceil(total / 8)
     local acc = (math.floor(lg.opart / 2 ^ (8 - used)) * 2 ^ bits + v) * 2 ^ (8 * nbytes - total)
-    redis.call('SETRANGE', lg.key, 368 + (lg.last % lg.NB) * 512 + math.floor(lg.ob / 8), struct.pack('>I' .. nbytes, acc))
+    redis.call('SETRANGE', lg.key, string.format('%d', 368 + (lg.last % lg.NB) * 512 + math.floor(lg.ob / 8)),
+      struct.pack(string.sub('>I1>I2>I3>I4>I5>I6>I7', 3 * nbytes - 2, 3 * nbytes), acc))
     lg.ob, lg.oc, lg.opart = lg.ob + bits, lg.oc + 1, 0
     if total % 8 > 0 then
       lg.opart = acc % 256
@@ -1065,14 +1075,14 @@ local function blockStep(step, lg, n, first, now)
       lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = lg.last, lg.oc - 1, lg.ob, t, lg.C, w
     end
     lg.C, lg.newest = (lg.C + w) % 281474976710656, t
-    redis.call('SETRANGE', lg.key, 96 + 16 * lg.cur, first .. struct.pack('>I7', t) .. 'a')
+    redis.call('SETRANGE', lg.key, lg.cur == 0 and '96' or string.sub('112128144160176192208224240256272288304320336', 3 * lg.cur - 2, 3 * lg.cur), first .. struct.pack('>I7', t) .. 'a')
     lg.cur = (lg.cur + 1) % 16
-    redis.call('SETRANGE', lg.key, 6, struct.pack(blockFields, lg.NB, lg.fb, lg.last, lg.C, lg.newest, lg.fi, lg.fo,
+    redis.call('SETRANGE', lg.key, '6', struct.pack('>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB', lg.NB, lg.fb, lg.last, lg.C, lg.newest, lg.fi, lg.fo,
       lg.ft, lg.cumF, lg.wf, lg.obase, lg.ocum, lg.oc, lg.ob, lg.opart, lg.oeq, lg.ok, lg.omode, lg.cur) .. '\0\0\0\0\0\0')
     done = true
   until true
   if not done then
-    t = blockLibrary().record(lg, now, n, first, lg.window * n / lg.limit)
+    t = blocklogLib().record(lg, now, n, first, lg.window * n / lg.limit)
   end
   lg.T = lg.T + n
   return string.format('%d', t)
