@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidelog/slidelog/internal/bridge"
 	"github.com/slidelog/slidelog/internal/fault"
 	"github.com/slidelog/slidelog/internal/reply"
 	"github.com/slidelog/slidelog/internal/takeback"
@@ -71,16 +70,21 @@ type Handle struct {
 
 	origin [idLen]byte // a Settle's give-back: the admission's first id (its table knows its time by it); zero otherwise
 	st     *settlement // what Settle needs, shared by the Handle's copies (nil: an in-flight lease's)
-	ext    any         // slidelog/local's admission (internal/bridge), a pointer
+	ext    any         // another Decider's admission (WithAdmission), a pointer: slidelog/local's
 }
 
-func init() {
-	bridge.Attach = func(r Result, a any) Result {
-		r.handle = Handle{n: 1, ext: a}
-		return r
-	}
-	bridge.Attached = func(h Handle) any { return h.ext }
+// WithAdmission returns r, an admission, with a Handle that carries a: the
+// admission as a Decider written outside this package keeps it (a
+// pointer), which its Settle (Settler) reads back with Handle.Admission.
+// slidelog/local's Handles are made so. The Redis Limiter's Refund and
+// Settle refuse such a Handle, but under FailLocal, whose fallback made it.
+func (r Result) WithAdmission(a any) Result {
+	r.handle = Handle{n: 1, ext: a}
+	return r
 }
+
+// Admission is what Result.WithAdmission put in the Handle, or nil.
+func (h Handle) Admission() any { return h.ext }
 
 // quota is one calendar quota an admission counted in: its key and the
 // end of the period it was counted in (µs; 0 unknown, for a take-back of
@@ -167,7 +171,7 @@ func (l *Limiter) Refund(ctx context.Context, h Handle) error {
 		return nil
 	}
 	if h.ext != nil {
-		return fmt.Errorf("%w: Refund of a slidelog/local Limiter's Handle", ErrInvalidN)
+		return fmt.Errorf("%w: Refund of another Decider's Handle (Result.WithAdmission)", ErrInvalidN)
 	}
 	if l.deny != nil {
 		l.deny.Forget(h.user)

@@ -587,3 +587,30 @@ func TestChargePastTheLimit(t *testing.T) {
 		})
 	}
 }
+
+// A Handle made by Result.WithAdmission carries its Decider's record,
+// which Handle.Admission reads back; the Redis Limiter settles and refunds
+// none (but under FailLocal, whose fallback made it), writing nothing.
+func TestWithAdmission(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t)
+	l := New(m.Rdb)
+	type record struct{ n int }
+	rec := &record{n: 3}
+	r := Result{Allowed: true, Limit: PerHour(10)}.WithAdmission(rec)
+	if got, _ := r.Handle().Admission().(*record); got != rec {
+		t.Fatalf("Admission() = %v, want the record given", r.Handle().Admission())
+	}
+	if a := (Result{}).Handle().Admission(); a != nil {
+		t.Fatalf("the zero Handle's Admission() = %v, want nil", a)
+	}
+	if _, err := l.Settle(ctx, r.Handle(), 1); !errors.Is(err, ErrInvalidN) {
+		t.Errorf("Settle of another Decider's Handle: %v, want ErrInvalidN", err)
+	}
+	if err := l.Refund(ctx, r.Handle()); !errors.Is(err, ErrInvalidN) {
+		t.Errorf("Refund of another Decider's Handle: %v, want ErrInvalidN", err)
+	}
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("keys written: %v", keys)
+	}
+}

@@ -486,7 +486,7 @@ func (s *shard) admit(key string, q request, rd reading, t int64) slidelog.Resul
 	}
 	r.Limit = q.limits[which]
 	r = r.At(time.UnixMicro(t))
-	return attach(r, newAdmission(s.owner, en, key, q.limits, q.all, n, t))
+	return r.WithAdmission(newAdmission(s.owner, en, key, q.limits, q.all, n, t))
 }
 
 // peek is what a Peek of q answers at t: rd fits, and nothing is written.

@@ -7,16 +7,10 @@ import (
 	"time"
 
 	"github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/bridge"
 )
 
 // A Limiter settles costs as slidelog.Limiter does.
 var _ slidelog.Settler = (*Limiter)(nil)
-
-var (
-	attach   = bridge.Attach.(func(slidelog.Result, any) slidelog.Result)
-	attached = bridge.Attached.(func(slidelog.Handle) any)
-)
 
 // admission is what Settle needs of one admission: the Handle of its
 // Result names it.
@@ -56,7 +50,7 @@ func newAdmission(l *Limiter, en *entry, key string, limits []slidelog.Limit, al
 // key's state. actual may exceed a limit's Events, as far as
 // slidelog.Limit.ValidateUsage allows. The context is not used.
 func (l *Limiter) Settle(_ context.Context, h slidelog.Handle, actual int) (slidelog.Result, error) {
-	a, _ := attached(h).(*admission)
+	a, _ := h.Admission().(*admission)
 	if a == nil || a.l != l {
 		return slidelog.Result{}, fmt.Errorf("%w: Settle of a Handle that is no admission of this Limiter", slidelog.ErrInvalidN)
 	}
@@ -117,7 +111,7 @@ func (l *Limiter) Charge(_ context.Context, key string, n int, limits ...slidelo
 	s.force(key, q, n, t)
 	r, err := q.after(s.keys[key], t)
 	if err == nil {
-		r = attach(r, newAdmission(l, s.keys[key], key, q.limits, q.all, n, t))
+		r = r.WithAdmission(newAdmission(l, s.keys[key], key, q.limits, q.all, n, t))
 	}
 	return r, err
 }
