@@ -41,6 +41,9 @@ var (
 	// refuses exactly what its writer can never write.
 	sizesLua = fmt.Sprintf("local maxSlots = %d -- maxSlots (limit.go)\n", maxSlots)
 
+	// countLua gives them where a quota's count stops (config.MaxCount).
+	countLua = fmt.Sprintf("local maxCount = %d -- config.MaxCount\n", config.MaxCount)
+
 	// thresholdsLua gives script.lua its thresholds: convertPast, the live
 	// events past which an admission turns a sorted set the client keeps
 	// compactly (a negated window) into a compact log: a listpack's 128
@@ -67,9 +70,9 @@ var (
 	// clock, whose locals (call, tonumber, KEYS, ARGV) its functions would
 	// otherwise capture, which every call would pay for.
 	// scripts/luaops.lua joins what decideSrc names, in its order.
-	decideSrc = sizesLua + thresholdsLua + formatLua + partsSrc + clockLua + scriptLua
+	decideSrc = sizesLua + countLua + thresholdsLua + formatLua + partsSrc + clockLua + scriptLua
 	renewSrc  = clockLua + idsLua + renewLua
-	refundSrc = sizesLua + partsSrc + refundLua
+	refundSrc = sizesLua + countLua + partsSrc + refundLua
 
 	// decideScript takes every decision: Allow, AllowN, Peek, AllowAll,
 	// AcquireN, and batches of them (of a Limiter with the default

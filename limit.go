@@ -130,13 +130,14 @@ const (
 	// renew and release it) grows with its n: a few milliseconds at 1 024,
 	// seconds at 65 536.
 	MaxAcquireN = 1 << 10
-)
 
-// maxSlots is the most events a compact log of slots holds (the format of
-// older versions, which decisions still read): 7 bytes each, 470 MB, under
-// Redis' 512 MB string. Such a log that would grow past it becomes a block
-// log (script.lua); its reader refuses a larger one (embed.go).
-const maxSlots = 1 << 26
+	// maxSlots is the most events a compact log of slots holds (the format
+	// of older versions, which decisions still read): 7 bytes each, 470 MB,
+	// under Redis' 512 MB string. Such a log that would grow past it
+	// becomes a block log (script.lua); its reader refuses a larger one
+	// (embed.go).
+	maxSlots = 1 << 26
+)
 
 // maxWindow is the longest window whose microseconds a Lua number holds exactly.
 const maxWindow = (1 << 53) * time.Microsecond

@@ -222,3 +222,25 @@ func TestAllowNMaxEventsRealRedis(t *testing.T) {
 		t.Errorf("after the refund: %+v, %v; want MaxEvents left", p, err)
 	}
 }
+
+// Usage charged past a quota's limit, any number of times, keeps it denying
+// until its period ends: its count stops at 2^52 (four times MaxQuota),
+// where it is still exact. Without the stop, 8 192 charges of MaxQuota
+// took the count past 2^63 and the quota admitted again.
+func TestQuotaChargedPastItsLimitStaysDenied(t *testing.T) {
+	rdb := RealRedis(t)
+	ctx := context.Background()
+	l := New(rdb, WithPrefix(UniqueKey(t)+":"))
+	q := Daily(MaxQuota, time.UTC)
+	for i := range 8200 {
+		r, err := l.Charge(ctx, "k", MaxQuota, q)
+		if err != nil || r.Allowed || r.Remaining != 0 {
+			t.Fatalf("charge %d of MaxQuota: %+v, %v; want no room", i, r, err)
+		}
+	}
+	for _, n := range []int{1, MaxQuota} {
+		if r, err := l.AllowN(ctx, "k", q, n); err != nil || r.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 {
+			t.Errorf("AllowN(%d) after the charges: %+v, %v; want denied until the day ends", n, r, err)
+		}
+	}
+}

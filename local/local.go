@@ -64,6 +64,7 @@ import (
 	"time"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
 
@@ -460,7 +461,7 @@ func (s *shard) admit(key string, q request, rd reading, t int64) slidelog.Resul
 				en.quotas = append(en.quotas, quota{of: of})
 				qu = &en.quotas[len(en.quotas)-1]
 			}
-			qu.end, qu.count = end, rd.vs[i].count+n
+			qu.end, qu.count = end, min(rd.vs[i].count+n, config.MaxCount) // (usage past the limit stops there, as in Redis)
 			if rem := lim.Events - qu.count; r.Remaining < 0 || rem < r.Remaining {
 				which, r.Remaining = i, rem
 			}

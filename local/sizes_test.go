@@ -56,3 +56,24 @@ func TestSizes(t *testing.T) {
 		t.Errorf("AcquireN(MaxAcquireN): %+v, %v", s.Result, err)
 	}
 }
+
+// Usage charged past a quota's limit, any number of times, keeps it
+// denying until its period ends, as in Redis: its count stops at 2^52.
+// Without the stop, 8 192 charges of MaxQuota overflowed the count and the
+// quota admitted again.
+func TestQuotaChargedPastItsLimitStaysDenied(t *testing.T) {
+	ctx := context.Background()
+	l := local.New()
+	q := slidelog.Daily(slidelog.MaxQuota, time.UTC)
+	for i := range 8200 {
+		r, err := l.Charge(ctx, "k", slidelog.MaxQuota, q)
+		if err != nil || r.Allowed || r.Remaining != 0 {
+			t.Fatalf("charge %d of MaxQuota: %+v, %v; want no room", i, r, err)
+		}
+	}
+	for _, n := range []int{1, slidelog.MaxQuota} {
+		if r, err := l.AllowN(ctx, "k", q, n); err != nil || r.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 {
+			t.Errorf("AllowN(%d) after the charges: %+v, %v; want denied until the day ends", n, r, err)
+		}
+	}
+}

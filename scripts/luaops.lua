@@ -243,7 +243,7 @@ local function joined()
     else
       local def = embed:match('\n%s*' .. name .. '%s*=%s*([^\n]+)')
       local literal = def and def:match('^"(.*)"$')
-      local format, const = (def or ''):match('^fmt%.Sprintf%("(.*)", ([%w_]+)%)$')
+      local format, const = (def or ''):match('^fmt%.Sprintf%("(.*)", ([%w_.]+)%)$')
       local inlined = (def or ''):match('^inline%(([%w_]+),')
       if inlined and files[inlined] then
         -- a file with a line "--[[NAME]]" for each file it holds
@@ -257,12 +257,17 @@ local function joined()
         end
         sources[#sources + 1] = (literal:gsub('\\n', '\n'))
       elseif format then
-        -- the constant's value: its definition in a Go file beside embed.go
-        -- (NAME = a << b, or a number), else 0 (no case here reads it)
+        -- the constant's value: its definition in limit.go beside embed.go,
+        -- or (config.NAME) in internal/config (NAME = a << b), else 0 (no
+        -- case here reads it)
         local value = 0
-        for _, go in ipairs({'limit.go'}) do
+        local go, name = 'limit.go', const
+        if const:find('^config%.') then
+          go, name = 'internal/config/config.go', const:sub(8)
+        end
+        do
           local okGo, src = pcall(read, dir .. go)
-          local a, b = (okGo and src or ''):match('\n%s*' .. const .. '%s*=%s*(%d+) << (%d+)')
+          local a, b = (okGo and src or ''):match('\n%s*' .. name .. '%s*=%s*(%d+) << (%d+)')
           if a then
             value = tonumber(a) * 2 ^ tonumber(b)
           end

@@ -74,6 +74,13 @@ const (
 	// size by default (CompactAbove, ConvertPast).
 	DefaultCompactAbove = 128
 	DefaultConvertPast  = 128
+	// MaxCount is where a calendar quota's count stops growing, in both
+	// limiters (2^52, four times MaxQuota): usage recorded past a quota's
+	// limit (Charge, Settle) adds to its count up to MaxCount and no more.
+	// Past it the count would lose its exactness in a Lua number, then
+	// overflow in the client and read as room. A count there denies every
+	// request until its period ends, as any count over the limit does.
+	MaxCount = 1 << 52
 )
 
 // Default is the configuration of New(rdb) with no options.
