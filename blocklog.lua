@@ -946,19 +946,31 @@ local blockLibrary = blocklogLib -- (need.lua's name for it)
 -- limit and window (peek: it writes nothing), from h, its first 96
 -- bytes: lg.T is its live weight (lg.f is 0); else nil and the decision's
 -- error. A denial that its header answers (F, the first live entry, is
--- where the header says, and the request waits for F's entry) reads five
--- of its fields; any other decision reads them all, checks them and the
--- string's length (a string cut short, or another program's that starts
--- alike, is no log, and is never read past its header or written), and
--- moves F on when F's entry expired while others are live: within F's
--- block by blockFrom, past it by blocklogLib. Without the struct library
--- (miniredis) blocklogLib reads the log. force: a charge's, recorded
--- whatever the log holds (never a denial).
+-- where the header says, and the request waits for F's entry) reads
+-- eleven of its fields; any other decision reads them all, checks them
+-- and the string's length (a string cut short, or another program's that
+-- starts alike, is no log, and is never read past its header or
+-- written), and moves F on when F's entry expired while others are live:
+-- within F's block by blockFrom, past it by blocklogLib. Without the
+-- struct library (miniredis) blocklogLib reads the log. force: a
+-- charge's, recorded whatever the log holds (never a denial).
+--
+-- A decision that may admit, on a log whose header it leaves as it is
+-- (F live, or no entry held from F on), gets lg in a lean form: h itself,
+-- and in lg[1] to lg[11] the fields an admission reads (NB, last, C,
+-- cumF, oc, ob, opart, oeq, ok, omode, cur); lg[12] and lg[13], once it
+-- admitted, the offset of its write over h and the bytes. A table's named
+-- field costs Redis some 300 instructions to make, one in its array part
+-- some 130. blockStep names every field (as any other decision's lg has
+-- them) when it needs more.
 local function blockOpen(key, h, now, window, limit, n, peek, force)
   local struct = rawget(_G, 'struct')
   local cut = now - window
-  local lg
-  if not struct or #h ~= 96 or string.sub(h, 5, 6) ~= '\2\0' then
+  local lg, S, NB, fb, last, C, newest, fi, fo, ft, cumF, wf
+  if struct and #h == 96 then -- (S: the bytes of a block)
+    S, NB, fb, last, C, newest, fi, fo, ft, cumF, wf = struct.unpack('>I2I4I7I7I7I7BI2I7I7I7', h, 5)
+  end
+  if S ~= 512 then
     lg = blocklogLib().open(key) -- (its length checked)
     if lg and lg.NB > 0 then
       lg.window, lg.limit, lg.f = window, limit, 0
@@ -967,7 +979,6 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
     end
     return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
   end
-  local NB, C, newest, ft, cumF, wf = struct.unpack('>I4xxxxxxxxxxxxxxI7I7xxxI7I7I7', h, 7)
   local T = -1 -- (unknown until F moves on)
   if cumF == C or newest <= cut then
     T = 0
@@ -977,12 +988,14 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
   if not peek and not force and NB >= 1 and T >= 0 and T + n > limit and T + n - limit <= wf then
     return {key = key, T = T, f = 0, ft = ft, wf = wf, newest = newest}
   end
-  local fb, last, fi, fo, obase, ocum, oc, ob, opart, oeq, ok, omode, cur
-  NB, fb, last, C, newest, fi, fo, ft, cumF, wf, obase, ocum, oc, ob, opart, oeq, ok, omode, cur =
-    struct.unpack('>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB', h, 7) -- the header's fields from byte 6
+  local obase, ocum, oc, ob, opart, oeq, ok, omode, cur = struct.unpack('>I7I7BI2BI7BBB', h, 63)
   if NB < 1 or last < fb or last - fb >= NB or cur >= 16 or ob > 3968 or ok > 52 or omode > 53 or fo > 3968
     or redis.call('STRLEN', key) ~= 352 + 512 * NB then
     return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
+  end
+  if T >= 0 and (newest > cut or cumF == C) and not peek and (force or T + n <= limit) then
+    return {NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur, false, false, key = key, T = T, f = 0,
+      newest = newest, window = window, limit = limit, h = h}
   end
   lg = {key = key, NB = NB, fb = fb, last = last, C = C, newest = newest, fi = fi, fo = fo, ft = ft, cumF = cumF,
     wf = wf, obase = obase, ocum = ocum, oc = oc, ob = ob, opart = opart, oeq = oeq, ok = ok, omode = omode,
@@ -1007,6 +1020,114 @@ end
 --         should the clock have stepped back while entries are held) for
 --         the admission whose first id is first; the time, a string.
 local function blockStep(step, lg, n, first, now)
+  local h = lg.h -- (lean: see blockOpen)
+  if step == 'admit' then
+    -- the entry coded into the open block in place, with the header and
+    -- the table entry, when it fits there in one piece of at most 52 bits
+    -- and is not before newest (else blocklogLib's record); nothing is
+    -- written before the last break
+    local t, w, newest, struct = now, n, lg.newest, nil
+    local NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur
+    if h then -- (blockOpen made it, with the struct library there)
+      struct = _G.struct
+      NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur = unpack(lg, 1, 11)
+    else
+      struct = rawget(_G, 'struct')
+      NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur = lg.NB, lg.last, lg.C, lg.cumF, lg.oc, lg.ob,
+        lg.opart, lg.oeq, lg.ok, lg.omode, lg.cur
+    end
+    local wasEnd = cumF == C
+    repeat -- (break: not here)
+      if not struct or oc == 0 or oc >= 255 or (t < newest and wasEnd) then
+        break
+      end
+      if t < newest then
+        t = newest
+      end
+      local d, p = t - newest, 2 ^ ok
+      local q = (d - d % p) / p -- (floor(d / p), without a call)
+      if q >= 16 then
+        break
+      end
+      -- Rice: q ones and a zero, then d mod 2^k in k bits
+      local v, bits = ((2 ^ q - 1) * 2) * p + (d - q * p), q + 1 + ok
+      if omode > 0 then -- Exp-Golomb of order j of w - 1: L - 1 - j zeros, then w - 1 + 2^j in L bits
+        local j = omode - 1
+        local x = w - 1 + 2 ^ j
+        local L = j + 1
+        while x >= 2 ^ L do
+          L = L + 1
+        end
+        v, bits = v * 2 ^ (2 * L - 1 - j) + x, bits + 2 * L - 1 - j
+      elseif w ~= oeq then
+        break
+      end
+      local used = ob % 8
+      if ob + bits > 3968 or used + bits > 52 then
+        break
+      end
+      -- the bytes from the one bit ob is in: its bits before ob, then the
+      -- entry's, zeros to the byte's end
+      local total = used + bits
+      local nbytes = (total + 7 - (total + 7) % 8) / 8
+      local top = 2 ^ (8 - used)
+      local acc = ((opart - opart % top) / top * 2 ^ bits + v) * 2 ^ (8 * nbytes - total)
+      local key = lg.key
+      redis.call('SETRANGE', key, string.format('%d', 368 + (last % NB) * 512 + (ob - used) / 8),
+        struct.pack(string.sub('>I1>I2>I3>I4>I5>I6>I7', 3 * nbytes - 2, 3 * nbytes), acc))
+      ob, oc, opart = ob + bits, oc + 1, 0
+      if total % 8 > 0 then
+        opart = acc % 256
+      end
+      if w ~= oeq then
+        oeq = 0
+      end
+      local C0 = C
+      C = (C + w) % 281474976710656
+      redis.call('SETRANGE', key, cur == 0 and '96'
+        or string.sub('112128144160176192208224240256272288304320336', 3 * cur - 2, 3 * cur),
+        first .. struct.pack('>I7', t) .. 'a')
+      cur = (cur + 1) % 16
+      -- the header: from C to cur, the fields between newest and oc as h
+      -- has them, when F stays; else all of it
+      local at, hd = 24, nil
+      if h and not wasEnd then
+        hd = struct.pack('>I7I7', C, t) .. string.sub(h, 39, 76)
+          .. struct.pack('>BI2BI7BBB', oc, ob, opart, oeq, ok, omode, cur)
+      else
+        local fb, fi, fo, ft, wf, obase, ocum
+        if h then
+          obase, ocum = struct.unpack('>I7I7', h, 63)
+        else
+          fb, fi, fo, ft, wf, obase, ocum = lg.fb, lg.fi, lg.fo, lg.ft, lg.wf, lg.obase, lg.ocum
+        end
+        if wasEnd then -- F: this entry
+          fb, fi, fo, ft, cumF, wf = last, oc - 1, ob, t, C0, w
+        end
+        at, hd = 6, struct.pack('>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB', NB, fb, last, C, t, fi, fo, ft, cumF, wf, obase,
+          ocum, oc, ob, opart, oeq, ok, omode, cur) .. '\0\0\0\0\0\0'
+        if not h then
+          lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = fb, fi, fo, ft, cumF, wf
+        end
+      end
+      redis.call('SETRANGE', key, at == 24 and '24' or '6', hd)
+      if h then
+        lg[12], lg[13] = at, hd
+      else
+        lg.C, lg.oc, lg.ob, lg.opart, lg.oeq, lg.cur = C, oc, ob, opart, oeq, cur
+      end
+      lg.newest, lg.T = t, lg.T + n
+      return string.format('%d', t)
+    until true
+  end
+  if h then -- every field named, from h with what an admission wrote over it
+    if lg[12] then
+      h = string.sub(h, 1, lg[12]) .. lg[13] .. string.sub(h, lg[12] + #lg[13] + 1)
+    end
+    lg.NB, lg.fb, lg.last, lg.C, lg.newest, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf, lg.obase, lg.ocum, lg.oc, lg.ob,
+      lg.opart, lg.oeq, lg.ok, lg.omode, lg.cur = rawget(_G, 'struct').unpack('>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB', h, 7)
+    lg.h = nil
+  end
   if step == 'answer' then
     local kth, newest = '0', '0'
     if n >= 1 and n <= lg.wf then -- (n: short) F's entry
@@ -1023,67 +1144,7 @@ local function blockStep(step, lg, n, first, now)
     end
     return kth, newest
   end
-  -- admit: the entry coded into the open block in place, with the header
-  -- and the table entry, when it fits there in one piece of at most 52
-  -- bits and is not before newest (else blocklogLib's record)
-  local struct, t, w, done = rawget(_G, 'struct'), now, n, false
-  local wasEnd = lg.cumF == lg.C
-  repeat -- (break: not here)
-    if not struct or lg.oc == 0 or lg.oc >= 255 or (t < lg.newest and wasEnd) then
-      break
-    end
-    if t < lg.newest then
-      t = lg.newest
-    end
-    local d, p = t - lg.newest, 2 ^ lg.ok
-    local q = math.floor(d / p)
-    if q >= 16 then
-      break
-    end
-    -- Rice: q ones and a zero, then d mod 2^k in k bits
-    local v, bits = ((2 ^ q - 1) * 2) * p + (d - q * p), q + 1 + lg.ok
-    if lg.omode > 0 then -- Exp-Golomb of order j of w - 1: L - 1 - j zeros, then w - 1 + 2^j in L bits
-      local j = lg.omode - 1
-      local x = w - 1 + 2 ^ j
-      local L = j + 1
-      while x >= 2 ^ L do
-        L = L + 1
-      end
-      v, bits = v * 2 ^ (2 * L - 1 - j) + x, bits + 2 * L - 1 - j
-    elseif w ~= lg.oeq then
-      break
-    end
-    local used = lg.ob % 8
-    if lg.ob + bits > 3968 or used + bits > 52 then
-      break
-    end
-    -- the bytes from the one bit ob is in: its bits before ob, then the
-    -- entry's, zeros to the byte's end
-    local total = used + bits
-    local nbytes = math.ceil(total / 8)
-    local acc = (math.floor(lg.opart / 2 ^ (8 - used)) * 2 ^ bits + v) * 2 ^ (8 * nbytes - total)
-    redis.call('SETRANGE', lg.key, string.format('%d', 368 + (lg.last % lg.NB) * 512 + math.floor(lg.ob / 8)),
-      struct.pack(string.sub('>I1>I2>I3>I4>I5>I6>I7', 3 * nbytes - 2, 3 * nbytes), acc))
-    lg.ob, lg.oc, lg.opart = lg.ob + bits, lg.oc + 1, 0
-    if total % 8 > 0 then
-      lg.opart = acc % 256
-    end
-    if w ~= lg.oeq then
-      lg.oeq = 0
-    end
-    if wasEnd then
-      lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = lg.last, lg.oc - 1, lg.ob, t, lg.C, w
-    end
-    lg.C, lg.newest = (lg.C + w) % 281474976710656, t
-    redis.call('SETRANGE', lg.key, lg.cur == 0 and '96' or string.sub('112128144160176192208224240256272288304320336', 3 * lg.cur - 2, 3 * lg.cur), first .. struct.pack('>I7', t) .. 'a')
-    lg.cur = (lg.cur + 1) % 16
-    redis.call('SETRANGE', lg.key, '6', struct.pack('>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB', lg.NB, lg.fb, lg.last, lg.C, lg.newest, lg.fi, lg.fo,
-      lg.ft, lg.cumF, lg.wf, lg.obase, lg.ocum, lg.oc, lg.ob, lg.opart, lg.oeq, lg.ok, lg.omode, lg.cur) .. '\0\0\0\0\0\0')
-    done = true
-  until true
-  if not done then
-    t = blocklogLib().record(lg, now, n, first, lg.window * n / lg.limit)
-  end
+  local t = blocklogLib().record(lg, now, n, first, lg.window * n / lg.limit)
   lg.T = lg.T + n
   return string.format('%d', t)
 end
