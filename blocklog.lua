@@ -72,7 +72,11 @@
 -- so that it fills its allocation (a jemalloc size class), when a block
 -- needs a slot and the ring is full (growing by one size class, at most
 -- 25 %) or when fewer than half its slots are held.
-local blockLib, blockWalk, blockFrom -- made by blocklogLib when a call first needs them
+-- blockMade: what blocklogLib made in this call (walk: blockWalk, from:
+-- blockFrom, lib: the library), nil until it made any (one local that
+-- blocklogLib captures: each captured local costs every call that makes
+-- the closure)
+local blockMade
 
 -- blocklogLib: the library of the block log (lib), made once per call by
 -- the first step that needs it; blocklogLib('from') makes and returns
@@ -80,7 +84,9 @@ local blockLib, blockWalk, blockFrom -- made by blocklogLib when a call first ne
 -- block needs. Each function a call defines is a closure it pays for,
 -- made or not: these are defined here, made only when asked for.
 local function blocklogLib(part)
-  if not blockWalk then
+  local made = blockMade
+  if not made then
+    local blockWalk, blockFrom
     -- blockWalk: decodes the entries of a block's bits bs (count entries, Rice
     -- parameter k, mode), from its first (st nil) or after entry st.i (time
     -- st.t, weight st.w, its code ending at bit st.bit); calls
@@ -185,12 +191,14 @@ local function blocklogLib(part)
         end)
       return at
     end
+    made = {walk = blockWalk, from = blockFrom}
+    blockMade = made
   end
   if part then
-    return blockFrom
+    return made.from
   end
-  if blockLib then
-    return blockLib
+  if made.lib then
+    return made.lib
   end
   local call, byte, char, sub, rep, floor, concat = redis.call, string.byte, string.char, string.sub, string.rep,
     math.floor, table.concat
@@ -311,7 +319,7 @@ local function blocklogLib(part)
     return w
   end
 
-  local walk = blockWalk
+  local walk = made.walk
   lib.walk = walk
 
   -- encodeRun: the block (S bytes) of entries ts[from..], ws[from..] that
@@ -928,7 +936,7 @@ local function blocklogLib(part)
     return lg
   end
 
-  blockLib = lib
+  made.lib = lib
   return lib
 end
 
@@ -956,13 +964,14 @@ local blockLibrary = blocklogLib -- (need.lua's name for it)
 -- charge's, recorded whatever the log holds (never a denial).
 --
 -- A decision that may admit, on a log whose header it leaves as it is
--- (F live, or no entry held from F on), gets lg in a lean form: h itself,
--- and in lg[1] to lg[11] the fields an admission reads (NB, last, C,
--- cumF, oc, ob, opart, oeq, ok, omode, cur); lg[12] and lg[13], once it
--- admitted, the offset of its write over h and the bytes. A table's named
--- field costs Redis some 300 instructions to make, one in its array part
--- some 130. blockStep names every field (as any other decision's lg has
--- them) when it needs more.
+-- (F live, or no entry held from F on), gets lg in a lean form: named,
+-- only T, f and newest (what script.lua reads); in its array part, the
+-- fields an admission reads (lg[1] to lg[11]: NB, last, C, cumF, oc, ob,
+-- opart, oeq, ok, omode, cur), once it admitted the offset of its write
+-- over h and the bytes (lg[12], lg[13]), then key, window, limit and h
+-- itself (lg[14] to lg[17]). A table's named field costs Redis some 300
+-- instructions to make, one in its array part some 130. blockStep names
+-- every field (as any other decision's lg has them) when it needs more.
 local function blockOpen(key, h, now, window, limit, n, peek, force)
   local struct = rawget(_G, 'struct')
   local cut = now - window
@@ -994,8 +1003,8 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
     return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
   end
   if T >= 0 and (newest > cut or cumF == C) and not peek and (force or T + n <= limit) then
-    return {NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur, false, false, key = key, T = T, f = 0,
-      newest = newest, window = window, limit = limit, h = h}
+    return {NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur, false, false, key, window, limit, h, T = T, f = 0,
+      newest = newest}
   end
   lg = {key = key, NB = NB, fb = fb, last = last, C = C, newest = newest, fi = fi, fo = fo, ft = ft, cumF = cumF,
     wf = wf, obase = obase, ocum = ocum, oc = oc, ob = ob, opart = opart, oeq = oeq, ok = ok, omode = omode,
@@ -1020,7 +1029,7 @@ end
 --         should the clock have stepped back while entries are held) for
 --         the admission whose first id is first; the time, a string.
 local function blockStep(step, lg, n, first, now)
-  local h = lg.h -- (lean: see blockOpen)
+  local h = lg[17] -- (lean: see blockOpen)
   if step == 'admit' then
     -- the entry coded into the open block in place, with the header and
     -- the table entry, when it fits there in one piece of at most 52 bits
@@ -1072,9 +1081,12 @@ local function blockStep(step, lg, n, first, now)
       local nbytes = (total + 7 - (total + 7) % 8) / 8
       local top = 2 ^ (8 - used)
       local acc = ((opart - opart % top) / top * 2 ^ bits + v) * 2 ^ (8 * nbytes - total)
-      local key = lg.key
+      local key = h and lg[14] or lg.key
+      -- (formats and offsets chosen among literals: a string made costs
+      -- Redis its making and its collection)
       redis.call('SETRANGE', key, string.format('%d', 368 + (last % NB) * 512 + (ob - used) / 8),
-        struct.pack(string.sub('>I1>I2>I3>I4>I5>I6>I7', 3 * nbytes - 2, 3 * nbytes), acc))
+        struct.pack(nbytes < 4 and (nbytes < 2 and '>I1' or nbytes < 3 and '>I2' or '>I3')
+          or (nbytes < 5 and '>I4' or nbytes < 6 and '>I5' or nbytes < 7 and '>I6' or '>I7'), acc))
       ob, oc, opart = ob + bits, oc + 1, 0
       if total % 8 > 0 then
         opart = acc % 256
@@ -1084,8 +1096,11 @@ local function blockStep(step, lg, n, first, now)
       end
       local C0 = C
       C = (C + w) % 281474976710656
-      redis.call('SETRANGE', key, cur == 0 and '96'
-        or string.sub('112128144160176192208224240256272288304320336', 3 * cur - 2, 3 * cur),
+      redis.call('SETRANGE', key, cur < 8
+        and (cur < 4 and (cur < 2 and (cur < 1 and '96' or '112') or (cur < 3 and '128' or '144'))
+          or (cur < 6 and (cur < 5 and '160' or '176') or (cur < 7 and '192' or '208')))
+        or (cur < 12 and (cur < 10 and (cur < 9 and '224' or '240') or (cur < 11 and '256' or '272'))
+          or (cur < 14 and (cur < 13 and '288' or '304') or (cur < 15 and '320' or '336'))),
         first .. struct.pack('>I7', t) .. 'a')
       cur = (cur + 1) % 16
       -- the header: from C to cur, the fields between newest and oc as h
@@ -1126,7 +1141,7 @@ local function blockStep(step, lg, n, first, now)
     end
     lg.NB, lg.fb, lg.last, lg.C, lg.newest, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf, lg.obase, lg.ocum, lg.oc, lg.ob,
       lg.opart, lg.oeq, lg.ok, lg.omode, lg.cur = rawget(_G, 'struct').unpack('>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB', h, 7)
-    lg.h = nil
+    lg.key, lg.window, lg.limit, lg[17] = lg[14], lg[15], lg[16], nil
   end
   if step == 'answer' then
     local kth, newest = '0', '0'
