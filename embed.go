@@ -41,8 +41,9 @@ var (
 	// refuses exactly what its writer can never write.
 	sizesLua = fmt.Sprintf("local maxSlots = %d -- maxSlots (limit.go)\n", maxSlots)
 
-	// countLua gives them where a quota's count stops (config.MaxCount).
-	countLua = fmt.Sprintf("local maxCount = %d -- config.MaxCount\n", config.MaxCount)
+	// countLua gives them where counts stop: a quota's (config.MaxCount)
+	// and a sliding window's log's live events (config.DefaultMaxLive).
+	countLua = fmt.Sprintf("local maxCount, maxLive = %d, %d -- config.MaxCount, config.DefaultMaxLive\n", config.MaxCount, config.DefaultMaxLive)
 
 	// thresholdsLua gives script.lua its thresholds: convertPast, the live
 	// events past which an admission turns a sorted set the client keeps
@@ -115,19 +116,21 @@ func inline(src string, files map[string]string) string {
 
 // decideSource is the decision script's source where a sorted set of a
 // limit kept compactly becomes a compact log past convertPast live events,
-// a block log if blockLog: decideSrc with its thresholdsLua and formatLua
-// lines giving them.
-func decideSource(convertPast int, blockLog bool) string {
+// a block log if blockLog, and a log's live events stop at maxLive:
+// decideSrc with its thresholdsLua, formatLua and countLua lines giving
+// them.
+func decideSource(convertPast int, blockLog bool, maxLive int) string {
 	line := fmt.Sprintf("local convertPast = %d -- config.Config.ConvertPast\n", convertPast)
 	src := strings.Replace(decideSrc, thresholdsLua, line, 1)
+	src = strings.Replace(src, countLua, fmt.Sprintf("local maxCount, maxLive = %d, %d -- config.MaxCount, config.Config.MaxLive\n", config.MaxCount, maxLive), 1)
 	return strings.Replace(src, formatLua, fmt.Sprintf("local blockLog = %t -- config.Config.BlockLog\n", blockLog), 1)
 }
 
 // decideScriptFor is the decision script of a Limiter configured with
-// convertPast and blockLog: decideScript's for the defaults.
-func decideScriptFor(convertPast int, blockLog bool) *redis.Script {
-	if convertPast == config.DefaultConvertPast && blockLog {
+// convertPast, blockLog and maxLive: decideScript's for the defaults.
+func decideScriptFor(convertPast int, blockLog bool, maxLive int) *redis.Script {
+	if convertPast == config.DefaultConvertPast && blockLog && maxLive == config.DefaultMaxLive {
 		return decideScript
 	}
-	return redis.NewScript(decideSource(convertPast, blockLog))
+	return redis.NewScript(decideSource(convertPast, blockLog, maxLive))
 }

@@ -15,9 +15,15 @@ func TestDecideSourceThreshold(t *testing.T) {
 	if !strings.HasPrefix(thresholdsLua, fmt.Sprintf("local convertPast = %d ", config.DefaultConvertPast)) {
 		t.Fatalf("thresholdsLua %q does not give config.DefaultConvertPast (%d)", thresholdsLua, config.DefaultConvertPast)
 	}
-	got := decideSource(5, false)
+	got := decideSource(5, false, 1000)
 	if got == decideSrc || !strings.Contains(got, "\nlocal convertPast = 5 ") || strings.Contains(got, thresholdsLua) {
 		t.Fatalf("decideSource(5) does not give convertPast 5 in place of the default's line")
+	}
+	if !strings.Contains(got, "\nlocal maxCount, maxLive = 4503599627370496, 1000 ") || strings.Contains(got, countLua) {
+		t.Fatalf("decideSource(..., 1000) does not give maxLive 1000 in place of the default's line")
+	}
+	if !strings.HasPrefix(countLua, fmt.Sprintf("local maxCount, maxLive = %d, %d ", config.MaxCount, config.DefaultMaxLive)) {
+		t.Fatalf("countLua %q does not give config.MaxCount and config.DefaultMaxLive", countLua)
 	}
 	if strings.Contains(scriptLua, "> 128") {
 		t.Fatalf("script.lua compares with the literal 128 instead of convertPast")

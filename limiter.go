@@ -135,7 +135,7 @@ func New(rdb redis.Scripter, opts ...Option) *Limiter {
 	hook, _ := c.Hook.(Hook)
 	l := &Limiter{rdb: rdb, prefix: c.Prefix, name: c.Name, policy: policy, shadow: c.Shadow, hook: hook,
 		timeout: c.Timeout, maxEvents: c.MaxEvents, clock: time.Now, ids: c.IDs,
-		compactAbove: c.CompactAbove, script: decideScriptFor(c.ConvertPast, c.BlockLog)}
+		compactAbove: c.CompactAbove, script: decideScriptFor(c.ConvertPast, c.BlockLog, c.MaxLive)}
 	if l.ids == nil {
 		l.ids = ids.Process()
 	}

@@ -405,7 +405,13 @@ while argAt < nargs do
         count = admitQuota(key, count, n, oldest, cutoff, first, nows)
         newest = oldest
       elseif lg then
-        count, newest, clib = compactStep('admit', clib, lg, n, count, first, limit, now, nows)
+        local m = n
+        if force then -- usage stops at maxLive live events (embed.go): more would wrap a block log's totals
+          m = math.min(n, maxLive - count)
+        end
+        if m > 0 then
+          count, newest, clib = compactStep('admit', clib, lg, m, count, first, limit, now, nows)
+        end
       elseif n == 1 then
         added = call('ZADD', key, 'NX', nows, first)
       else -- AllowN: its events' ids derived and recorded (ids.lua)

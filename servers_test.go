@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/minitest"
 	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
@@ -79,7 +80,7 @@ var (
 	// (compact.lua), the format before the block log: the tests of its
 	// own layout set it.
 	slotLog       = Option(optiontest.SlotLog())
-	compactScript = decideScriptFor(0, false)
+	compactScript = decideScriptFor(0, false, config.DefaultMaxLive)
 )
 
 // compactAbove makes a limiter keep the logs of limits over events

@@ -479,7 +479,9 @@ func (s *shard) admit(key string, q request, rd reading, t int64) slidelog.Resul
 		}
 		e.expire(t - w)
 		e.window = w
-		e.push(t, n)
+		if m := min(n, config.DefaultMaxLive-e.count()); m > 0 { // (usage past the limit stops there, as in Redis)
+			e.push(t, m)
+		}
 		if rem := lim.Events - e.count(); r.Remaining < 0 || rem < r.Remaining {
 			which, r.Remaining = i, rem
 		}

@@ -77,3 +77,27 @@ func TestQuotaChargedPastItsLimitStaysDenied(t *testing.T) {
 		}
 	}
 }
+
+// A log's live events stop at 2^47, as in Redis (whose block log keeps its
+// totals mod 2^48): usage charged past it is dropped, so a log charged
+// 2^47 events at once holds nothing a window later, whatever was charged
+// past that meanwhile.
+func TestChargeStopsAtMaxLive(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	l := local.New(local.WithClock(func() time.Time { return now }))
+	lim := slidelog.Limit{Events: slidelog.MaxEvents, Window: time.Hour}
+	for i := range 1 << 17 {
+		if r, err := l.Charge(ctx, "k", slidelog.MaxEvents, lim); err != nil || r.Allowed {
+			t.Fatalf("charge %d: %+v, %v", i, r, err)
+		}
+	}
+	now = now.Add(30 * time.Minute)
+	if r, err := l.Charge(ctx, "k", slidelog.MaxEvents, lim); err != nil || r.Allowed || r.Remaining != 0 {
+		t.Fatalf("a charge past 2^47 live events: %+v, %v", r, err)
+	}
+	now = now.Add(30*time.Minute + time.Microsecond)
+	if p, err := l.Peek(ctx, "k", lim); err != nil || !p.Allowed || p.Remaining != slidelog.MaxEvents {
+		t.Fatalf("a window after the 2^47 events: %+v, %v; want the log empty (the charge past them dropped)", p, err)
+	}
+}

@@ -243,7 +243,7 @@ local function joined()
     else
       local def = embed:match('\n%s*' .. name .. '%s*=%s*([^\n]+)')
       local literal = def and def:match('^"(.*)"$')
-      local format, const = (def or ''):match('^fmt%.Sprintf%("(.*)", ([%w_.]+)%)$')
+      local format, consts = (def or ''):match('^fmt%.Sprintf%("(.*)", ([%w_., ]+)%)$')
       local inlined = (def or ''):match('^inline%(([%w_]+),')
       if inlined and files[inlined] then
         -- a file with a line "--[[NAME]]" for each file it holds
@@ -257,22 +257,28 @@ local function joined()
         end
         sources[#sources + 1] = (literal:gsub('\\n', '\n'))
       elseif format then
-        -- the constant's value: its definition in limit.go beside embed.go,
-        -- or (config.NAME) in internal/config (NAME = a << b), else 0 (no
-        -- case here reads it)
-        local value = 0
-        local go, name = 'limit.go', const
-        if const:find('^config%.') then
-          go, name = 'internal/config/config.go', const:sub(8)
-        end
-        do
+        -- each constant's value, in order: its definition in limit.go
+        -- beside embed.go, or (config.NAME) in internal/config (NAME = a <<
+        -- b), else 0 (no case here reads it)
+        local values = {}
+        for const in consts:gmatch('[%w_.]+') do
+          local value = 0
+          local go, name = 'limit.go', const
+          if const:find('^config%.') then
+            go, name = 'internal/config/config.go', const:sub(8)
+          end
           local okGo, src = pcall(read, dir .. go)
           local a, b = (okGo and src or ''):match('\n%s*' .. name .. '%s*=%s*(%d+) << (%d+)')
           if a then
             value = tonumber(a) * 2 ^ tonumber(b)
           end
+          values[#values + 1] = string.format('%d', value)
         end
-        sources[#sources + 1] = (format:gsub('%%d', string.format('%d', value)):gsub('\\n', '\n'))
+        local i = 0
+        sources[#sources + 1] = (format:gsub('%%d', function()
+          i = i + 1
+          return values[i]
+        end):gsub('\\n', '\n'))
       else
         error('luaops: embed.go joins ' .. name .. ', which luaops.lua cannot read: update it')
       end

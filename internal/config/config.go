@@ -48,6 +48,10 @@ type Config struct {
 	// slot per event (compact.lua), which the tests set to run its code. A
 	// decision reads either, whatever this says. No public option sets it.
 	BlockLog bool
+	// MaxLive is where a log's live events stop (DefaultMaxLive): the
+	// decision script's maxLive. No public option sets it; the tests make
+	// it small to reach it.
+	MaxLive int
 	// IDs hands out the event ids (nil: the process's, ids.Process).
 	IDs *ids.Source
 }
@@ -81,9 +85,15 @@ const (
 	// overflow in the client and read as room. A count there denies every
 	// request until its period ends, as any count over the limit does.
 	MaxCount = 1 << 52
+	// DefaultMaxLive is the most events a sliding window's log counts
+	// live, in both limiters (2^47, 131 072 times MaxEvents): usage
+	// recorded past a limit (Charge, Settle) that would take a log past it
+	// is recorded up to it, the rest dropped. A block log's running totals
+	// are kept mod 2^48, so more would wrap and read as room.
+	DefaultMaxLive = 1 << 47
 )
 
 // Default is the configuration of New(rdb) with no options.
 func Default() Config {
-	return Config{Prefix: "slidelog:", BatchMax: DefaultBatch, CompactAbove: DefaultCompactAbove, ConvertPast: DefaultConvertPast, BlockLog: true}
+	return Config{Prefix: "slidelog:", BatchMax: DefaultBatch, CompactAbove: DefaultCompactAbove, ConvertPast: DefaultConvertPast, BlockLog: true, MaxLive: DefaultMaxLive}
 }

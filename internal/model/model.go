@@ -5,6 +5,7 @@
 package model
 
 import (
+	"github.com/slidelog/slidelog/internal/config"
 	"math/rand/v2"
 	"time"
 )
@@ -89,7 +90,7 @@ func (m *Log) force(key string, window time.Duration, n int, t int64) {
 		gone++
 	}
 	log = log[gone:]
-	for range n {
+	for range min(n, config.DefaultMaxLive-len(log)) { // (usage past the limit stops there, as in both limiters)
 		log = append(log, t)
 	}
 	m.logs[key] = log

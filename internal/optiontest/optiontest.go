@@ -40,6 +40,12 @@ func SlotLog() func(*config.Config) {
 	return func(c *config.Config) { c.BlockLog = false }
 }
 
+// MaxLive makes a log's live events stop at max (the decision script's
+// maxLive), not at 2^47: usage recorded past it is dropped.
+func MaxLive(max int) func(*config.Config) {
+	return func(c *config.Config) { c.MaxLive = max }
+}
+
 // IDs makes the limiter take its event ids from s.
 func IDs(s *ids.Source) func(*config.Config) {
 	return func(c *config.Config) { c.IDs = s }
