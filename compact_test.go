@@ -257,60 +257,53 @@ func TestSlotLogBecomesBlockLog(t *testing.T) {
 	if testing.Short() {
 		steps = 800
 	}
-	for name, rdb := range map[string]*redis.Client{"miniredis": nil, "redis": realRedis(t)} {
-		t.Run(name, func(t *testing.T) {
-			var m *mini
-			if rdb == nil {
-				m = newMini(t)
-				rdb = m.Rdb
+	onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
+		prefix := uniqueKey(t) + ":"
+		instances := [3]*Limiter{New(rdb, slotLog, compactAbove(1<<30), WithPrefix(prefix)),
+			New(rdb, slotLog, compactAbove(0), WithPrefix(prefix)),
+			New(rdb, compactAbove(0), WithPrefix(prefix))}
+		ctx := context.Background()
+		mod := model.New()
+		r := rand.New(rand.NewPCG(4, 11))
+		var now time.Duration
+		seen := map[string]int{}
+		for i, s := range model.RandomTrace(r, steps) {
+			which := []int{0, 0, 1, 1, 1, 2}[r.IntN(6)] // (a key stays a block log until it expires)
+			if s.Advance == -1 {
+				s.Advance = 0
 			}
-			prefix := uniqueKey(t) + ":"
-			instances := [3]*Limiter{New(rdb, slotLog, compactAbove(1<<30), WithPrefix(prefix)),
-				New(rdb, slotLog, compactAbove(0), WithPrefix(prefix)),
-				New(rdb, compactAbove(0), WithPrefix(prefix))}
-			ctx := context.Background()
-			mod := model.New()
-			r := rand.New(rand.NewPCG(4, 11))
-			var now time.Duration
-			seen := map[string]int{}
-			for i, s := range model.RandomTrace(r, steps) {
-				which := []int{0, 0, 1, 1, 1, 2}[r.IntN(6)] // (a key stays a block log until it expires)
-				if s.Advance == -1 {
-					s.Advance = 0
-				}
-				now += s.Advance
-				if m != nil {
-					m.At(now)
-				} else if r.IntN(10) == 0 {
-					time.Sleep(s.Advance)
-				}
-				key := prefix + s.Key
-				before := formatOf(t, rdb, key)
-				lim, got, err := runStep(ctx, instances[which], s)
-				if err != nil {
-					t.Fatalf("step %d: %v", i, err)
-				}
-				want := mod.Decide(prefix+s.Key, s.Events, s.Window, s.N, got.at, !s.Peek)
-				if !sameDecision(got, lim, want) {
-					t.Fatalf("step %d (%+v, instance %d, a %s):\n got %+v\nwant %+v", i, s, which, before, got, want)
-				}
-				after := formatOf(t, rdb, key)
-				seen[before+" -> "+after]++
-				// (on a real server a key may expire between the two looks: a
-				// new log then holds this admission's events only)
-				if before == "blocks" && after == "slots" && (m != nil || !got.Allowed || got.Remaining != lim.Events-s.N) {
-					t.Fatalf("step %d: a block log became a compact log of slots", i)
-				}
-				if before == "slots" && after == "blocks" && (which != 2 || !got.Allowed) {
-					t.Fatalf("step %d: a compact log of slots became a block log at instance %d's decision (allowed %v)", i, which, got.Allowed)
-				}
+			now += s.Advance
+			if m != nil {
+				m.At(now)
+			} else if r.IntN(10) == 0 {
+				time.Sleep(s.Advance)
 			}
-			t.Logf("%v", seen)
-			if seen["slots -> blocks"] == 0 || seen["blocks -> blocks"] == 0 || seen["slots -> slots"] == 0 {
-				t.Errorf("the trace did not convert and keep both formats: %v", seen)
+			key := prefix + s.Key
+			before := formatOf(t, rdb, key)
+			lim, got, err := runStep(ctx, instances[which], s)
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
 			}
-		})
-	}
+			want := mod.Decide(prefix+s.Key, s.Events, s.Window, s.N, got.at, !s.Peek)
+			if !sameDecision(got, lim, want) {
+				t.Fatalf("step %d (%+v, instance %d, a %s):\n got %+v\nwant %+v", i, s, which, before, got, want)
+			}
+			after := formatOf(t, rdb, key)
+			seen[before+" -> "+after]++
+			// (on a real server a key may expire between the two looks: a
+			// new log then holds this admission's events only)
+			if before == "blocks" && after == "slots" && (m != nil || !got.Allowed || got.Remaining != lim.Events-s.N) {
+				t.Fatalf("step %d: a block log became a compact log of slots", i)
+			}
+			if before == "slots" && after == "blocks" && (which != 2 || !got.Allowed) {
+				t.Fatalf("step %d: a compact log of slots became a block log at instance %d's decision (allowed %v)", i, which, got.Allowed)
+			}
+		}
+		t.Logf("%v", seen)
+		if seen["slots -> blocks"] == 0 || seen["blocks -> blocks"] == 0 || seen["slots -> slots"] == 0 {
+			t.Errorf("the trace did not convert and keep both formats: %v", seen)
+		}
+	})
 }
 
 // A compact log of slots becomes a block log with its table of admissions
@@ -805,53 +798,46 @@ func TestCompactPastAListpack(t *testing.T) {
 // size, but one larger still makes it a block log first: n members would
 // cost Redis more than the conversion. Decisions match the model.
 func TestLargeSortedSetBecomesBlockLogForALargerN(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": nil, "redis": realRedis(t)} {
-		t.Run(name, func(t *testing.T) {
-			var m *mini
-			if rdb == nil {
-				m = newMini(t)
-				rdb = m.Rdb
+	onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
+		prefix := uniqueKey(t) + ":"
+		older, l := New(rdb, compactAbove(1<<30), WithPrefix(prefix)), New(rdb, WithPrefix(prefix))
+		ctx := context.Background()
+		lim := Limit{Events: 1 << 20, Window: time.Hour}
+		at := func(d time.Duration) {
+			if m != nil {
+				m.At(d)
 			}
-			prefix := uniqueKey(t) + ":"
-			older, l := New(rdb, compactAbove(1<<30), WithPrefix(prefix)), New(rdb, WithPrefix(prefix))
-			ctx := context.Background()
-			lim := Limit{Events: 1 << 20, Window: time.Hour}
-			at := func(d time.Duration) {
-				if m != nil {
-					m.At(d)
-				}
+		}
+		for i := range 50 {
+			at(time.Duration(i) * time.Millisecond)
+			if r, err := older.AllowN(ctx, "k", lim, 100); err != nil || !r.Allowed {
+				t.Fatalf("fill %d: %+v, %v", i, r, err)
 			}
-			for i := range 50 {
-				at(time.Duration(i) * time.Millisecond)
-				if r, err := older.AllowN(ctx, "k", lim, 100); err != nil || !r.Allowed {
-					t.Fatalf("fill %d: %+v, %v", i, r, err)
-				}
-			}
-			at(time.Second)
-			if r, err := l.AllowN(ctx, "k", lim, 4000); err != nil || !r.Allowed || r.Remaining != lim.Events-9000 {
-				t.Fatalf("AllowN(4000): %+v, %v", r, err)
-			}
-			if f := formatOf(t, rdb, prefix+"k"); f != "zset" {
-				t.Fatalf("after n = 4 000 on 5 000 events: a %s, want a sorted set", f)
-			}
-			r, err := l.AllowN(ctx, "k", lim, 100_000)
-			if err != nil || !r.Allowed || r.Remaining != lim.Events-109_000 {
-				t.Fatalf("AllowN(100 000): %+v, %v", r, err)
-			}
-			if f := formatOf(t, rdb, prefix+"k"); f != "blocks" {
-				t.Fatalf("after n = 100 000 on 9 000 events: a %s, want a block log", f)
-			}
-			if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-109_000 {
-				t.Errorf("Peek: %+v, %v", p, err)
-			}
-			if err := l.Refund(ctx, r.Handle()); err != nil {
-				t.Fatal(err)
-			}
-			if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-9000 {
-				t.Errorf("Peek after the refund: %+v, %v; want %d left", p, err, lim.Events-9000)
-			}
-		})
-	}
+		}
+		at(time.Second)
+		if r, err := l.AllowN(ctx, "k", lim, 4000); err != nil || !r.Allowed || r.Remaining != lim.Events-9000 {
+			t.Fatalf("AllowN(4000): %+v, %v", r, err)
+		}
+		if f := formatOf(t, rdb, prefix+"k"); f != "zset" {
+			t.Fatalf("after n = 4 000 on 5 000 events: a %s, want a sorted set", f)
+		}
+		r, err := l.AllowN(ctx, "k", lim, 100_000)
+		if err != nil || !r.Allowed || r.Remaining != lim.Events-109_000 {
+			t.Fatalf("AllowN(100 000): %+v, %v", r, err)
+		}
+		if f := formatOf(t, rdb, prefix+"k"); f != "blocks" {
+			t.Fatalf("after n = 100 000 on 9 000 events: a %s, want a block log", f)
+		}
+		if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-109_000 {
+			t.Errorf("Peek: %+v, %v", p, err)
+		}
+		if err := l.Refund(ctx, r.Handle()); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-9000 {
+			t.Errorf("Peek after the refund: %+v, %v; want %d left", p, err, lim.Events-9000)
+		}
+	})
 }
 
 // A compact log of slots never grows past maxSlots (7 bytes a slot, under
@@ -859,36 +845,31 @@ func TestLargeSortedSetBecomesBlockLogForALargerN(t *testing.T) {
 // the log there makes a block log instead, from a sorted set or from a
 // log of slots.
 func TestSlotLogPastMaxSlotsIsABlockLog(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": nil, "redis": realRedis(t)} {
-		t.Run(name, func(t *testing.T) {
-			if rdb == nil {
-				rdb = newMini(t).Rdb
-			}
-			prefix := uniqueKey(t) + ":"
-			ctx := context.Background()
-			lim := Limit{Events: MaxEvents, Window: time.Hour}
-			fromSet, fromSlots := New(rdb, slotLog, WithPrefix(prefix)), New(rdb, slotLog, compactFromFirst, WithPrefix(prefix))
-			if r, err := fromSet.AllowN(ctx, "set", lim, maxSlots+1); err != nil || !r.Allowed || r.Remaining != MaxEvents-maxSlots-1 {
-				t.Fatalf("AllowN(maxSlots+1) on an empty key: %+v, %v", r, err)
-			}
-			if f := formatOf(t, rdb, prefix+"set"); f != "blocks" {
-				t.Errorf("a request past maxSlots made a %s, want a block log", f)
-			}
-			if r, err := fromSlots.AllowN(ctx, "slots", lim, 1000); err != nil || !r.Allowed {
-				t.Fatalf("AllowN(1000): %+v, %v", r, err)
-			}
-			if f := formatOf(t, rdb, prefix+"slots"); f != "slots" {
-				t.Fatalf("a log of 1 000 events: a %s, want slots", f)
-			}
-			if r, err := fromSlots.AllowN(ctx, "slots", lim, maxSlots); err != nil || !r.Allowed || r.Remaining != MaxEvents-maxSlots-1000 {
-				t.Fatalf("AllowN(maxSlots) on 1 000 slots: %+v, %v", r, err)
-			}
-			if f := formatOf(t, rdb, prefix+"slots"); f != "blocks" {
-				t.Errorf("a log of slots taken past maxSlots is a %s, want a block log", f)
-			}
-			if n := rdb.StrLen(ctx, prefix+"slots").Val(); n > 1<<16 {
-				t.Errorf("the log holds %d bytes, want a block log of a few", n)
-			}
-		})
-	}
+	onBoth(t, func(t *testing.T, rdb *redis.Client, _ *mini) {
+		prefix := uniqueKey(t) + ":"
+		ctx := context.Background()
+		lim := Limit{Events: MaxEvents, Window: time.Hour}
+		fromSet, fromSlots := New(rdb, slotLog, WithPrefix(prefix)), New(rdb, slotLog, compactFromFirst, WithPrefix(prefix))
+		if r, err := fromSet.AllowN(ctx, "set", lim, maxSlots+1); err != nil || !r.Allowed || r.Remaining != MaxEvents-maxSlots-1 {
+			t.Fatalf("AllowN(maxSlots+1) on an empty key: %+v, %v", r, err)
+		}
+		if f := formatOf(t, rdb, prefix+"set"); f != "blocks" {
+			t.Errorf("a request past maxSlots made a %s, want a block log", f)
+		}
+		if r, err := fromSlots.AllowN(ctx, "slots", lim, 1000); err != nil || !r.Allowed {
+			t.Fatalf("AllowN(1000): %+v, %v", r, err)
+		}
+		if f := formatOf(t, rdb, prefix+"slots"); f != "slots" {
+			t.Fatalf("a log of 1 000 events: a %s, want slots", f)
+		}
+		if r, err := fromSlots.AllowN(ctx, "slots", lim, maxSlots); err != nil || !r.Allowed || r.Remaining != MaxEvents-maxSlots-1000 {
+			t.Fatalf("AllowN(maxSlots) on 1 000 slots: %+v, %v", r, err)
+		}
+		if f := formatOf(t, rdb, prefix+"slots"); f != "blocks" {
+			t.Errorf("a log of slots taken past maxSlots is a %s, want a block log", f)
+		}
+		if n := rdb.StrLen(ctx, prefix+"slots").Val(); n > 1<<16 {
+			t.Errorf("the log holds %d bytes, want a block log of a few", n)
+		}
+	})
 }

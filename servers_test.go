@@ -36,6 +36,17 @@ func realRedis(t testing.TB) *redis.Client {
 	return newClient(t, real.Addr(t))
 }
 
+// onBoth runs f as two subtests: on a miniredis whose clock the test sets
+// (m), and on a real redis-server (m nil).
+func onBoth(t *testing.T, f func(t *testing.T, rdb *redis.Client, m *mini)) {
+	t.Helper()
+	t.Run("miniredis", func(t *testing.T) {
+		m := newMini(t)
+		f(t, m.Rdb, m)
+	})
+	t.Run("redis", func(t *testing.T) { f(t, realRedis(t), nil) })
+}
+
 func newClient(t testing.TB, addr string) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
 	t.Cleanup(func() { _ = rdb.Close() })

@@ -623,45 +623,38 @@ func TestWithAdmission(t *testing.T) {
 func TestChargeStopsAtMaxLive(t *testing.T) {
 	ctx := context.Background()
 	lim := PerHour(1000)
-	for name, rdb := range map[string]*redis.Client{"miniredis": nil, "redis": realRedis(t)} {
-		t.Run(name, func(t *testing.T) {
-			var m *mini
-			if rdb == nil {
-				m = newMini(t)
-				rdb = m.Rdb
+	onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
+		prefix := uniqueKey(t) + ":"
+		l := New(rdb, WithPrefix(prefix), Option(optiontest.MaxLive(5000)))
+		at := func(d time.Duration) {
+			if m != nil {
+				m.At(d)
 			}
-			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix), Option(optiontest.MaxLive(5000)))
-			at := func(d time.Duration) {
-				if m != nil {
-					m.At(d)
-				}
-			}
-			at(0)
-			if r, err := l.Charge(ctx, "k", 4500, lim); err != nil || r.Allowed || r.Remaining != 0 {
-				t.Fatalf("Charge(4 500): %+v, %v", r, err)
-			}
-			at(30 * time.Minute)
-			c, err := l.Charge(ctx, "k", 600, lim)
-			if err != nil || c.Allowed || c.Remaining != 0 {
-				t.Fatalf("Charge(600): %+v, %v", c, err)
-			}
-			if n := logLen(t, rdb, prefix+"k"); n != 5000 {
-				t.Fatalf("the log holds %d events, want 5 000 (600 charged past 4 500: 500 recorded)", n)
-			}
-			if _, err := l.Charge(ctx, "k", 10, lim); err != nil {
-				t.Fatal(err)
-			}
-			if n := logLen(t, rdb, prefix+"k"); n != 5000 {
-				t.Fatalf("the log holds %d events after a charge at maxLive, want 5 000", n)
-			}
-			if m == nil {
-				return // (the rest needs a set clock)
-			}
-			at(time.Hour + 30*time.Minute - time.Microsecond) // the first charge has expired, not the others
-			if p, err := l.Peek(ctx, "k", lim); err != nil || !p.Allowed || p.Remaining != 500 {
-				t.Fatalf("Peek after the first charge expired: %+v, %v; want the 500 recorded left, 500 remaining", p, err)
-			}
-		})
-	}
+		}
+		at(0)
+		if r, err := l.Charge(ctx, "k", 4500, lim); err != nil || r.Allowed || r.Remaining != 0 {
+			t.Fatalf("Charge(4 500): %+v, %v", r, err)
+		}
+		at(30 * time.Minute)
+		c, err := l.Charge(ctx, "k", 600, lim)
+		if err != nil || c.Allowed || c.Remaining != 0 {
+			t.Fatalf("Charge(600): %+v, %v", c, err)
+		}
+		if n := logLen(t, rdb, prefix+"k"); n != 5000 {
+			t.Fatalf("the log holds %d events, want 5 000 (600 charged past 4 500: 500 recorded)", n)
+		}
+		if _, err := l.Charge(ctx, "k", 10, lim); err != nil {
+			t.Fatal(err)
+		}
+		if n := logLen(t, rdb, prefix+"k"); n != 5000 {
+			t.Fatalf("the log holds %d events after a charge at maxLive, want 5 000", n)
+		}
+		if m == nil {
+			return // (the rest needs a set clock)
+		}
+		at(time.Hour + 30*time.Minute - time.Microsecond) // the first charge has expired, not the others
+		if p, err := l.Peek(ctx, "k", lim); err != nil || !p.Allowed || p.Remaining != 500 {
+			t.Fatalf("Peek after the first charge expired: %+v, %v; want the 500 recorded left, 500 remaining", p, err)
+		}
+	})
 }
