@@ -1025,10 +1025,11 @@ end
 --   'answer', lg, short: the time of the entry at which the live weight
 --         reaches short ('0' when short < 1) and the newest entry's ('0'
 --         when none is live), as strings;
---   'admit', lg, n, first, now: an entry of weight n at now (at newest,
---         should the clock have stepped back while entries are held) for
---         the admission whose first id is first; the time, a string.
-local function blockStep(step, lg, n, first, now)
+--   'admit', lg, n, first, now, nows: an entry of weight n at now (at
+--         newest, should the clock have stepped back while entries are
+--         held) for the admission whose first id is first; the time, a
+--         string (nows, now's, when it is now and given).
+local function blockStep(step, lg, n, first, now, nows)
   local h = lg[17] -- (lean: see blockOpen)
   if step == 'admit' then
     -- the entry coded into the open block in place, with the header and
@@ -1132,7 +1133,7 @@ local function blockStep(step, lg, n, first, now)
         lg.C, lg.oc, lg.ob, lg.opart, lg.oeq, lg.cur = C, oc, ob, opart, oeq, cur
       end
       lg.newest, lg.T = t, lg.T + n
-      return string.format('%d', t)
+      return t == now and nows or string.format('%d', t)
     until true
   end
   if h then -- every field named, from h with what an admission wrote over it
@@ -1161,5 +1162,5 @@ local function blockStep(step, lg, n, first, now)
   end
   local t = blocklogLib().record(lg, now, n, first, lg.window * n / lg.limit)
   lg.T = lg.T + n
-  return string.format('%d', t)
+  return t == now and nows or string.format('%d', t)
 end

@@ -421,7 +421,7 @@ local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
     return nil, lib
   end
   if lg.bs then -- admit, a block log's (blocklog.lua)
-    return count + n, lg.bs(step, lg, n, first, now), lib
+    return count + n, lg.bs(step, lg, n, first, now, nows), lib
   end
   local t, ts = nows, now
   if lg.newest > now then
