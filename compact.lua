@@ -315,23 +315,16 @@ end
 -- string's length is read before anything reads its slots or writes to it
 -- (a decision that may admit, or one that scans): a string cut short, or
 -- another program's that starts alike, is no log, and is never written.
--- force: a charge's, recorded whatever the log holds.
-local function openCompact(lib, key, card, now, window, limit, n, peek, force)
-  local h = redis.pcall('GETRANGE', key, '0', '95') -- (a block log's header is 96 bytes)
+-- force: a charge's, recorded whatever the log holds. h: the key's first
+-- 96 bytes (GETRANGE 0 95), when the caller read them already.
+local function openCompact(lib, key, card, now, window, limit, n, peek, force, h)
+  h = h or redis.pcall('GETRANGE', key, '0', '95') -- (a block log's header is 96 bytes)
   if type(h) ~= 'string' or h == '' then
     return nil, card, lib -- another type (WRONGTYPE), or no key
   end
   local lg
-  if #h >= 40 and string.sub(h, 1, 4) == 'slc1' then
-    local struct = rawget(_G, 'struct') -- (none on miniredis)
-    if struct then
-      local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
-      lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
-    else
-      lib = lib or compactLib()
-      lg = lib.open(key, string.sub(h, 1, 40))
-    end
-  elseif string.sub(h, 1, 4) == 'slb1' then -- a block log (blocklog.lua)
+  local magic = string.sub(h, 1, 4)
+  if magic == 'slb1' then -- a block log (blocklog.lua)
     if not blockStep then
       blockLibrary, blockOpen, blockStep = need('block')
     end
@@ -340,6 +333,15 @@ local function openCompact(lib, key, card, now, window, limit, n, peek, force)
       lg.bs = blockStep
     end
     return lg, card, lib
+  elseif #h >= 40 and magic == 'slc1' then
+    local struct = rawget(_G, 'struct') -- (none on miniredis)
+    if struct then
+      local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
+      lg = {key = key, C = C, T = T, F = F, newest = nw, oldest = od, cur = cur}
+    else
+      lib = lib or compactLib()
+      lg = lib.open(key, string.sub(h, 1, 40))
+    end
   end
   -- a header no compact log has (another program's string that starts
   -- alike, or a log damaged by hand) is no log

@@ -794,10 +794,10 @@ func TestCompactPastAListpack(t *testing.T) {
 }
 
 // A sorted set of a limit kept compactly with more than 4 096 live events
-// (an older slidelog's) stays a sorted set for a request of at most its
-// size, but one larger still makes it a block log first: n members would
-// cost Redis more than the conversion. Decisions match the model.
-func TestLargeSortedSetBecomesBlockLogForALargerN(t *testing.T) {
+// (an older slidelog's) stays a sorted set for a request of at most 128
+// events (a member each, whose ids the client takes), but a larger one
+// makes it a block log first. Decisions match the model.
+func TestLargeSortedSetBecomesBlockLogPast128(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
 		prefix := uniqueKey(t) + ":"
 		older, l := New(rdb, compactAbove(1<<30), WithPrefix(prefix)), New(rdb, WithPrefix(prefix))
@@ -815,27 +815,27 @@ func TestLargeSortedSetBecomesBlockLogForALargerN(t *testing.T) {
 			}
 		}
 		at(time.Second)
-		if r, err := l.AllowN(ctx, "k", lim, 4000); err != nil || !r.Allowed || r.Remaining != lim.Events-9000 {
-			t.Fatalf("AllowN(4000): %+v, %v", r, err)
+		if r, err := l.AllowN(ctx, "k", lim, 128); err != nil || !r.Allowed || r.Remaining != lim.Events-5128 {
+			t.Fatalf("AllowN(128): %+v, %v", r, err)
 		}
 		if f := formatOf(t, rdb, prefix+"k"); f != "zset" {
-			t.Fatalf("after n = 4 000 on 5 000 events: a %s, want a sorted set", f)
+			t.Fatalf("after n = 128 on 5 000 events: a %s, want a sorted set", f)
 		}
-		r, err := l.AllowN(ctx, "k", lim, 100_000)
-		if err != nil || !r.Allowed || r.Remaining != lim.Events-109_000 {
-			t.Fatalf("AllowN(100 000): %+v, %v", r, err)
+		r, err := l.AllowN(ctx, "k", lim, 129)
+		if err != nil || !r.Allowed || r.Remaining != lim.Events-5257 {
+			t.Fatalf("AllowN(129): %+v, %v", r, err)
 		}
 		if f := formatOf(t, rdb, prefix+"k"); f != "blocks" {
-			t.Fatalf("after n = 100 000 on 9 000 events: a %s, want a block log", f)
+			t.Fatalf("after n = 129 on 5 128 events: a %s, want a block log", f)
 		}
-		if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-109_000 {
+		if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-5257 {
 			t.Errorf("Peek: %+v, %v", p, err)
 		}
 		if err := l.Refund(ctx, r.Handle()); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-9000 {
-			t.Errorf("Peek after the refund: %+v, %v; want %d left", p, err, lim.Events-9000)
+		if p, err := l.Peek(ctx, "k", lim); err != nil || p.Remaining != lim.Events-5128 {
+			t.Errorf("Peek after the refund: %+v, %v; want %d left", p, err, lim.Events-5128)
 		}
 	})
 }

@@ -161,11 +161,11 @@ func (l *Limiter) each(ctx context.Context, qs []request, askKeys [][]string) ([
 	}
 	total, nkeys, nargs := 0, 0, 1
 	for i, q := range qs {
-		total += q.n
+		total += ids.Span(q.n)
 		nkeys += len(askKeys[i])
 		nargs += 3 + 2*len(q.all())
 	}
-	first := l.ids.Reserve(total)
+	first := l.ids.Reserve(total) // (a sum of spans, each at most MaxSpan: at most MaxSpan * MaxLimits)
 	counter := uint64(first[3])<<32 | uint64(binary.BigEndian.Uint32(first[4:]))
 	prefix := [ids.PrefixLen]byte(first[:ids.PrefixLen])
 	// each ask's arguments, in one array: go-redis takes pointers to them,
@@ -180,7 +180,7 @@ func (l *Limiter) each(ctx context.Context, qs []request, askKeys [][]string) ([
 		a := &as[i]
 		a.id = ids.At(prefix, counter)
 		a.arg.Set(a.id)
-		counter += uint64(q.n)
+		counter += uint64(ids.Span(q.n))
 		a.n, a.events, a.window = int64(q.n), int64(q.limit.Events), q.limit.micros()
 		if q.limit.Events > l.compactAbove {
 			a.window = -a.window

@@ -78,8 +78,12 @@ type Handle struct {
 // pointer), which its Settle (Settler) reads back with Handle.Admission.
 // slidelog/local's Handles are made so. The Redis Limiter's Refund and
 // Settle refuse such a Handle, but under FailLocal, whose fallback made it.
+// A nil a gives the zero Handle, which refunds and settles nothing.
 func (r Result) WithAdmission(a any) Result {
-	r.handle = Handle{n: 1, ext: a}
+	r.handle = Handle{}
+	if a != nil {
+		r.handle = Handle{n: 1, ext: a}
+	}
 	return r
 }
 

@@ -140,6 +140,7 @@ local logs
 -- 'quota': calendar quotas); nameAll (logLib 'index': an AllowAll's
 -- indexes).
 local compactLib, openCompact, compactStep, clib, eventIds, countQuota, admitQuota, nameAll
+local blockOpen, blockStep -- (need 'block': a block log's steps, blocklog.lua)
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -315,12 +316,25 @@ while argAt < nargs do
         reply = (h.err and h) or (not card and '?' .. nows) or nil
         window = card and tonumber(oldest) - now -- its expiry: the period's end
       elseif other then
-        -- a compact log is read as one; another type (WRONGTYPE) fails this
-        -- decision, with nothing written
-        if not openCompact then
-          compactLib, openCompact, compactStep = need('compact')
+        -- a compact log is read as one: a block log by blocklog.lua's steps
+        -- alone (a call on one makes none of compact.lua's functions), a
+        -- log of slots by compact.lua's; another type (WRONGTYPE) fails
+        -- this decision, with nothing written
+        local h = read('GETRANGE', key, '0', '95') -- (a block log's header is 96 bytes)
+        if type(h) == 'string' and string.sub(h, 1, 4) == 'slb1' then
+          if not blockStep then
+            blockOpen, blockStep = select(2, need('block'))
+          end
+          lg, reply = blockOpen(key, h, now, window, limit, n, peek, force)
+          if lg then
+            lg.bs = blockStep
+          end
+        else
+          if not openCompact then
+            compactLib, openCompact, compactStep = need('compact')
+          end
+          lg, reply, clib = openCompact(clib, key, card, now, window, limit, n, peek, force, h)
         end
-        lg, reply, clib = openCompact(clib, key, card, now, window, limit, n, peek, force)
         card = lg and lg.T - lg.f -- its live events
       elseif card + n > limit and card > 0 then
         -- a sorted set that is full unless some expired: its oldest event
@@ -378,13 +392,13 @@ while argAt < nargs do
       if index then
         key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota = unpack(logs, 10 * i - 9, 10 * i)
       end
-      if count + n > convertPast and (count <= 4096 or n > count) and not lg and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then
+      if count + n > convertPast and (count <= 4096 or n > convertPast) and not lg and string.byte(ARGV[argAt + 2 + 2 * i]) == 45 then
         -- a sorted set of a limit the client keeps compactly ('-': a
         -- negated window), which this admission takes past convertPast live
         -- events (a listpack's 128 members: embed.go): it becomes a compact
         -- log of its live events, in place, and is admitted as one (a larger
-        -- one, an older slidelog's, stays a sorted set, unless n is larger
-        -- still: n members would cost more than converting it)
+        -- one, an older slidelog's, stays a sorted set for an n of at most
+        -- convertPast: a member an event, whose ids the client took)
         if not compactLib then
           compactLib, openCompact, compactStep = need('compact')
         end
@@ -409,7 +423,9 @@ while argAt < nargs do
         if force then -- usage stops at maxLive live events (embed.go): more would wrap a block log's totals
           m = math.min(n, maxLive - count)
         end
-        if m > 0 then
+        if m > 0 and lg.bs then -- a block log's (blocklog.lua)
+          count, newest = count + m, lg.bs('admit', lg, m, first, now, nows)
+        elseif m > 0 then
           count, newest, clib = compactStep('admit', clib, lg, m, count, first, limit, now, nows)
         end
       elseif n == 1 then
@@ -483,6 +499,8 @@ while argAt < nargs do
       if quota then -- its count is gone at its period's end (oldest)
         kth = short > 0 and oldest or '0'
         newest = count > 0 and oldest or '0'
+      elseif lg and lg.bs then -- a block log's (blocklog.lua)
+        kth, newest = lg.bs('answer', lg, short)
       elseif lg then
         kth, newest, clib = compactStep('answer', clib, lg, short)
       elseif short == 1 and gone == 0 then

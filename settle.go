@@ -218,12 +218,13 @@ func (l *Limiter) after(ctx context.Context, h Handle) (Result, error) {
 // part is the Handle of h's events from the actual-th on: what a Settle
 // to actual gives back. Its ids follow h's (a sorted set removes exactly
 // those); a compact log or a quota takes back n-actual of h's time (its
-// table knows it by h's first id, origin), marked by the first of those
-// ids, so that the same give-back run again gives nothing more, and a
-// Refund later (of h's first id, actual events) is another.
+// table knows it by h's first id, origin), marked by an id of h's span
+// (ids.Span: the actual-th, or the span's last), so that the same
+// give-back run again gives nothing more, and a Refund later (of h's
+// first id, actual events) is another.
 func (h Handle) part(actual int) Handle {
 	p := h
-	p.id = ids.Plus(h.id, actual)
+	p.id = ids.Plus(h.id, min(actual, ids.Span(h.n)-1))
 	p.n = h.n - actual
 	p.origin = h.id
 	p.st = nil

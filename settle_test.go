@@ -613,6 +613,14 @@ func TestWithAdmission(t *testing.T) {
 	if keys := m.Keys(); len(keys) != 0 {
 		t.Errorf("keys written: %v", keys)
 	}
+	// a nil record is no admission: the zero Handle, which refunds nothing
+	zero := string(make([]byte, 8))
+	m.Rdb.ZAdd(ctx, "", redis.Z{Score: 1, Member: zero})
+	if h := (Result{Allowed: true}).WithAdmission(nil).Handle(); h != (Handle{}) {
+		t.Errorf("WithAdmission(nil)'s Handle: %+v, want the zero one", h)
+	} else if err := l.Refund(ctx, h); err != nil || m.Rdb.ZCard(ctx, "").Val() != 1 {
+		t.Errorf("Refund of WithAdmission(nil)'s Handle: %v; the raw key \"\" holds %d members, want 1", err, m.Rdb.ZCard(ctx, "").Val())
+	}
 }
 
 // Usage past a limit is never refused, but a log's live events stop at
@@ -657,4 +665,38 @@ func TestChargeStopsAtMaxLive(t *testing.T) {
 			t.Fatalf("Peek after the first charge expired: %+v, %v; want the 500 recorded left, 500 remaining", p, err)
 		}
 	})
+}
+
+// An admission takes at most ids.MaxSpan ids whatever its n (a quota's n
+// may reach MaxQuota, past the ids' 2^40), so two admissions of 2^40 in a
+// row never share a first id: a re-sent second one (here the EVAL after
+// NOSCRIPT) is counted, not taken for the first's retry, and each one's
+// Refund gives back its own events.
+func TestHugeAdmissionsKeepTheirOwnIds(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := context.Background()
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+	q := Daily(1<<41, time.UTC)
+	a, err := l.AllowN(ctx, "k", q, 1<<40)
+	if err != nil || !a.Allowed || a.Remaining != 1<<40 {
+		t.Fatalf("A: %+v, %v", a, err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.AllowN(ctx, "k", q, 1<<40)
+	if err != nil || !b.Allowed || b.Remaining != 0 || b.handle.id == a.handle.id {
+		t.Fatalf("B, re-sent after NOSCRIPT: %+v, %v (ids %x, %x); want admitted, counted", b, err, a.handle.id, b.handle.id)
+	}
+	if c, err := l.AllowN(ctx, "k", q, 1); err != nil || c.Allowed {
+		t.Fatalf("C: %+v, %v; want denied", c, err)
+	}
+	for _, h := range []Handle{a.Handle(), b.Handle()} {
+		if err := l.Refund(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, err := l.Peek(ctx, "k", q); err != nil || p.Remaining != 1<<41 {
+		t.Fatalf("after both refunds: %+v, %v; want 2^41 left", p, err)
+	}
 }

@@ -21,7 +21,18 @@ const (
 	Len         = 8         // bytes of an id
 	PrefixLen   = 3         // bytes of its prefix
 	CounterMask = 1<<40 - 1 // its counter's bits
+	// MaxSpan is the most ids one admission takes (Span): a sorted set's
+	// admission is at most 1 024 events (an in-flight lease's MaxAcquireN;
+	// a rate limit's, at most 128), a member each; a larger one is one
+	// entry of a compact log or a quota's count, which keeps its first id
+	// only (and a Settle's give-back, an id within its span). So no
+	// admission, whatever its n, moves the counter round its 2^40.
+	MaxSpan = 1 << 10
 )
+
+// Span is how many ids an admission of n events takes: n, at most
+// MaxSpan.
+func Span(n int) int { return min(n, MaxSpan) }
 
 // Source hands out blocks of consecutive event ids.
 type Source struct {
@@ -55,10 +66,12 @@ func NewAt(prefix [PrefixLen]byte, next uint64) *Source {
 // Prefix is the prefix of the Source's ids.
 func (s *Source) Prefix() [PrefixLen]byte { return s.prefix }
 
-// Reserve returns the id of the first of n consecutive events; the script
-// derives the others (prefix, counter+i mod 2^40).
+// Reserve returns the id of the first of n consecutive events (Span(n)
+// ids are taken); the script derives the others (prefix, counter+i mod
+// 2^40) where it keeps them, a sorted set's n members.
 func (s *Source) Reserve(n int) [Len]byte {
-	return At(s.prefix, s.next.Add(uint64(n))-uint64(n))
+	k := uint64(Span(n))
+	return At(s.prefix, s.next.Add(k)-k)
 }
 
 // At is the id with the prefix and the counter c (mod 2^40): the one

@@ -36,3 +36,15 @@ func TestSourcesDiffer(t *testing.T) {
 		t.Error("random prefixes repeat")
 	}
 }
+
+// An admission takes Span(n) ids: n, at most MaxSpan, so the counter moves
+// on by at most MaxSpan whatever n is (n may be a quota's 2^50).
+func TestReserveTakesASpan(t *testing.T) {
+	s := NewAt([PrefixLen]byte{1, 2, 3}, 100)
+	for _, c := range []struct{ n, next int }{{1, 101}, {128, 229}, {1 << 40, 229 + MaxSpan}, {1 << 50, 229 + 2*MaxSpan}} {
+		s.Reserve(c.n)
+		if got := s.Reserve(0); got != At(s.Prefix(), uint64(c.next)) {
+			t.Fatalf("after Reserve(%d): next id %x, want counter %d", c.n, got, c.next)
+		}
+	}
+}
