@@ -485,7 +485,7 @@ func (l *Limiter) redis(ctx context.Context, q *request) (Result, error) {
 		limits = q.limits
 	}
 	r, err := decode(v, limits)
-	if err == nil && (r.Allowed || q.op == opCharge) && record {
+	if err == nil && (r.Allowed || q.op == opCharge && !reply.Dropped(v)) && record {
 		r.handle = l.handle(q, keys, id)
 		r.handle.at = r.at
 		r.handle.setEnds(v, limits)

@@ -60,7 +60,8 @@
 --        score of its k-th oldest live event, k = count + n - events (the
 --        request fits under it at kth + window), else 0; newest, the score
 --        of its newest event, or 0 for an empty log (the log is empty from
---        newest + window). A single decision's reply is that string; a
+--        newest + window); a charge recorded nowhere (dropped, below) ends
+--        its reply " !". A single decision's reply is that string; a
 --        batch's, a table of them. The client does the arithmetic (Result's
 --        fields), exactly, in integers.
 --
@@ -185,6 +186,11 @@ local keyAt, argAt = 0, 0 -- the KEYS and ARGV the decisions before this one too
 -- is the same decision taken again as a peek of one event (again): the
 -- state of the key after it, as a Peek would see it.
 local force, again = false, false
+-- A charge that would take a log past the most it counts (maxLive live
+-- events; a quota, maxCount: embed.go) is dropped: recorded in none of
+-- its logs (they are far over any limit already), and its reply, the peek
+-- after it, ends " !", so that its Handle refunds nothing.
+local dropped = false
 -- The decisions of a call mostly share their limits: the last limit and
 -- window read (their strings and numbers; the window's absolute value), the
 -- cutoff of the last window and the last expiry are kept, so that the next
@@ -360,8 +366,9 @@ while argAt < nargs do
         unknown = false
       end
       count = card - gone
-      if count + n > limit and not retried and not force then
-        fits = false
+      if count + n > limit and not retried
+        and (not force or (lg and count + n > maxLive) or (quota and count + n > maxCount)) then
+        fits, dropped = false, force or dropped -- (a charge past the most a log counts: dropped)
       end
       if index then -- keep this log's state while the others are read
         local b = 10 * i - 10
@@ -418,16 +425,10 @@ while argAt < nargs do
       if quota then -- n more in its period (oldest: its end)
         count = admitQuota(key, count, n, oldest, cutoff, first, nows)
         newest = oldest
+      elseif lg and lg.bs then -- a block log's (blocklog.lua)
+        count, newest = count + n, lg.bs('admit', lg, n, first, now, nows)
       elseif lg then
-        local m = n
-        if force then -- usage stops at maxLive live events (embed.go): more would wrap a block log's totals
-          m = math.min(n, maxLive - count)
-        end
-        if m > 0 and lg.bs then -- a block log's (blocklog.lua)
-          count, newest = count + m, lg.bs('admit', lg, m, first, now, nows)
-        elseif m > 0 then
-          count, newest, clib = compactStep('admit', clib, lg, m, count, first, limit, now, nows)
-        end
+        count, newest, clib = compactStep('admit', clib, lg, n, count, first, limit, now, nows)
       elseif n == 1 then
         added = call('ZADD', key, 'NX', nows, first)
       else -- AllowN: its events' ids derived and recorded (ids.lua)
@@ -551,7 +552,11 @@ while argAt < nargs do
   -- a charge (force) is answered as a peek of one event after it: the
   -- same decision taken again (again), reading every log anew
   if force or again then
+    if again and dropped and type(reply) == 'string' and string.byte(reply) < 50 then -- ('0' or '1': an answer)
+      reply = reply .. ' !'
+    end
     again, force = force and type(reply) ~= 'table', false
+    dropped = dropped and again -- (kept for the peek after a charge, else done)
   end
   -- reply: alone in its call, the decision's string is the call's reply
   if again then

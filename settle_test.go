@@ -626,8 +626,10 @@ func TestWithAdmission(t *testing.T) {
 // Usage past a limit is never refused, but a log's live events stop at
 // maxLive (2^47 by default; a block log's running totals wrap at 2^48, and
 // 2^18 charges of MaxEvents made a full log read as empty and admit
-// MaxEvents more): a charge records what fits under it, and drops the
-// rest. Here maxLive is 5 000 (optiontest.MaxLive), on a block log.
+// MaxEvents more): a charge that would take a log past it is recorded
+// nowhere, and its Handle refunds nothing (a refund of it took back other
+// charges' events of its microsecond). Here maxLive is 5 000
+// (optiontest.MaxLive), on a block log.
 func TestChargeStopsAtMaxLive(t *testing.T) {
 	ctx := context.Background()
 	lim := PerHour(1000)
@@ -639,30 +641,40 @@ func TestChargeStopsAtMaxLive(t *testing.T) {
 				m.At(d)
 			}
 		}
+		held := func(want int64) {
+			t.Helper()
+			if n := logLen(t, rdb, prefix+"k"); n != want {
+				t.Fatalf("the log holds %d events, want %d", n, want)
+			}
+		}
 		at(0)
 		if r, err := l.Charge(ctx, "k", 4500, lim); err != nil || r.Allowed || r.Remaining != 0 {
 			t.Fatalf("Charge(4 500): %+v, %v", r, err)
 		}
 		at(30 * time.Minute)
-		c, err := l.Charge(ctx, "k", 600, lim)
-		if err != nil || c.Allowed || c.Remaining != 0 {
-			t.Fatalf("Charge(600): %+v, %v", c, err)
-		}
-		if n := logLen(t, rdb, prefix+"k"); n != 5000 {
-			t.Fatalf("the log holds %d events, want 5 000 (600 charged past 4 500: 500 recorded)", n)
-		}
-		if _, err := l.Charge(ctx, "k", 10, lim); err != nil {
+		if _, err := l.Charge(ctx, "k", 400, lim); err != nil {
 			t.Fatal(err)
 		}
-		if n := logLen(t, rdb, prefix+"k"); n != 5000 {
-			t.Fatalf("the log holds %d events after a charge at maxLive, want 5 000", n)
+		held(4900)
+		c, err := l.Charge(ctx, "k", 600, lim) // (4 900 + 600 > 5 000)
+		if err != nil || c.Allowed || c.Remaining != 0 || c.Handle() != (Handle{}) {
+			t.Fatalf("Charge(600) past maxLive: %+v, %v; want no room and the zero Handle", c, err)
 		}
+		held(4900)
+		if err := l.Refund(ctx, c.Handle()); err != nil {
+			t.Fatal(err)
+		}
+		held(4900)
+		if _, err := l.Charge(ctx, "k", 100, lim); err != nil { // (what fits is recorded)
+			t.Fatal(err)
+		}
+		held(5000)
 		if m == nil {
 			return // (the rest needs a set clock)
 		}
 		at(time.Hour + 30*time.Minute - time.Microsecond) // the first charge has expired, not the others
 		if p, err := l.Peek(ctx, "k", lim); err != nil || !p.Allowed || p.Remaining != 500 {
-			t.Fatalf("Peek after the first charge expired: %+v, %v; want the 500 recorded left, 500 remaining", p, err)
+			t.Fatalf("Peek after the first charge expired: %+v, %v; want 500 recorded, 500 remaining", p, err)
 		}
 	})
 }

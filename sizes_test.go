@@ -224,18 +224,31 @@ func TestAllowNMaxEventsRealRedis(t *testing.T) {
 }
 
 // Usage charged past a quota's limit, any number of times, keeps it denying
-// until its period ends: its count stops at 2^52 (four times MaxQuota),
-// where it is still exact. Without the stop, 8 192 charges of MaxQuota
-// took the count past 2^63 and the quota admitted again.
+// until its period ends: a charge that would take its count past 2^52
+// (four times MaxQuota, where it is still exact) is recorded nowhere.
+// Without the stop, 8 192 charges of MaxQuota took the count past 2^63
+// and the quota admitted again.
 func TestQuotaChargedPastItsLimitStaysDenied(t *testing.T) {
 	rdb := RealRedis(t)
 	ctx := context.Background()
 	l := New(rdb, WithPrefix(UniqueKey(t)+":"))
 	q := Daily(MaxQuota, time.UTC)
+	var handles []Handle
 	for i := range 8200 {
 		r, err := l.Charge(ctx, "k", MaxQuota, q)
 		if err != nil || r.Allowed || r.Remaining != 0 {
 			t.Fatalf("charge %d of MaxQuota: %+v, %v; want no room", i, r, err)
+		}
+		handles = append(handles, r.Handle())
+	}
+	// the charges past 2^52 were recorded nowhere: their refunds give
+	// nothing back (a refund of 4 of them emptied a count held at 2^52)
+	for _, h := range handles[4:12] {
+		if h != (Handle{}) {
+			t.Fatalf("a charge past 2^52 has a Handle that refunds: %+v", h)
+		}
+		if err := l.Refund(ctx, h); err != nil {
+			t.Fatal(err)
 		}
 	}
 	for _, n := range []int{1, MaxQuota} {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slidelog/slidelog"
+	"github.com/slidelog/slidelog/internal/config"
 )
 
 // A Limiter settles costs as slidelog.Limiter does.
@@ -108,9 +109,9 @@ func (l *Limiter) Charge(_ context.Context, key string, n int, limits ...slidelo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := l.time(s, key)
-	s.force(key, q, n, t)
+	recorded := s.force(key, q, n, t)
 	r, err := q.after(s.keys[key], t)
-	if err == nil {
+	if err == nil && recorded {
 		r = r.WithAdmission(newAdmission(l, s.keys[key], key, q.limits, q.all, n, t))
 	}
 	return r, err
@@ -139,13 +140,26 @@ func (q request) after(en *entry, t int64) (slidelog.Result, error) {
 }
 
 // force records n events for key at t in every log and quota of q's
-// limits, whatever they hold: admit's writes, without its check.
-func (s *shard) force(key string, q request, n int, t int64) {
+// limits, whatever they hold: admit's writes, without its check. A charge
+// that would take a log past the most it counts (config.DefaultMaxLive
+// live events; a quota, config.MaxCount) is recorded nowhere, as in
+// Redis: force reports whether it recorded.
+func (s *shard) force(key string, q request, n int, t int64) bool {
 	var views [4]view
 	var ends [4]int64
 	q.n = n
 	rd := q.read(s.keys[key], t, views[:0], ends[:0])
+	for i, v := range rd.vs {
+		most := config.DefaultMaxLive
+		if rd.pend[i] != 0 {
+			most = config.MaxCount
+		}
+		if v.count+n > most {
+			return false
+		}
+	}
 	s.admit(key, q, rd, t)
+	return true
 }
 
 // giveBack takes back up to n of key's events recorded at at (µs), in

@@ -65,11 +65,17 @@ func TestQuotaChargedPastItsLimitStaysDenied(t *testing.T) {
 	ctx := context.Background()
 	l := local.New()
 	q := slidelog.Daily(slidelog.MaxQuota, time.UTC)
+	var last slidelog.Result
 	for i := range 8200 {
 		r, err := l.Charge(ctx, "k", slidelog.MaxQuota, q)
 		if err != nil || r.Allowed || r.Remaining != 0 {
 			t.Fatalf("charge %d of MaxQuota: %+v, %v; want no room", i, r, err)
 		}
+		last = r
+	}
+	// a charge past 2^52 was recorded nowhere: it has nothing to settle
+	if _, err := l.Settle(ctx, last.Handle(), 0); !errors.Is(err, slidelog.ErrInvalidN) {
+		t.Errorf("Settle of a charge recorded nowhere: %v, want ErrInvalidN", err)
 	}
 	for _, n := range []int{1, slidelog.MaxQuota} {
 		if r, err := l.AllowN(ctx, "k", q, n); err != nil || r.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 {
@@ -79,9 +85,9 @@ func TestQuotaChargedPastItsLimitStaysDenied(t *testing.T) {
 }
 
 // A log's live events stop at 2^47, as in Redis (whose block log keeps its
-// totals mod 2^48): usage charged past it is dropped, so a log charged
-// 2^47 events at once holds nothing a window later, whatever was charged
-// past that meanwhile.
+// totals mod 2^48): a charge past it is recorded nowhere (and has nothing
+// to settle), so a log charged 2^47 events at once holds nothing a window
+// later, whatever was charged past that meanwhile.
 func TestChargeStopsAtMaxLive(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
@@ -93,8 +99,12 @@ func TestChargeStopsAtMaxLive(t *testing.T) {
 		}
 	}
 	now = now.Add(30 * time.Minute)
-	if r, err := l.Charge(ctx, "k", slidelog.MaxEvents, lim); err != nil || r.Allowed || r.Remaining != 0 {
+	r, err := l.Charge(ctx, "k", slidelog.MaxEvents, lim)
+	if err != nil || r.Allowed || r.Remaining != 0 {
 		t.Fatalf("a charge past 2^47 live events: %+v, %v", r, err)
+	}
+	if _, err := l.Settle(ctx, r.Handle(), 0); !errors.Is(err, slidelog.ErrInvalidN) {
+		t.Errorf("Settle of a charge recorded nowhere: %v, want ErrInvalidN", err)
 	}
 	now = now.Add(30*time.Minute + time.Microsecond)
 	if p, err := l.Peek(ctx, "k", lim); err != nil || !p.Allowed || p.Remaining != slidelog.MaxEvents {

@@ -90,7 +90,10 @@ func (m *Log) force(key string, window time.Duration, n int, t int64) {
 		gone++
 	}
 	log = log[gone:]
-	for range min(n, config.DefaultMaxLive-len(log)) { // (usage past the limit stops there, as in both limiters)
+	if len(log)+n > config.DefaultMaxLive {
+		n = 0 // past the most a log counts: recorded nowhere, as in both limiters
+	}
+	for range n {
 		log = append(log, t)
 	}
 	m.logs[key] = log

@@ -32,6 +32,9 @@ type Decision struct {
 	RetryAfter time.Duration
 	ResetAfter time.Duration
 	Which      int
+	// Dropped: a charge recorded nowhere, past the most a log counts (the
+	// reply ends " !"): its Handle refunds nothing.
+	Dropped bool
 }
 
 // Decode reads script.lua's reply v to one decision under limits, "allowed
@@ -77,6 +80,9 @@ func Decode[L any](v any, limits []L, size func(L) (events int, window int64)) (
 			r.ResetAfter = reset
 		}
 	}
+	if s == "!" {
+		r.Dropped, s = true, ""
+	}
 	if s != "" {
 		return Decision{}, fmt.Errorf("slidelog: script replied %v, more than %d limits", v, len(limits))
 	}
@@ -104,6 +110,13 @@ func foreign(triple string) bool {
 		return true
 	}
 	return false
+}
+
+// Dropped reports whether v is the reply of a charge recorded nowhere,
+// past the most a log counts (it ends " !"): its Handle refunds nothing.
+func Dropped(v any) bool {
+	s, ok := v.(string)
+	return ok && strings.HasSuffix(s, " !")
 }
 
 // Newest is the newest of each limit's triple in v, an admission's reply

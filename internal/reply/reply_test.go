@@ -26,7 +26,13 @@ func TestDecode(t *testing.T) {
 	if err != nil || !d.Allowed || d.Remaining != 1 || d.Which != 1 {
 		t.Errorf("an admission: %+v, %v", d, err)
 	}
-	for _, bad := range []any{"2 1 0 0 0 0 0 0", "1 1 0 0", "1 1 0 0 0 0 0 0 9", int64(1), "1 1 x 0 0 0 0 0"} {
+	// a charge recorded nowhere (past the most a log counts) ends " !"
+	d, err = Decode("0 100000000 3 99500000 99900000 5 95000000 99900000 !", limits, size)
+	want.Dropped = true
+	if err != nil || d != want || !Dropped("0 100000000 3 99500000 99900000 5 95000000 99900000 !") || Dropped("1 1 0 0 0 0 0 0") {
+		t.Errorf("a dropped charge's reply: %+v, %v; want %+v", d, err, want)
+	}
+	for _, bad := range []any{"2 1 0 0 0 0 0 0", "1 1 0 0", "1 1 0 0 0 0 0 0 9", int64(1), "1 1 x 0 0 0 0 0", "1 1 0 0 0 0 0 0 ! !", "1 1 0 0 0 !"} {
 		if d, err := Decode(bad, limits, size); err == nil {
 			t.Errorf("Decode(%v) = %+v, want an error", bad, d)
 		}
