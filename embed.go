@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // The scripts, each with its KEYS, ARGV and reply in its header. Each runs
@@ -42,8 +43,9 @@ var (
 	sizesLua = fmt.Sprintf("local maxSlots = %d -- maxSlots (limit.go)\n", maxSlots)
 
 	// countLua gives them where counts stop: a quota's (config.MaxCount)
-	// and a sliding window's log's live events (config.DefaultMaxLive).
-	countLua = fmt.Sprintf("local maxCount, maxLive = %d, %d -- config.MaxCount, config.DefaultMaxLive\n", config.MaxCount, config.DefaultMaxLive)
+	// and a sliding window's log's live events (config.DefaultMaxLive);
+	// and the most ids an admission takes (ids.MaxSpan).
+	countLua = fmt.Sprintf("local maxCount, maxLive, maxSpan = %d, %d, %d -- config.MaxCount, config.DefaultMaxLive, ids.MaxSpan\n", config.MaxCount, config.DefaultMaxLive, ids.MaxSpan)
 
 	// thresholdsLua gives script.lua its thresholds: convertPast, the live
 	// events past which an admission turns a sorted set the client keeps
@@ -122,7 +124,7 @@ func inline(src string, files map[string]string) string {
 func decideSource(convertPast int, blockLog bool, maxLive int) string {
 	line := fmt.Sprintf("local convertPast = %d -- config.Config.ConvertPast\n", convertPast)
 	src := strings.Replace(decideSrc, thresholdsLua, line, 1)
-	src = strings.Replace(src, countLua, fmt.Sprintf("local maxCount, maxLive = %d, %d -- config.MaxCount, config.Config.MaxLive\n", config.MaxCount, maxLive), 1)
+	src = strings.Replace(src, countLua, fmt.Sprintf("local maxCount, maxLive, maxSpan = %d, %d, %d -- config.MaxCount, config.Config.MaxLive, ids.MaxSpan\n", config.MaxCount, maxLive, ids.MaxSpan), 1)
 	return strings.Replace(src, formatLua, fmt.Sprintf("local blockLog = %t -- config.Config.BlockLog\n", blockLog), 1)
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/slidelog/slidelog/internal/config"
+	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // The default threshold is the one the shared script joins, and another
@@ -19,10 +20,10 @@ func TestDecideSourceThreshold(t *testing.T) {
 	if got == decideSrc || !strings.Contains(got, "\nlocal convertPast = 5 ") || strings.Contains(got, thresholdsLua) {
 		t.Fatalf("decideSource(5) does not give convertPast 5 in place of the default's line")
 	}
-	if !strings.Contains(got, "\nlocal maxCount, maxLive = 4503599627370496, 1000 ") || strings.Contains(got, countLua) {
+	if !strings.Contains(got, "\nlocal maxCount, maxLive, maxSpan = 4503599627370496, 1000, 1024 ") || strings.Contains(got, countLua) {
 		t.Fatalf("decideSource(..., 1000) does not give maxLive 1000 in place of the default's line")
 	}
-	if !strings.HasPrefix(countLua, fmt.Sprintf("local maxCount, maxLive = %d, %d ", config.MaxCount, config.DefaultMaxLive)) {
+	if !strings.HasPrefix(countLua, fmt.Sprintf("local maxCount, maxLive, maxSpan = %d, %d, %d ", config.MaxCount, config.DefaultMaxLive, ids.MaxSpan)) {
 		t.Fatalf("countLua %q does not give config.MaxCount and config.DefaultMaxLive", countLua)
 	}
 	if strings.Contains(scriptLua, "> 128") {

@@ -57,8 +57,11 @@ for i = 1, #KEYS - q do
   -- compact log's Handle, its key Reset or expired and made a sorted set
   -- again)
   local card = redis.pcall('ZCARD', KEYS[i])
+  -- (a sorted set's admission takes at most maxSpan ids: embed.go; a
+  -- Handle of more is a compact log's, whose key may since have become a
+  -- sorted set of others' events, which must keep theirs)
   local span = n
-  if type(card) ~= 'table' and card < n then
+  if type(card) ~= 'table' and (card < n or n > maxSpan) then
     span = 0
   end
   for j = 0, span - 1, 1000 do

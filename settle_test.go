@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelog/slidelog/internal/compactlog"
+	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
@@ -710,5 +711,44 @@ func TestHugeAdmissionsKeepTheirOwnIds(t *testing.T) {
 	}
 	if p, err := l.Peek(ctx, "k", q); err != nil || p.Remaining != 1<<41 {
 		t.Fatalf("after both refunds: %+v, %v; want 2^41 left", p, err)
+	}
+}
+
+// A Handle of more than ids.MaxSpan events (a block log's admission, which
+// took only MaxSpan ids) refunded or settled after its key became a sorted
+// set of other admissions' events takes none of theirs: their ids follow
+// its span. (It took 976 of 2 000 charged events.)
+func TestStaleHugeHandleTakesNoOtherEvents(t *testing.T) {
+	for _, how := range []string{"Refund", "Settle"} {
+		t.Run(how, func(t *testing.T) {
+			onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
+				ctx := context.Background()
+				prefix := uniqueKey(t) + ":"
+				l := New(rdb, WithPrefix(prefix), Option(optiontest.IDs(ids.NewAt([3]byte{'s', 'h', 'h'}, 1000))))
+				a, err := l.AllowN(ctx, "k", PerHour(5000), 2000)
+				if err != nil || !a.Allowed {
+					t.Fatalf("A: %+v, %v", a, err)
+				}
+				if err := l.Reset(ctx, "k"); err != nil {
+					t.Fatal(err)
+				}
+				for range 20 { // (a sorted set of 2 000 members, whose ids follow A's span)
+					if _, err := l.Charge(ctx, "k", 100, PerHour(100)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if how == "Refund" {
+					err = l.Refund(ctx, a.Handle())
+				} else {
+					_, err = l.Settle(ctx, a.Handle(), 500)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := logLen(t, rdb, prefix+"k"); n != 2000 {
+					t.Errorf("%s of A after its key was reset: the charges' log holds %d events, want 2 000", how, n)
+				}
+			})
+		})
 	}
 }

@@ -258,14 +258,16 @@ local function joined()
         sources[#sources + 1] = (literal:gsub('\\n', '\n'))
       elseif format then
         -- each constant's value, in order: its definition in limit.go
-        -- beside embed.go, or (config.NAME) in internal/config (NAME = a <<
-        -- b), else 0 (no case here reads it)
+        -- beside embed.go, or (config.NAME, ids.NAME) in internal/config or
+        -- internal/ids (NAME = a << b), else 0 (no case here reads it)
         local values = {}
         for const in consts:gmatch('[%w_.]+') do
           local value = 0
           local go, name = 'limit.go', const
           if const:find('^config%.') then
             go, name = 'internal/config/config.go', const:sub(8)
+          elseif const:find('^ids%.') then
+            go, name = 'internal/ids/ids.go', const:sub(5)
           end
           local okGo, src = pcall(read, dir .. go)
           local a, b = (okGo and src or ''):match('\n%s*' .. name .. '%s*=%s*(%d+) << (%d+)')
