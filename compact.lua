@@ -10,17 +10,18 @@
 -- sized exactly: SETRANGE past a string's end grows it greedily, up to
 -- twice its size.
 --
--- A block log (blocklog.lua), met where a compact log may be, goes to
--- blocklogLib's decision, answer and admit from these same steps.
+-- A block log (blocklog.lua) is read and written by its own steps, which
+-- script.lua calls; these hand it over only where they meet one (a
+-- retry's lookup, a conversion to one).
 --
 -- openCompact and compactStep (at the end) take a decision's usual steps,
 -- packing with Redis' struct library. compactLib does the rest (and everything on
 -- miniredis, which has neither struct nor bit: string.byte and string.char
 -- only); it is made only by a call that needs it, as its closures cost
 -- Redis about 25 000 instructions (TestScriptPieces).
--- blocklog.lua's blockLibrary, blockOpen and blockStep, for the first
--- step of a call that meets a block log
-local blockLibrary, blockOpen, blockStep
+-- blocklog.lua's blockLibrary and blockStep, for the first step of a call
+-- that meets a block log here (a retry's lookup, a conversion)
+local blockLibrary, blockStep
 local function compactLib()
   local call, byte, char, sub, rep, floor = redis.call, string.byte, string.char, string.sub, string.rep, math.floor
   local HDR, K, B = 296, 16, 64 -- bytes before the ring, table entries, slots per block read
@@ -243,7 +244,7 @@ local function compactLib()
       end
     end
     if not blockStep then
-      blockLibrary, blockOpen, blockStep = need('block')
+      blockLibrary, blockStep = need('block')
     end
     local lg = blockLibrary().build(key, tss, ws, window / limit, tbl, cur)
     lg.bs, lg.window, lg.limit, lg.T, lg.f, lg.sized = blockStep, window, limit, #times, 0, true
@@ -316,24 +317,14 @@ end
 -- (a decision that may admit, or one that scans): a string cut short, or
 -- another program's that starts alike, is no log, and is never written.
 -- force: a charge's, recorded whatever the log holds. h: the key's first
--- 96 bytes (GETRANGE 0 95), when the caller read them already.
+-- 96 bytes (GETRANGE 0 95: the caller reads them, and hands a block log to
+-- blocklog.lua's blockOpen instead).
 local function openCompact(lib, key, card, now, window, limit, n, peek, force, h)
-  h = h or redis.pcall('GETRANGE', key, '0', '95') -- (a block log's header is 96 bytes)
   if type(h) ~= 'string' or h == '' then
     return nil, card, lib -- another type (WRONGTYPE), or no key
   end
   local lg
-  local magic = string.sub(h, 1, 4)
-  if magic == 'slb1' then -- a block log (blocklog.lua)
-    if not blockStep then
-      blockLibrary, blockOpen, blockStep = need('block')
-    end
-    lg, card = blockOpen(key, h, now, window, limit, n, peek, force)
-    if lg then
-      lg.bs = blockStep
-    end
-    return lg, card, lib
-  elseif #h >= 40 and magic == 'slc1' then
+  if #h >= 40 and string.sub(h, 1, 4) == 'slc1' then
     local struct = rawget(_G, 'struct') -- (none on miniredis)
     if struct then
       local C, T, F, nw, od, cur = struct.unpack('>I7I7I7I7I7B', h, 5)
@@ -387,10 +378,6 @@ end
 --         has none (its decision's first read meets its error).
 local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
   if step == 'answer' then
-    if lg.bs then -- a block log's (blocklog.lua)
-      local kth, newest = lg.bs(step, lg, n)
-      return kth, newest, lib
-    end
     local kth, newest = '0', '0'
     if n == 1 then -- (n: short)
       kth = string.format('%d', lg.oldest) -- (the time of event f)
@@ -407,7 +394,7 @@ local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
       local recorded = redis.pcall('ZSCORE', lg[i], first)
       if type(recorded) == 'table' and redis.pcall('GETRANGE', lg[i], '0', '3') == 'slb1' then
         if not blockStep then
-          blockLibrary, blockOpen, blockStep = need('block')
+          blockLibrary, blockStep = need('block')
         end
         recorded = blockLibrary().found(lg[i], first, 97)
         recorded = recorded and string.format('%d', recorded)
@@ -421,9 +408,6 @@ local function compactStep(step, lib, lg, n, count, first, limit, now, nows)
       end
     end
     return nil, lib
-  end
-  if lg.bs then -- admit, a block log's (blocklog.lua)
-    return count + n, lg.bs(step, lg, n, first, now, nows), lib
   end
   local t, ts = nows, now
   if lg.newest > now then

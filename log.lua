@@ -152,11 +152,10 @@ local function logLib(part)
 
   -- admit: n more in the period ending at pend (a string), keeping this
   -- admission's id (first) and time (nows) for its retry in place of the
-  -- last one's (last). Returns the new count, which stops at maxCount
-  -- (embed.go): usage past the limit (a charge) is never refused, and a
-  -- count past it would lose its exactness.
+  -- last one's (last). Returns the new count (never past maxCount: a
+  -- charge that would take it there is dropped before, script.lua).
   local function admit(key, count, n, pend, last, first, nows)
-    count = math.min(count + n, maxCount)
+    count = count + n
     redis.call('ZADD', key, pend, 'e', string.format('%d', count), 'c', nows, first)
     if last and last ~= first then
       redis.call('ZREM', key, last)

@@ -9,9 +9,9 @@
 --
 --   need('log')      logLib (log.lua): calendar quotas, AllowAll's indexes
 --   need('compact')  compactLib, openCompact, compactStep (compact.lua)
---   need('block')    blockLibrary, blockOpen, blockStep (blocklog.lua):
---                    the block log, which compact.lua's steps hand a log
---                    that is one
+--   need('block')    blockLibrary, blockStep, blockOpen (blocklog.lua):
+--                    the block log's steps, which script.lua takes (and
+--                    compact.lua's, where they meet one)
 --   need('ids')      eventIds (ids.lua): the ids of an admission's events
 local function need(part)
   if part == 'log' then
@@ -22,7 +22,7 @@ local function need(part)
     return compactLib, openCompact, compactStep
   elseif part == 'block' then
 --[[blocklog.lua]]
-    return blockLibrary, blockOpen, blockStep
+    return blockLibrary, blockStep, blockOpen
   end
 --[[ids.lua]]
   return eventIds

@@ -329,7 +329,7 @@ while argAt < nargs do
         local h = read('GETRANGE', key, '0', '95') -- (a block log's header is 96 bytes)
         if type(h) == 'string' and string.sub(h, 1, 4) == 'slb1' then
           if not blockStep then
-            blockOpen, blockStep = select(2, need('block'))
+            blockStep, blockOpen = select(2, need('block'))
           end
           lg, reply = blockOpen(key, h, now, window, limit, n, peek, force)
           if lg then

@@ -64,7 +64,6 @@ import (
 	"time"
 
 	"github.com/slidelog/slidelog"
-	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/waiting"
 )
 
@@ -461,7 +460,7 @@ func (s *shard) admit(key string, q request, rd reading, t int64) slidelog.Resul
 				en.quotas = append(en.quotas, quota{of: of})
 				qu = &en.quotas[len(en.quotas)-1]
 			}
-			qu.end, qu.count = end, min(rd.vs[i].count+n, config.MaxCount) // (usage past the limit stops there, as in Redis)
+			qu.end, qu.count = end, rd.vs[i].count+n
 			if rem := lim.Events - qu.count; r.Remaining < 0 || rem < r.Remaining {
 				which, r.Remaining = i, rem
 			}
@@ -479,9 +478,7 @@ func (s *shard) admit(key string, q request, rd reading, t int64) slidelog.Resul
 		}
 		e.expire(t - w)
 		e.window = w
-		if m := min(n, config.DefaultMaxLive-e.count()); m > 0 { // (usage past the limit stops there, as in Redis)
-			e.push(t, m)
-		}
+		e.push(t, n)
 		if rem := lim.Events - e.count(); r.Remaining < 0 || rem < r.Remaining {
 			which, r.Remaining = i, rem
 		}

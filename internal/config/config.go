@@ -78,18 +78,18 @@ const (
 	// size by default (CompactAbove, ConvertPast).
 	DefaultCompactAbove = 128
 	DefaultConvertPast  = 128
-	// MaxCount is where a calendar quota's count stops growing, in both
-	// limiters (2^52, four times MaxQuota): usage recorded past a quota's
-	// limit (Charge, Settle) adds to its count up to MaxCount and no more.
-	// Past it the count would lose its exactness in a Lua number, then
-	// overflow in the client and read as room. A count there denies every
-	// request until its period ends, as any count over the limit does.
+	// MaxCount is the most a calendar quota counts, in both limiters
+	// (2^52, four times MaxQuota): usage (Charge, Settle) that would take
+	// a quota's count past it is recorded nowhere. Past it the count would
+	// lose its exactness in a Lua number, then overflow in the client and
+	// read as room. A count near it denies every request until its period
+	// ends, as any count over the limit does.
 	MaxCount = 1 << 52
 	// DefaultMaxLive is the most events a sliding window's log counts
 	// live, in both limiters (2^47, 131 072 times MaxEvents): usage
-	// recorded past a limit (Charge, Settle) that would take a log past it
-	// is recorded up to it, the rest dropped. A block log's running totals
-	// are kept mod 2^48, so more would wrap and read as room.
+	// (Charge, Settle) that would take a log past it is recorded in none
+	// of its logs. A block log's running totals are kept mod 2^48, so more
+	// would wrap and read as room.
 	DefaultMaxLive = 1 << 47
 )
 

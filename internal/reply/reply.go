@@ -32,9 +32,6 @@ type Decision struct {
 	RetryAfter time.Duration
 	ResetAfter time.Duration
 	Which      int
-	// Dropped: a charge recorded nowhere, past the most a log counts (the
-	// reply ends " !"): its Handle refunds nothing.
-	Dropped bool
 }
 
 // Decode reads script.lua's reply v to one decision under limits, "allowed
@@ -80,8 +77,8 @@ func Decode[L any](v any, limits []L, size func(L) (events int, window int64)) (
 			r.ResetAfter = reset
 		}
 	}
-	if s == "!" {
-		r.Dropped, s = true, ""
+	if s == "!" { // a charge recorded nowhere (Dropped)
+		s = ""
 	}
 	if s != "" {
 		return Decision{}, fmt.Errorf("slidelog: script replied %v, more than %d limits", v, len(limits))
