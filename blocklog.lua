@@ -945,9 +945,10 @@ end
 -- and the header's format as literals: a constant each closure captured
 -- would cost every call its upvalue; blocklogLib is made only by a step
 -- that needs a block read, a new block, or a server without the struct
--- library: miniredis). compact.lua's openCompact and compactStep call
--- them. Redis formats a number given to a command with "%.17g", which
--- costs more than string.format's "%d": offsets are given as strings.
+-- library: miniredis). script.lua calls them (and compact.lua where it
+-- meets a block log). Redis formats a number given to a command with
+-- "%.17g", which costs more than string.format's "%d": offsets are given
+-- as strings.
 local blockLibrary = blocklogLib -- (need.lua's name for it)
 
 -- blockOpen: the block log at key as of now, for a decision of n under
@@ -1021,7 +1022,7 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
   return lg
 end
 
--- blockStep: compactStep's steps on a block log opened by blockOpen:
+-- blockStep: a decision's steps on a block log opened by blockOpen:
 --   'answer', lg, short: the time of the entry at which the live weight
 --         reaches short ('0' when short < 1) and the newest entry's ('0'
 --         when none is live), as strings;
