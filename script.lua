@@ -131,7 +131,12 @@
 -- logs and the indexes: a table per log, and each time a table grows (a
 -- rehash), cost Redis more than the rest of an AllowAll's bookkeeping
 -- (about 3 500 and 6 000 instructions a decision, callgrind).
-local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota
+-- These, and the cached limit and window (limitS ... expS), the charge's
+-- flags (force, again, dropped) and the batch's state below, are one
+-- statement of nils: one operation for Redis to make, where each
+-- statement is one more.
+local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota,
+  limitS, limitN, windowS, windowN, cutW, cutS, expAt, expS, force, again, dropped
 local logs
 -- The steps beyond a sorted set's, each set made by the first decision of
 -- the call that needs one (need.lua): compactLib, openCompact, compactStep
@@ -185,19 +190,18 @@ local keyAt, argAt = 0, 0 -- the KEYS and ARGV the decisions before this one too
 -- recorded whatever the logs hold (force; never refused), and its answer
 -- is the same decision taken again as a peek of one event (again): the
 -- state of the key after it, as a Peek would see it.
-local force, again = false, false
+-- (force, again: declared nil with the decision's state, below)
 -- A charge that would take a log past the most it counts (maxLive live
 -- events; a quota, maxCount: embed.go) is dropped: recorded in none of
 -- its logs (they are far over any limit already), and its reply, the peek
 -- after it, ends " !", so that its Handle refunds nothing.
-local dropped = false
+-- (dropped: nil, as force and again)
 -- The decisions of a call mostly share their limits: the last limit and
 -- window read (their strings and numbers; the window's absolute value), the
 -- cutoff of the last window and the last expiry are kept, so that the next
 -- decision on the same limit compares strings (interned: a pointer)
 -- instead of converting again (tonumber and string.format cost Redis more
 -- than a command's argument; docs/performance.md).
-local limitS, limitN, windowS, windowN, cutW, cutS, expAt, expS
 local nargs = #ARGV
 -- A decision's first read of each log is a redis.pcall: a key of another
 -- type fails only that decision (its reply is the error; alone in its
