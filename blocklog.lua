@@ -743,6 +743,78 @@ local function blocklogLib(part)
     atEnd(lg)
   end
 
+  -- recode: block b (bk, decoded; lo, the first block a refund searched)
+  -- coded anew with the entries nts, nws that a refund of got of their
+  -- weight left: in place when it fits, else split in pieces and the
+  -- blocks after it moved on. The blocks after it hold got less before
+  -- them; F and the open block follow. Returns b, at its last piece, and
+  -- lo, as a move renumbered them.
+  local function recode(lg, b, lo, bk, nts, nws, got)
+    local mode = bk.mode
+    for i = 2, #nws do
+      if mode == 0 and nws[i] ~= nws[1] then
+        local sum = 0
+        for x = 1, #nws do
+          sum = sum + nws[x]
+        end
+        mode = kwOf(sum / #nws) + 1
+      end
+    end
+    local pieces, at, c = {}, 1, bk.cum
+    repeat
+      local sb, nx, bits, lastb = encodeRun(nts, nws, at, #nts, bk.k, mode, bk.base, c)
+      pieces[#pieces + 1] = {sb, nx, bits, lastb, at}
+      for x = at, nx - 1 do
+        c = c + nws[x]
+      end
+      at = nx
+    until at > #nts
+    local extra = #pieces - 1
+    if extra > 0 then
+      if lg.last - lg.fb + 1 + extra > lg.NB then
+        local fbOld = lg.fb
+        rewrite(lg, fit(lg.last - lg.fb + 1 + extra))
+        b, lo = b - fbOld, lo - fbOld
+      end
+      shift(lg, b + 1, extra)
+    end
+    for p, pc in ipairs(pieces) do
+      local sb = pc[1]
+      call('SETRANGE', lg.key, slot(lg, b + p - 1), sb)
+      if b + p - 1 == lg.last then
+        lg.ocum = dec(sb, 8, 6)
+        openState(lg, pc[3], pc[4], pc[2] - pc[5], dec(sb, 1, 7), nws, pc[5], bk.k, mode)
+        if pc[2] > pc[5] then
+          lg.newest = nts[pc[2] - 1]
+        end
+      end
+    end
+    -- the blocks after it hold got less before them
+    for x = b + #pieces, lg.last do
+      local o = slot(lg, x) + 7
+      local c = dec(call('GETRANGE', lg.key, o, o + 5), 1, 6)
+      call('SETRANGE', lg.key, o, enc((c - got) % M48, 6))
+    end
+    if lg.last >= b + #pieces then
+      lg.ocum = (lg.ocum - got) % M48
+    end
+    lg.C = (lg.C - got) % M48
+    if b == lg.fb then
+      -- F: the same entry, or the one after it when it went
+      local fi, fb = lg.fi, b
+      for p = 2, #pieces do
+        if fi >= pieces[p][5] - 1 then
+          fb = b + p - 1
+        end
+      end
+      place(lg, fb, fi - (pieces[fb - b + 1][5] - 1))
+    end
+    if lg.cumF == lg.C then
+      atEnd(lg)
+    end
+    return b + #pieces - 1, lo
+  end
+
   -- unrecord: takes up to n of the weight of the entries at time t from
   -- F on (the earliest first); an entry whose weight reaches 0 goes.
   -- Marks the refund of id in the table. Returns the weight taken.
@@ -785,71 +857,7 @@ local function blocklogLib(part)
         end
         if got > 0 then
           taken = taken + got
-          -- the block coded anew, in place when it fits, else split in
-          -- two and the blocks after it moved one slot on
-          local mode = bk.mode
-          for i = 2, #nws do
-            if mode == 0 and nws[i] ~= nws[1] then
-              local sum = 0
-              for x = 1, #nws do
-                sum = sum + nws[x]
-              end
-              mode = kwOf(sum / #nws) + 1
-            end
-          end
-          local pieces, at, c = {}, 1, bk.cum
-          repeat
-            local sb, nx, bits, lastb = encodeRun(nts, nws, at, #nts, bk.k, mode, bk.base, c)
-            pieces[#pieces + 1] = {sb, nx, bits, lastb, at}
-            for x = at, nx - 1 do
-              c = c + nws[x]
-            end
-            at = nx
-          until at > #nts
-          local extra = #pieces - 1
-          if extra > 0 then
-            if lg.last - lg.fb + 1 + extra > lg.NB then
-              local fbOld = lg.fb
-              rewrite(lg, fit(lg.last - lg.fb + 1 + extra))
-              b, lo = b - fbOld, lo - fbOld
-            end
-            shift(lg, b + 1, extra)
-          end
-          for p, pc in ipairs(pieces) do
-            local sb = pc[1]
-            call('SETRANGE', lg.key, slot(lg, b + p - 1), sb)
-            if b + p - 1 == lg.last then
-              lg.ocum = dec(sb, 8, 6)
-              openState(lg, pc[3], pc[4], pc[2] - pc[5], dec(sb, 1, 7), nws, pc[5], bk.k, mode)
-              if pc[2] > pc[5] then
-                lg.newest = nts[pc[2] - 1]
-              end
-            end
-          end
-          -- the blocks after it hold got less before them
-          for x = b + #pieces, lg.last do
-            local o = slot(lg, x) + 7
-            local c = dec(call('GETRANGE', lg.key, o, o + 5), 1, 6)
-            call('SETRANGE', lg.key, o, enc((c - got) % M48, 6))
-          end
-          if lg.last >= b + #pieces then
-            lg.ocum = (lg.ocum - got) % M48
-          end
-          lg.C = (lg.C - got) % M48
-          if b == lg.fb then
-            -- F: the same entry, or the one after it when it went
-            local fi, fb = lg.fi, b
-            for p = 2, #pieces do
-              if fi >= pieces[p][5] - 1 then
-                fb = b + p - 1
-              end
-            end
-            place(lg, fb, fi - (pieces[fb - b + 1][5] - 1))
-          end
-          if lg.cumF == lg.C then
-            atEnd(lg)
-          end
-          b = b + #pieces - 1
+          b, lo = recode(lg, b, lo, bk, nts, nws, got)
         end
         if past then
           break

@@ -49,6 +49,31 @@ local first, n = ARGV[from], tonumber(ARGV[from + 1])
 local origin = ARGV[from + 2] or first
 local quota0 = from - q -- (ARGV[quota0 - 1 + i]: the end of quota i's period)
 local eventIds, clib, blk, giveBack -- (need.lua)
+
+-- takeBack gives the admission's events back to the log at key that is
+-- not a sorted set (its ZREM failed with r), once: the refund is marked
+-- in the log's table. A block log (blocklog.lua) gives back as much of
+-- the weight of its entries of the admission's time, a compact log of
+-- slots (compact.lua) as many of its events of that time (its table knows
+-- the time of its last admissions, else the one sent). It returns r when
+-- key holds another type (WRONGTYPE), else nil.
+local function takeBack(key, r)
+  local h = redis.call('GETRANGE', key, '0', '39')
+  if string.sub(h, 1, 4) == 'slb1' then
+    blk = blk or need('block')()
+    local lg = blk.open(key)
+    if lg and not blk.found(key, first, 114) then
+      blk.unrecord(lg, blk.found(key, origin, 97) or at, n, first)
+    end
+    return not lg and r or nil
+  end
+  clib = clib or need('compact')()
+  local lg = clib.open(key, h)
+  if lg and lg.T > 0 and not clib.found(key, first, 114) then
+    clib.unrecord(lg, n, clib.found(key, origin, 97) or at, first)
+  end
+  return not lg and r or nil
+end
 for i = 1, #KEYS - q do
   -- an admission's events share one score: they leave a sorted set
   -- together (or a Settle gives back its last ones, and takes back the
@@ -76,32 +101,10 @@ for i = 1, #KEYS - q do
     else
       r = redis.pcall('ZREM', KEYS[i], unpack(eventIds(first, j, math.min(j + 999, n - 1))))
     end
-    if type(r) == 'table' then
-      -- not a sorted set: a compact log (compact.lua) takes back as many
-      -- events of the admission's time (its table knows the time of its
-      -- last admissions), once: the refund is marked in its table
-      local h = redis.call('GETRANGE', KEYS[i], '0', '39')
-      if string.sub(h, 1, 4) == 'slb1' then
-        -- a block log (blocklog.lua): as much of the weight of its
-        -- entries of that time, once
-        blk = blk or need('block')()
-        local lg = blk.open(KEYS[i])
-        if not lg then
-          return r
-        end
-        if not blk.found(KEYS[i], first, 114) then
-          blk.unrecord(lg, blk.found(KEYS[i], origin, 97) or at, n, first)
-        end
-        break
-      end
-      clib = clib or need('compact')()
-      local lg = clib.open(KEYS[i], h)
-      if not lg then
-        return r -- another type: WRONGTYPE
-      end
-      if lg.T > 0 and not clib.found(KEYS[i], first, 114) then
-        local t = clib.found(KEYS[i], origin, 97) or at
-        clib.unrecord(lg, n, t, first)
+    if type(r) == 'table' then -- not a sorted set
+      local err = takeBack(KEYS[i], r)
+      if err then
+        return err
       end
       break
     end

@@ -43,14 +43,12 @@ local renewed = 0 -- the events still holding their slot
 local first, n = ARGV[2], tonumber(ARGV[3])
 for j = 0, n - 1, 1000 do
   for _, id in ipairs(eventIds(first, j, math.min(j + 999, n - 1))) do
-    local score = call('ZSCORE', key, id)
-    if score then
-      score = tonumber(score)
-      if score > from then
-        renewed = renewed + 1
-        if score < now then
-          call('ZADD', key, 'XX', nows, id)
-        end
+    local score = call('ZSCORE', key, id) -- (false: not there)
+    score = score and tonumber(score)
+    if score and score > from then
+      renewed = renewed + 1
+      if score < now then
+        call('ZADD', key, 'XX', nows, id)
       end
     end
   end

@@ -131,10 +131,27 @@
 -- logs and the indexes: a table per log, and each time a table grows (a
 -- rehash), cost Redis more than the rest of an AllowAll's bookkeeping
 -- (about 3 500 and 6 000 instructions a decision, callgrind).
--- These, and the cached limit and window (limitS ... expS), the charge's
--- flags (force, again, dropped) and the batch's state below, are one
--- statement of nils: one operation for Redis to make, where each
--- statement is one more.
+--
+-- A charge (Charge, and Settle's excess) marks its n "!n": its events are
+-- recorded whatever the logs hold (force; never refused), and its answer
+-- is the same decision taken again as a peek of one event (again): the
+-- state of the key after it, as a Peek would see it.
+--
+-- A charge that would take a log past the most it counts (maxLive live
+-- events; a quota, maxCount: embed.go) is dropped: recorded in none of
+-- its logs (they are far over any limit already), and its reply, the peek
+-- after it, ends " !", so that its Handle refunds nothing.
+--
+-- The decisions of a call mostly share their limits: the last limit and
+-- window read (their strings and numbers; the window's absolute value), the
+-- cutoff of the last window and the last expiry are kept, so that the next
+-- decision on the same limit compares strings (interned: a pointer)
+-- instead of converting again (tonumber and string.format cost Redis more
+-- than a command's argument; docs/performance.md): limitS, limitN,
+-- windowS, windowN, cutW, cutS, expAt, expS.
+--
+-- All of these start nil (false), in one statement: one operation for
+-- Redis to make, where each statement is one more.
 local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota,
   limitS, limitN, windowS, windowN, cutW, cutS, expAt, expS, force, again, dropped
 local logs
@@ -186,22 +203,6 @@ local group, gArg, gKey, gLeft, gPass, gFits, gReplies, gAlone
 -- when an admission writes to the log.
 local denied
 local keyAt, argAt = 0, 0 -- the KEYS and ARGV the decisions before this one took
--- A charge (Charge, and Settle's excess) marks its n "!n": its events are
--- recorded whatever the logs hold (force; never refused), and its answer
--- is the same decision taken again as a peek of one event (again): the
--- state of the key after it, as a Peek would see it.
--- (force, again: declared nil with the decision's state, below)
--- A charge that would take a log past the most it counts (maxLive live
--- events; a quota, maxCount: embed.go) is dropped: recorded in none of
--- its logs (they are far over any limit already), and its reply, the peek
--- after it, ends " !", so that its Handle refunds nothing.
--- (dropped: nil, as force and again)
--- The decisions of a call mostly share their limits: the last limit and
--- window read (their strings and numbers; the window's absolute value), the
--- cutoff of the last window and the last expiry are kept, so that the next
--- decision on the same limit compares strings (interned: a pointer)
--- instead of converting again (tonumber and string.format cost Redis more
--- than a command's argument; docs/performance.md).
 local nargs = #ARGV
 -- A decision's first read of each log is a redis.pcall: a key of another
 -- type fails only that decision (its reply is the error; alone in its
@@ -581,20 +582,18 @@ while argAt < nargs do
     end
     if not gLeft then
       replies[#replies + 1] = reply
-    else -- an ask of an AllowEach: its reply joins the group's
+    elseif gLeft > 1 then -- an ask of an AllowEach: its reply joins the group's
       gReplies[#gReplies + 1] = reply
       gFits = gFits and string.byte(reply) == 49 -- '1'
       gLeft = gLeft - 1
-      if gLeft == 0 and gPass == 1 and gFits then -- every ask fits: admit them
-        argAt, keyAt, gLeft, gPass, gReplies = gArg, gKey, group, 2, {}
-      elseif gLeft == 0 then -- its reply: a table of its asks' (alone: the call's)
-        gLeft, gPass = nil, nil
-        if gAlone and argAt == nargs then
-          for i = 1, expiries and #expiries or 0, 2 do
-            call('PEXPIREAT', expiries[i], expiries[i + 1])
-          end
-          return gReplies
-        end
+    elseif gPass == 1 and gFits and string.byte(reply) == 49 then -- its last ask fits, as every one did: admit them
+      argAt, keyAt, gLeft, gPass, gReplies = gArg, gKey, group, 2, {}
+    else -- the group's end: its reply, a table of its asks' (alone: the call's)
+      gReplies[#gReplies + 1] = reply
+      gLeft, gPass = nil, nil
+      if gAlone and argAt == nargs then
+        replies = gReplies -- (the loop ends: argAt is nargs)
+      else
         replies[#replies + 1] = gReplies
       end
     end
