@@ -26,20 +26,6 @@ var ScriptSources = map[string]string{
 	"renew.lua":   renewLua,
 }
 
-// The package's test helpers (servers_test.go), for its external tests.
-var (
-	RealRedis   = realRedis
-	UniqueKey   = uniqueKey
-	AttackAddrs = attackAddrs
-	NewClient   = newClient
-	LogLen      = logLen
-	// a step of a model trace, and whether a Result is the model's
-	RunStep      = runStep
-	SameDecision = sameDecision
-	// the type of a key ("zset", "string")
-	StoreOf = storeOf
-)
-
 // Unavailable reports whether err is an error of a Redis that cannot
 // decide (the errors a Policy answers).
 var Unavailable = unavailable
@@ -74,12 +60,6 @@ func (l *Limiter) EachKeys(asks []Ask) ([][]string, error) {
 // HandleID is the id of a Handle's first event, as Redis holds it.
 func HandleID(h Handle) string { return string(h.id[:]) }
 
-// Generous is a WithReplicas timeout that a healthy replica never reaches.
-const Generous = generous
-
-// BatchingModes are the two ways a limiter sends its decisions.
-var BatchingModes = batchingModes
-
 // RefundScript and RefundSrc are the refund script, as EVALSHA and EVAL
 // send it.
 var RefundScript, RefundSrc = refundScript, refundSrc
@@ -105,12 +85,6 @@ func settled(t *testing.T, b *breaker.Breaker) {
 
 // BreakerOpen reports whether the breaker is open.
 func (l *Limiter) BreakerOpen() bool { return l.breaker.Open() }
-
-// BreakerEvents is a Hook that records the breaker's openings and
-// closings; Ops lists their ops in order.
-type BreakerEvents = breakerEvents
-
-func (h *breakerEvents) Ops() []string { return h.ops() }
 
 // RefundEvents is Refund's Redis part, on any client.
 var RefundEvents = refundEvents
