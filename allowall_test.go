@@ -77,14 +77,14 @@ func TestAllowAllKeys(t *testing.T) {
 // On a real server, many instances: every window admits exactly its
 // events, and no call records in one window what another denied.
 func TestAllowAllRealRedis(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	prefix := UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	limits := []Limit{{Events: 30, Window: time.Minute}, {Events: 20, Window: time.Hour}}
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for range 4 {
-		l := New(NewClient(t, rdb.Options().Addr), WithPrefix(prefix))
+		l := New(newClient(t, rdb.Options().Addr), WithPrefix(prefix))
 		for range 16 {
 			wg.Add(1)
 			go func() {
@@ -119,9 +119,9 @@ func TestAllowAllRealRedis(t *testing.T) {
 // to unpack" after every log held the event: logs with no expiry, and no
 // index for Reset to find them by.)
 func TestAllowAllTooManyLimitsWritesNothing(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	prefix := UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix))
 	limits := make([]Limit, 4500)
 	for i := range limits {

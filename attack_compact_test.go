@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 // Attacks on the compact exact log (compact.lua, script.lua's compact path,
 // refund.lua). Each test says what it does and what the contract promises;
@@ -18,9 +18,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/redistest"
+	"github.com/slidelog/slidelog/internal/takeback"
 )
 
 // attackServer is a server an attack runs on: miniredis (its clock set by
@@ -57,8 +59,8 @@ func TestAttackRefundNewestAfterExpiredLeavesNoPhantom(t *testing.T) {
 	for name, srv := range attackServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(srv.rdb, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
-			lim := Limit{Events: 200, Window: 20 * time.Millisecond}
+			l := slidelog.New(srv.rdb, compactFromFirst, slidelog.WithPrefix(uniqueKey(t)+":"))
+			lim := slidelog.Limit{Events: 200, Window: 20 * time.Millisecond}
 			if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
@@ -96,7 +98,7 @@ func TestAttackRefundNewestAfterExpiredLeavesNoPhantom(t *testing.T) {
 func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	check := func(t *testing.T, l *Limiter, lim Limit, a Result) {
+	check := func(t *testing.T, l *slidelog.Limiter, lim slidelog.Limit, a slidelog.Result) {
 		t.Helper()
 		if err := l.Refund(ctx, a.Handle()); err != nil {
 			t.Fatal(err)
@@ -111,12 +113,12 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 		}
 	}
 	t.Run("window shortened", func(t *testing.T) {
-		l := New(rdb, slotLog, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
-		if r, err := l.Allow(ctx, "k", PerHour(200)); err != nil || !r.Allowed {
+		l := slidelog.New(rdb, slotLog, compactFromFirst, slidelog.WithPrefix(uniqueKey(t)+":"))
+		if r, err := l.Allow(ctx, "k", slidelog.PerHour(200)); err != nil || !r.Allowed {
 			t.Fatal(r, err)
 		}
 		time.Sleep(30 * time.Millisecond)
-		lim := Limit{Events: 200, Window: 10 * time.Millisecond}
+		lim := slidelog.Limit{Events: 200, Window: 10 * time.Millisecond}
 		a, err := l.AllowN(ctx, "k", lim, 5)
 		if err != nil || !a.Allowed || a.Remaining != 195 {
 			t.Fatal(a, err)
@@ -127,8 +129,8 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 		// B, then C refunded (its expiry stays: the key outlives B), then,
 		// once B has expired, A refunded: a key whose failed calls are
 		// refunded, as Refund is meant for
-		l := New(rdb, slotLog, compactFromFirst, WithPrefix(uniqueKey(t)+":"))
-		lim := Limit{Events: 200, Window: 20 * time.Millisecond}
+		l := slidelog.New(rdb, slotLog, compactFromFirst, slidelog.WithPrefix(uniqueKey(t)+":"))
+		lim := slidelog.Limit{Events: 200, Window: 20 * time.Millisecond}
 		if b, err := l.Allow(ctx, "k", lim); err != nil || !b.Allowed {
 			t.Fatal(b, err)
 		}
@@ -148,15 +150,15 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 		check(t, l, lim, a)
 	})
 	t.Run("expiry rounded up", func(t *testing.T) {
-		lim := Limit{Events: 200, Window: 5 * time.Millisecond}
+		lim := slidelog.Limit{Events: 200, Window: 5 * time.Millisecond}
 		for try := 0; try < 200; try++ {
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, slotLog, compactFromFirst, WithPrefix(prefix))
+			l := slidelog.New(rdb, slotLog, compactFromFirst, slidelog.WithPrefix(prefix))
 			b, err := l.Allow(ctx, "k", lim)
 			if err != nil || !b.Allowed {
 				t.Fatal(b, err)
 			}
-			end := b.at + lim.Window.Microseconds() // B leaves the window here; its key at the next ms
+			end := b.Time().UnixMicro() + lim.Window.Microseconds() // B leaves the window here; its key at the next ms
 			if end%1000 > 700 || end%1000 == 0 {
 				continue
 			}
@@ -184,7 +186,7 @@ func TestAttackRefundNewestAfterExpiredRealRedis(t *testing.T) {
 			if lg.Total != 6 {
 				continue // missed the slack: B's key had gone before A, which made a new one
 			}
-			t.Logf("try %d: admitted %dµs after B left the window, its key still there", try, a.at-end)
+			t.Logf("try %d: admitted %dµs after B left the window, its key still there", try, a.Time().UnixMicro()-end)
 			check(t, l, lim, a)
 			return
 		}
@@ -243,7 +245,7 @@ func (m *refundModel) decide(key string, events int, window time.Duration, n int
 }
 
 // decideAll is AllowAll over logs (one per limit, named by logOf).
-func (m *refundModel) decideAll(keys []string, lims []Limit, n int, t int64, adm int) (allowed bool, remaining int, retry, reset time.Duration) {
+func (m *refundModel) decideAll(keys []string, lims []slidelog.Limit, n int, t int64, adm int) (allowed bool, remaining int, retry, reset time.Duration) {
 	fits := true
 	for i, lim := range lims {
 		ok, _, _, _ := m.decide(keys[i], lim.Events, lim.Window, n, t, false, adm)
@@ -298,13 +300,13 @@ func refundFuzz(t *testing.T, rdb *redis.Client, seed uint64, steps int, wait fu
 }
 
 // refundFuzzWith is refundFuzz by a limiter with opts too.
-func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []Option, seed uint64, steps int, wait func(time.Duration), retried bool, back ...func(time.Duration)) {
+func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []slidelog.Option, seed uint64, steps int, wait func(time.Duration), retried bool, back ...func(time.Duration)) {
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
-	opts = append([]Option{compactFromFirst, WithPrefix(prefix)}, opts...)
-	l := New(rdb, opts...)
+	opts = append([]slidelog.Option{compactFromFirst, slidelog.WithPrefix(prefix)}, opts...)
+	l := slidelog.New(rdb, opts...)
 	if retried {
-		l = New(redistest.Twice{Client: rdb}, opts...) // every call (decisions, refunds) run twice, the second marked re-sent
+		l = slidelog.New(redistest.Twice{Client: rdb}, opts...) // every call (decisions, refunds) run twice, the second marked re-sent
 	}
 	mod := &refundModel{logs: map[string][]modelEvent{}, shifted: map[int]bool{}}
 	r := rand.New(rand.NewPCG(seed, 77))
@@ -318,7 +320,7 @@ func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []Option, seed uint64,
 		"s": {[]int{20, 129, 200, 128, 64}, 4 * time.Millisecond},
 		"u": {[]int{129, 130}, time.Microsecond},
 	}
-	all := []Limit{{Events: 150, Window: 2 * time.Millisecond}, {Events: 400, Window: 6 * time.Millisecond}, {Events: 100, Window: 4 * time.Millisecond}}
+	all := []slidelog.Limit{{Events: 150, Window: 2 * time.Millisecond}, {Events: 400, Window: 6 * time.Millisecond}, {Events: 100, Window: 4 * time.Millisecond}}
 	if len(back) > 0 {
 		// the clock steps back at times: every log compact (a sorted set
 		// records at now)
@@ -332,13 +334,13 @@ func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []Option, seed uint64,
 		keys["s"] = key{[]int{129, 200}, 4 * time.Millisecond}
 	}
 	names := []string{"a", "b", "s", "u", "all"}
-	base, _ := l.allKeys("all")
+	base, _ := l.AllKeys("all")
 	allKeys := make([]string, len(all))
 	for i, lim := range all {
-		allKeys[i] = windowKey(base, lim.Window)
+		allKeys[i] = slidelog.WindowKey(base, lim.Window)
 	}
 	type admission struct {
-		h   Handle
+		h   slidelog.Handle
 		adm int
 	}
 	var handles []admission
@@ -368,7 +370,7 @@ func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []Option, seed uint64,
 				mod.refund(a.adm)
 			}
 			if trace := os.Getenv("SLIDELOG_ATTACK_TRACE"); trace != "" {
-				t.Logf("step %d: refund of step %d (%s, at %d)", i, a.adm, a.h.key, a.h.at)
+				t.Logf("step %d: refund of step %d (%s, at %d)", i, a.adm, slidelog.HandleKey(a.h), slidelog.HandleAt(a.h))
 			}
 			continue
 		}
@@ -377,7 +379,7 @@ func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []Option, seed uint64,
 		if r.IntN(4) == 0 {
 			n = 1 + r.IntN(130)
 		}
-		var got Result
+		var got slidelog.Result
 		var err error
 		var allowed bool
 		var rem int
@@ -389,11 +391,11 @@ func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []Option, seed uint64,
 			if err != nil {
 				t.Fatalf("step %d: AllowAll: %v", i, err)
 			}
-			allowed, rem, retry, reset = mod.decideAll(allKeys, all, n, got.at, i)
+			allowed, rem, retry, reset = mod.decideAll(allKeys, all, n, got.Time().UnixMicro(), i)
 			what = fmt.Sprintf("AllowAll(%d)", n)
 		} else {
 			k := keys[name]
-			lim := Limit{Events: k.events[r.IntN(len(k.events))], Window: k.window}
+			lim := slidelog.Limit{Events: k.events[r.IntN(len(k.events))], Window: k.window}
 			n = min(n, lim.Events)
 			peek := r.IntN(6) == 0
 			if peek {
@@ -405,11 +407,11 @@ func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []Option, seed uint64,
 			if err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
-			allowed, rem, retry, reset = mod.decide(prefix+name, lim.Events, lim.Window, n, got.at, !peek, i)
+			allowed, rem, retry, reset = mod.decide(prefix+name, lim.Events, lim.Window, n, got.Time().UnixMicro(), !peek, i)
 			what = fmt.Sprintf("%s %v n=%d peek=%v", name, lim, n, peek)
 		}
 		if trace := os.Getenv("SLIDELOG_ATTACK_TRACE"); trace != "" && strings.HasPrefix(what, trace) {
-			t.Logf("step %d: %s at %d: allowed=%v remaining=%d (model %d)", i, what, got.at, got.Allowed, got.Remaining, rem)
+			t.Logf("step %d: %s at %d: allowed=%v remaining=%d (model %d)", i, what, got.Time().UnixMicro(), got.Allowed, got.Remaining, rem)
 		}
 		if got.Allowed != allowed || got.Remaining != rem || got.RetryAfter != retry || got.ResetAfter != reset {
 			if trace := os.Getenv("SLIDELOG_ATTACK_TRACE"); trace != "" {
@@ -442,7 +444,7 @@ func refundFuzzWith(t *testing.T, rdb *redis.Client, opts []Option, seed uint64,
 				}
 			}
 		}
-		if got.Allowed && got.Handle().n > 0 {
+		if got.Allowed && slidelog.HandleN(got.Handle()) > 0 {
 			admitted++
 			handles = append(handles, admission{got.Handle(), i})
 			if len(handles) > 40 {
@@ -526,7 +528,7 @@ func TestAttackRefundFuzzSlotLog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long random traces: run without -short")
 	}
-	slots := []Option{slotLog}
+	slots := []slidelog.Option{slotLog}
 	for seed := range attackSeeds(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			m := newMini(t)
@@ -565,8 +567,8 @@ func TestAttackForeignStringWithTheMagic(t *testing.T) {
 			ctx := context.Background()
 			rdb := srv.rdb
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, compactFromFirst, WithPrefix(prefix))
-			lim := Limit{Events: 200, Window: time.Minute}
+			l := slidelog.New(rdb, compactFromFirst, slidelog.WithPrefix(prefix))
+			lim := slidelog.Limit{Events: 200, Window: time.Minute}
 			// a log's 64 slots, cut to its header and 3 slots
 			if r, err := l.AllowN(ctx, "real", lim, 10); err != nil || !r.Allowed {
 				t.Fatal(r, err)
@@ -611,21 +613,21 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 	prefix := uniqueKey(t) + ":"
 	mod := &refundModel{logs: map[string][]modelEvent{}}
 	r := rand.New(rand.NewPCG(seed, 99))
-	all := []Limit{{Events: 150, Window: 2 * time.Millisecond}, {Events: 400, Window: 6 * time.Millisecond}, {Events: 100, Window: 4 * time.Millisecond}}
+	all := []slidelog.Limit{{Events: 150, Window: 2 * time.Millisecond}, {Events: 400, Window: 6 * time.Millisecond}, {Events: 100, Window: 4 * time.Millisecond}}
 	allKeys := []string{prefix + "m:2000", prefix + "m:6000", prefix + "m:4000"}
 	type decision struct {
 		keys   []string
 		args   []any
-		limits []Limit
+		limits []slidelog.Limit
 		n      int
 		peek   bool
 		all    bool
 	}
-	window := func(lim Limit) int64 {
+	window := func(lim slidelog.Limit) int64 {
 		if lim.Events > 128 {
-			return -lim.micros()
+			return -lim.Window.Microseconds()
 		}
-		return lim.micros()
+		return lim.Window.Microseconds()
 	}
 	admitted := 0
 	// m:4000's stores: AllowAll's limit there (100) keeps a sorted set, a
@@ -674,16 +676,16 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 			}
 			switch k := r.IntN(10); {
 			case k < 5: // the hot key
-				lim := Limit{Events: 129 + r.IntN(2)*71, Window: 2 * time.Millisecond}
-				d.keys, d.limits = []string{prefix + "h"}, []Limit{lim}
+				lim := slidelog.Limit{Events: 129 + r.IntN(2)*71, Window: 2 * time.Millisecond}
+				d.keys, d.limits = []string{prefix + "h"}, []slidelog.Limit{lim}
 				d.args = []any{d.n, sid, lim.Events, window(lim)}
 			case k < 7: // one of the AllowAll's logs alone
 				lim := all[0]
-				d.keys, d.limits = []string{allKeys[0]}, []Limit{lim}
+				d.keys, d.limits = []string{allKeys[0]}, []slidelog.Limit{lim}
 				d.args = []any{d.n, sid, lim.Events, window(lim)}
 			case k == 7 && convert: // the AllowAll's sorted set alone, with a limit kept compactly: it becomes one
-				lim := Limit{Events: 200, Window: all[2].Window}
-				d.keys, d.limits = []string{allKeys[2]}, []Limit{lim}
+				lim := slidelog.Limit{Events: 200, Window: all[2].Window}
+				d.keys, d.limits = []string{allKeys[2]}, []slidelog.Limit{lim}
 				d.args = []any{d.n, sid, lim.Events, window(lim)}
 			default:
 				if d.peek {
@@ -714,7 +716,7 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 			t.Fatalf("call %d: %d decisions, reply %v", c, len(ds), v)
 		}
 		for i, d := range ds {
-			got, err := decode(replies[i], d.limits)
+			got, err := slidelog.Decode(replies[i], d.limits)
 			if err != nil {
 				t.Fatalf("call %d decision %d: %v", c, i, err)
 			}
@@ -723,9 +725,9 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 			var retry, reset time.Duration
 			adm := c*100 + i
 			if d.all {
-				allowed, rem, retry, reset = mod.decideAll(allKeys, all, d.n, got.at, adm)
+				allowed, rem, retry, reset = mod.decideAll(allKeys, all, d.n, got.Time().UnixMicro(), adm)
 			} else {
-				allowed, rem, retry, reset = mod.decide(d.keys[0], d.limits[0].Events, d.limits[0].Window, d.n, got.at, !d.peek, adm)
+				allowed, rem, retry, reset = mod.decide(d.keys[0], d.limits[0].Events, d.limits[0].Window, d.n, got.Time().UnixMicro(), !d.peek, adm)
 			}
 			if got.Allowed != allowed || got.Remaining != rem || got.RetryAfter != retry || got.ResetAfter != reset {
 				t.Fatalf("call %d decision %d of %d (%v %v n=%d peek=%v):\n got allowed=%v remaining=%d retry=%v reset=%v\nwant allowed=%v remaining=%d retry=%v reset=%v",
@@ -735,7 +737,7 @@ func batchFuzz(t *testing.T, rdb *redis.Client, seed uint64, calls int, wait fun
 				admitted++
 			}
 			if got.Allowed && !d.peek && (d.all || d.keys[0] == allKeys[2]) {
-				written(got.at, !d.all)
+				written(got.Time().UnixMicro(), !d.all)
 			}
 		}
 	}
@@ -795,10 +797,10 @@ func usedMemory(t *testing.T, rdb *redis.Client) int64 {
 func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
 	rdb := redistest.Client(t, redistest.Start(t, "--maxmemory-policy", "noeviction"))
 	ctx := context.Background()
-	l := New(rdb, compactFromFirst)
-	small, large := Limit{Events: 100, Window: time.Hour}, Limit{Events: 1000, Window: time.Hour}
-	handles := map[string]Handle{}
-	for _, lim := range []Limit{small, large} {
+	l := slidelog.New(rdb, compactFromFirst)
+	small, large := slidelog.Limit{Events: 100, Window: time.Hour}, slidelog.Limit{Events: 1000, Window: time.Hour}
+	handles := map[string]slidelog.Handle{}
+	for _, lim := range []slidelog.Limit{small, large} {
 		key := fmt.Sprint(lim.Events)
 		if r, err := l.AllowN(ctx, key, lim, lim.Events-1); err != nil || !r.Allowed {
 			t.Fatal(r, err)
@@ -810,7 +812,7 @@ func TestAttackMaxmemoryRefundAndDenials(t *testing.T) {
 		handles[key] = r.Handle()
 	}
 	rdb.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedMemory(t, rdb)/2))
-	for _, lim := range []Limit{small, large} {
+	for _, lim := range []slidelog.Limit{small, large} {
 		key := fmt.Sprint(lim.Events)
 		raw := "slidelog:" + key
 		before := rdb.Dump(ctx, raw).Val()
@@ -847,25 +849,22 @@ func TestAttackTakeBackWithoutTimeOnHotKey(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(srv.rdb, compactFromFirst, WithPrefix(prefix))
-			for _, lim := range []Limit{{Events: 100, Window: time.Minute}, {Events: 1000, Window: time.Minute}} {
+			l := slidelog.New(srv.rdb, compactFromFirst, slidelog.WithPrefix(prefix))
+			for _, lim := range []slidelog.Limit{{Events: 100, Window: time.Minute}, {Events: 1000, Window: time.Minute}} {
 				key := fmt.Sprint(lim.Events)
-				var takes []Handle
+				var takes []takeback.Job
 				for i := range 20 { // 20 callers of one pipeline, the first 4 of which left
 					srv.wait(time.Microsecond)
 					r, err := l.Allow(ctx, key, lim)
 					if err != nil || !r.Allowed {
 						t.Fatal(r, err)
 					}
-					if i < 4 {
-						q := request{op: opAllow, key: key, limit: lim, n: 1}
-						h := l.handle(&q, []string{prefix + key}, r.Handle().id) // what the batcher's abandoned refunds:
-						h.at = r.at                                              // timed by the admission's reply
-						takes = append(takes, h)
+					if i < 4 { // what the batcher's abandoned refunds: timed by the admission's reply
+						takes = append(takes, l.LostAdmission(key, lim, r))
 					}
 				}
-				for _, h := range takes {
-					if err := l.takeBack(h).Refund(ctx); err != nil {
+				for _, take := range takes {
+					if err := take.Refund(ctx); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -887,8 +886,8 @@ func TestAttackTakeBackHotKeyWithReplicas(t *testing.T) {
 	}
 	r := redistest.StartReplicated(t)
 	prefix := uniqueKey(t) + ":"
-	l := New(r.Master, compactFromFirst, WithPrefix(prefix), WithReplicas(1, time.Hour), WithBatching(256))
-	lims := []Limit{{Events: 100, Window: time.Minute}, {Events: 1000, Window: time.Minute}}
+	l := slidelog.New(r.Master, compactFromFirst, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour), slidelog.WithBatching(256))
+	lims := []slidelog.Limit{{Events: 100, Window: time.Minute}, {Events: 1000, Window: time.Minute}}
 	for _, lim := range lims {
 		ctx, cancel := context.WithTimeout(context.Background(), generous)
 		if res, err := l.Allow(ctx, "warm", lim); err != nil || !res.Allowed {
@@ -942,12 +941,12 @@ func TestAttackRetryOfTheConvertingAdmission(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			lim := Limit{Events: 500, Window: time.Hour}
-			older := New(srv.rdb, compactAbove(1<<30), WithPrefix(prefix)) // an older slidelog: a sorted set
+			lim := slidelog.Limit{Events: 500, Window: time.Hour}
+			older := slidelog.New(srv.rdb, compactAbove(1<<30), slidelog.WithPrefix(prefix)) // an older slidelog: a sorted set
 			if r, err := older.AllowN(ctx, "k", lim, 300); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
-			r, err := New(redistest.Twice{Client: srv.rdb}, WithPrefix(prefix)).AllowN(ctx, "k", lim, 10)
+			r, err := slidelog.New(redistest.Twice{Client: srv.rdb}, slidelog.WithPrefix(prefix)).AllowN(ctx, "k", lim, 10)
 			if err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
@@ -962,7 +961,7 @@ func TestAttackRetryOfTheConvertingAdmission(t *testing.T) {
 			if r, err := older.AllowN(ctx, "full", lim, 300); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
-			r, err = New(redistest.Twice{Client: srv.rdb}, WithPrefix(prefix)).AllowN(ctx, "full", lim, 150)
+			r, err = slidelog.New(redistest.Twice{Client: srv.rdb}, slidelog.WithPrefix(prefix)).AllowN(ctx, "full", lim, 150)
 			if err != nil || !r.Allowed || logLen(t, srv.rdb, prefix+"full") != 450 {
 				t.Errorf("a retried admission of 150 into 300 of 500: %+v, %v, the log holds %d; want admitted, 450", r, err, logLen(t, srv.rdb, prefix+"full"))
 			}
@@ -979,8 +978,8 @@ func TestAttackPeekAndDenialWriteNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(srv.rdb, compactFromFirst, WithPrefix(prefix))
-			lim := Limit{Events: 5000, Window: 100 * time.Millisecond}
+			l := slidelog.New(srv.rdb, compactFromFirst, slidelog.WithPrefix(prefix))
+			lim := slidelog.Limit{Events: 5000, Window: 100 * time.Millisecond}
 			for range 50 {
 				srv.wait(time.Millisecond)
 				if r, err := l.AllowN(ctx, "k", lim, 100); err != nil || !r.Allowed {
@@ -1015,8 +1014,8 @@ func TestAttackRetriedAllowAllAcrossGrowth(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(redistest.Twice{Client: srv.rdb}, compactFromFirst, WithPrefix(prefix))
-			lims := []Limit{{Events: 1000, Window: time.Minute}, {Events: 600, Window: time.Hour}, {Events: 100, Window: time.Second}}
+			l := slidelog.New(redistest.Twice{Client: srv.rdb}, compactFromFirst, slidelog.WithPrefix(prefix))
+			lims := []slidelog.Limit{{Events: 1000, Window: time.Minute}, {Events: 600, Window: time.Hour}, {Events: 100, Window: time.Second}}
 			for i, n := range []int{1, 63, 1, 35} { // the compact logs grow at 64 events, then 128
 				srv.wait(time.Microsecond)
 				r, err := l.AllowAll(ctx, "k", n, lims...)
@@ -1024,10 +1023,10 @@ func TestAttackRetriedAllowAllAcrossGrowth(t *testing.T) {
 					t.Fatalf("step %d: %+v, %v", i, r, err)
 				}
 			}
-			base, _ := l.allKeys("k")
+			base, _ := l.AllKeys("k")
 			for _, lim := range lims {
-				if got := logLen(t, srv.rdb, windowKey(base, lim.Window)); got != 100 {
-					t.Errorf("%v (%s): %d events, want 100", lim, storeOf(t, srv.rdb, windowKey(base, lim.Window)), got)
+				if got := logLen(t, srv.rdb, slidelog.WindowKey(base, lim.Window)); got != 100 {
+					t.Errorf("%v (%s): %d events, want 100", lim, storeOf(t, srv.rdb, slidelog.WindowKey(base, lim.Window)), got)
 				}
 			}
 			if r, err := l.AllowAll(ctx, "k", 1, lims...); err != nil || r.Allowed || r.Remaining != 0 {
@@ -1055,10 +1054,10 @@ func TestAttackCompactReplicated(t *testing.T) {
 	prefix := uniqueKey(t) + ":"
 	for _, mode := range batchingModes {
 		t.Run(mode.Name, func(t *testing.T) {
-			l := New(r.Master, compactFromFirst, WithPrefix(prefix+mode.Name+":"), WithReplicas(1, generous), mode.Opt)
-			lim := Limit{Events: 300, Window: 50 * time.Millisecond}
+			l := slidelog.New(r.Master, compactFromFirst, slidelog.WithPrefix(prefix+mode.Name+":"), slidelog.WithReplicas(1, generous), mode.Opt)
+			lim := slidelog.Limit{Events: 300, Window: 50 * time.Millisecond}
 			key := prefix + mode.Name + ":k"
-			var last Result
+			var last slidelog.Result
 			for i, n := range []int{1, 63, 1, 200, 35, 300, 17, 250} {
 				if i == 5 || i == 6 {
 					time.Sleep(lim.Window) // everything expires: the ring wraps
@@ -1076,13 +1075,13 @@ func TestAttackCompactReplicated(t *testing.T) {
 				t.Fatal(err)
 			}
 			redistest.WaitFor(t, "the refund on the replica", func() bool { return r.Replica.Get(ctx, key).Val() == r.Master.Get(ctx, key).Val() })
-			all, err := l.AllowAll(ctx, "all", 40, lim, Limit{Events: 1000, Window: time.Minute}, PerHour(100))
+			all, err := l.AllowAll(ctx, "all", 40, lim, slidelog.Limit{Events: 1000, Window: time.Minute}, slidelog.PerHour(100))
 			if err != nil || !all.Allowed {
 				t.Fatal(all, err)
 			}
-			base, _ := l.allKeys("all")
+			base, _ := l.AllKeys("all")
 			for _, w := range []time.Duration{lim.Window, time.Minute} {
-				if k := windowKey(base, w); r.Replica.Get(ctx, k).Val() != r.Master.Get(ctx, k).Val() {
+				if k := slidelog.WindowKey(base, w); r.Replica.Get(ctx, k).Val() != r.Master.Get(ctx, k).Val() {
 					t.Errorf("AllowAll's %v log differs on the replica", w)
 				}
 			}
@@ -1113,8 +1112,8 @@ func TestAttackForeignStringInSharedCallLeavesLogsWithoutExpiry(t *testing.T) {
 		t.Errorf("the log an admission of the call wrote has no expiry (PTTL %v): it never goes", ttl)
 	}
 	// through the limiter: the batch, then each decision alone
-	l := New(rdb, compactFromFirst, WithPrefix(prefix), WithBatching(64))
-	lim := Limit{Events: 1000, Window: time.Minute}
+	l := slidelog.New(rdb, compactFromFirst, slidelog.WithPrefix(prefix), slidelog.WithBatching(64))
+	lim := slidelog.Limit{Events: 1000, Window: time.Minute}
 	start := make(chan struct{})
 	done := make(chan error, 20)
 	for i := range 20 {
@@ -1156,8 +1155,8 @@ func TestAttackConcurrentHotCompactKey(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, compactFromFirst, WithPrefix(prefix), WithBatching(64))
-	lim := Limit{Events: 3000, Window: time.Hour}
+	l := slidelog.New(rdb, compactFromFirst, slidelog.WithPrefix(prefix), slidelog.WithBatching(64))
+	lim := slidelog.Limit{Events: 3000, Window: time.Hour}
 	type out struct{ n, remaining int }
 	res := make(chan out, 1000)
 	errs := make(chan error, 1000)
@@ -1222,8 +1221,8 @@ func TestAttackCorruptBlockLog(t *testing.T) {
 	clk := redistest.NewClock(t, rdb)
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, compactAbove(0), WithPrefix(prefix))
-	lim := Limit{Events: 5000, Window: time.Hour}
+	l := slidelog.New(rdb, compactAbove(0), slidelog.WithPrefix(prefix))
+	lim := slidelog.Limit{Events: 5000, Window: time.Hour}
 	for i := range 600 {
 		clk.Advance(t, time.Duration(1+i%7)*time.Millisecond)
 		if _, err := l.AllowN(ctx, "k", lim, 1+i%3); err != nil {
@@ -1257,7 +1256,7 @@ func TestAttackCorruptBlockLog(t *testing.T) {
 		case 2:
 			_, err = l.AllowN(c, "k", lim, 4000)
 		case 3:
-			var res Result
+			var res slidelog.Result
 			if res, err = l.AllowN(c, "k", lim, 1); err == nil && res.Allowed {
 				err = l.Refund(c, res.Handle())
 			}
@@ -1266,7 +1265,7 @@ func TestAttackCorruptBlockLog(t *testing.T) {
 		switch {
 		case err == nil:
 			kinds["answered"]++
-		case errors.Is(err, ErrWrongType):
+		case errors.Is(err, slidelog.ErrWrongType):
 			kinds["ErrWrongType"]++
 		default:
 			t.Fatalf("trial %d: %v", trial, err)

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/optiontest"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
@@ -14,11 +15,11 @@ import (
 // limit over 128 to a block or a slot log).
 func attackStores() []settleStore {
 	return []settleStore{
-		{name: "sorted set", limits: []Limit{PerHour(100)}},
-		{name: "block log", limits: []Limit{PerHour(1000)}, fill: 200},
-		{name: "slot log", opts: []Option{Option(optiontest.SlotLog())}, limits: []Limit{PerHour(1000)}, fill: 200},
-		{name: "daily quota", limits: []Limit{Daily(100, time.UTC)}},
-		{name: "allowall block+quota", limits: []Limit{PerHour(1000), Daily(5000, time.UTC)}, fill: 200},
+		{name: "sorted set", limits: []slidelog.Limit{slidelog.PerHour(100)}},
+		{name: "block log", limits: []slidelog.Limit{slidelog.PerHour(1000)}, fill: 200},
+		{name: "slot log", opts: []slidelog.Option{slidelog.Option(optiontest.SlotLog())}, limits: []slidelog.Limit{slidelog.PerHour(1000)}, fill: 200},
+		{name: "daily quota", limits: []slidelog.Limit{slidelog.Daily(100, time.UTC)}},
+		{name: "allowall block+quota", limits: []slidelog.Limit{slidelog.PerHour(1000), slidelog.Daily(5000, time.UTC)}, fill: 200},
 	}
 }
 

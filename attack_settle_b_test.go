@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/blocklog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/model"
@@ -24,17 +25,17 @@ import (
 func TestAttackSettleTrace(t *testing.T) {
 	stores := []struct {
 		name string
-		opts []Option
-		lim  Limit
+		opts []slidelog.Option
+		lim  slidelog.Limit
 	}{
-		{"sorted set 100", nil, Limit{Events: 100, Window: 10 * time.Second}},
-		{"sorted set 128", nil, Limit{Events: 128, Window: 10 * time.Second}},
-		{"block log 129", nil, Limit{Events: 129, Window: 10 * time.Second}},
-		{"block log 1000", nil, Limit{Events: 1000, Window: 10 * time.Second}},
-		{"slot log 1000", []Option{Option(optiontest.SlotLog())}, Limit{Events: 1000, Window: 10 * time.Second}},
-		{"block log 2^20", nil, Limit{Events: 1 << 20, Window: 10 * time.Second}}, // (the model keeps a time per event)
-		{"compact from first 300", []Option{Option(optiontest.ConvertPast(0))}, Limit{Events: 300, Window: 10 * time.Second}},
-		{"slot from first 300", []Option{Option(optiontest.ConvertPast(0)), Option(optiontest.SlotLog())}, Limit{Events: 300, Window: 10 * time.Second}},
+		{"sorted set 100", nil, slidelog.Limit{Events: 100, Window: 10 * time.Second}},
+		{"sorted set 128", nil, slidelog.Limit{Events: 128, Window: 10 * time.Second}},
+		{"block log 129", nil, slidelog.Limit{Events: 129, Window: 10 * time.Second}},
+		{"block log 1000", nil, slidelog.Limit{Events: 1000, Window: 10 * time.Second}},
+		{"slot log 1000", []slidelog.Option{slidelog.Option(optiontest.SlotLog())}, slidelog.Limit{Events: 1000, Window: 10 * time.Second}},
+		{"block log 2^20", nil, slidelog.Limit{Events: 1 << 20, Window: 10 * time.Second}}, // (the model keeps a time per event)
+		{"compact from first 300", []slidelog.Option{slidelog.Option(optiontest.ConvertPast(0))}, slidelog.Limit{Events: 300, Window: 10 * time.Second}},
+		{"slot from first 300", []slidelog.Option{slidelog.Option(optiontest.ConvertPast(0)), slidelog.Option(optiontest.SlotLog())}, slidelog.Limit{Events: 300, Window: 10 * time.Second}},
 	}
 	seeds := 6
 	for _, st := range stores {
@@ -47,23 +48,23 @@ func TestAttackSettleTrace(t *testing.T) {
 }
 
 type traceAdm struct {
-	h      Handle
+	h      slidelog.Handle
 	at     int64
 	n      int
 	charge bool
 }
 
-func attackTrace(t *testing.T, opts []Option, lim Limit, seed uint64, steps int) {
+func attackTrace(t *testing.T, opts []slidelog.Option, lim slidelog.Limit, seed uint64, steps int) {
 	m := newMini(t)
 	attackTraceOn(t, m, m.Rdb, opts, lim, seed, steps)
 }
 
 // attackTraceOn: with m nil (a real server), each step sleeps a while and
 // the model takes each Result's Time as the call's instant.
-func attackTraceOn(t *testing.T, m *mini, rdb *redis.Client, opts []Option, lim Limit, seed uint64, steps int) {
+func attackTraceOn(t *testing.T, m *mini, rdb *redis.Client, opts []slidelog.Option, lim slidelog.Limit, seed uint64, steps int) {
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, append([]Option{WithPrefix(prefix)}, opts...)...)
+	l := slidelog.New(rdb, append([]slidelog.Option{slidelog.WithPrefix(prefix)}, opts...)...)
 	md := model.New()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	E := lim.Events
@@ -82,7 +83,7 @@ func attackTraceOn(t *testing.T, m *mini, rdb *redis.Client, opts []Option, lim 
 		}
 		t.Fatalf(format, a...)
 	}
-	cmp := func(what string, r Result, err error, d model.Decision) {
+	cmp := func(what string, r slidelog.Result, err error, d model.Decision) {
 		t.Helper()
 		if err != nil {
 			fail("%s: %v", what, err)
@@ -97,7 +98,7 @@ func attackTraceOn(t *testing.T, m *mini, rdb *redis.Client, opts []Option, lim 
 		elapsed += time.Duration(rng.IntN(3000)) * time.Millisecond
 		m.At(elapsed)
 		now = m.Now().UnixMicro()
-		at := func(Result) int64 { return now }
+		at := func(slidelog.Result) int64 { return now }
 		switch op := rng.IntN(10); {
 		case op < 3: // AllowN
 			n := pick(1)

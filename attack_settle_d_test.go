@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/optiontest"
 )
@@ -20,18 +21,18 @@ import (
 func TestAttackSettleBatchedTotals(t *testing.T) {
 	for _, s := range []struct {
 		name string
-		opts []Option
-		lim  Limit
+		opts []slidelog.Option
+		lim  slidelog.Limit
 	}{
-		{"sorted set", nil, PerHour(128)},
-		{"block log", nil, PerHour(100000)},
-		{"slot log", []Option{Option(optiontest.SlotLog())}, PerHour(100000)},
+		{"sorted set", nil, slidelog.PerHour(128)},
+		{"block log", nil, slidelog.PerHour(100000)},
+		{"slot log", []slidelog.Option{slidelog.Option(optiontest.SlotLog())}, slidelog.PerHour(100000)},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := realRedis(t)
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, append([]Option{WithPrefix(prefix), WithBatching(256)}, s.opts...)...)
+			l := slidelog.New(rdb, append([]slidelog.Option{slidelog.WithPrefix(prefix), slidelog.WithBatching(256)}, s.opts...)...)
 			shared, err := l.AllowN(ctx, "k", s.lim, 9)
 			if err != nil || !shared.Allowed {
 				t.Fatal(shared, err)
@@ -78,7 +79,7 @@ func TestAttackSettleBatchedTotals(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			final := shared.Handle().st.final
+			final := slidelog.HandleFinal(shared.Handle())
 			total.Add(int64(final))
 			var held int64
 			if typ := rdb.Type(ctx, prefix+"k").Val(); typ == "zset" {
@@ -110,7 +111,7 @@ func TestAttackSettleRefundRace(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := realRedis(t)
-			l := New(rdb, append([]Option{WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
+			l := slidelog.New(rdb, append([]slidelog.Option{slidelog.WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
 			if s.fill > 0 {
 				if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
 					t.Fatalf("fill: %+v, %v", r, err)

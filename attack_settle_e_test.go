@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slidelog/slidelog"
 )
 
 // Bad input at the boundaries writes nothing and is refused.
@@ -13,12 +15,12 @@ func TestAttackSettleBoundaries(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
 	prefix := uniqueKey(t) + ":"
-	l := New(m.Rdb, WithPrefix(prefix))
-	lim := PerHour(100)
+	l := slidelog.New(m.Rdb, slidelog.WithPrefix(prefix))
+	lim := slidelog.PerHour(100)
 	for _, c := range []struct {
 		n    int
 		want error
-	}{{0, ErrInvalidN}, {-1, ErrInvalidN}, {101, ErrExceedsLimit}, {MaxEvents + 1, ErrExceedsLimit}} {
+	}{{0, slidelog.ErrInvalidN}, {-1, slidelog.ErrInvalidN}, {101, slidelog.ErrExceedsLimit}, {slidelog.MaxEvents + 1, slidelog.ErrExceedsLimit}} {
 		if _, err := l.Charge(ctx, "k", c.n, lim); !errors.Is(err, c.want) {
 			t.Errorf("Charge(%d): %v; want %v", c.n, err, c.want)
 		}
@@ -26,7 +28,7 @@ func TestAttackSettleBoundaries(t *testing.T) {
 	if _, err := l.Charge(ctx, "k", 1); err == nil {
 		t.Errorf("Charge with no limits: no error")
 	}
-	if _, err := l.Charge(ctx, "", 1, lim); !errors.Is(err, ErrEmptyKey) {
+	if _, err := l.Charge(ctx, "", 1, lim); !errors.Is(err, slidelog.ErrEmptyKey) {
 		t.Errorf("Charge of an empty key: %v", err)
 	}
 	if keys := m.Keys(); len(keys) != 0 {
@@ -36,10 +38,10 @@ func TestAttackSettleBoundaries(t *testing.T) {
 	if err != nil || !a.Allowed {
 		t.Fatal(a, err)
 	}
-	if _, err := l.Settle(ctx, a.Handle(), 101); !errors.Is(err, ErrExceedsLimit) {
+	if _, err := l.Settle(ctx, a.Handle(), 101); !errors.Is(err, slidelog.ErrExceedsLimit) {
 		t.Errorf("Settle(101) under 100: %v", err)
 	}
-	if _, err := l.Settle(ctx, a.Handle(), -1); !errors.Is(err, ErrInvalidN) {
+	if _, err := l.Settle(ctx, a.Handle(), -1); !errors.Is(err, slidelog.ErrInvalidN) {
 		t.Errorf("Settle(-1): %v", err)
 	}
 	r, err := l.Settle(ctx, a.Handle(), 100)
@@ -48,14 +50,14 @@ func TestAttackSettleBoundaries(t *testing.T) {
 	}
 	// AllowAll: actual over the smallest limit, a limit of at most 128
 	// events (a member per event): refused; over a quota: recorded
-	b, err := l.AllowAll(ctx, "all", 10, PerHour(1000), PerMinute(50))
+	b, err := l.AllowAll(ctx, "all", 10, slidelog.PerHour(1000), slidelog.PerMinute(50))
 	if err != nil || !b.Allowed {
 		t.Fatal(b, err)
 	}
-	if _, err := l.Settle(ctx, b.Handle(), 51); !errors.Is(err, ErrExceedsLimit) {
+	if _, err := l.Settle(ctx, b.Handle(), 51); !errors.Is(err, slidelog.ErrExceedsLimit) {
 		t.Errorf("Settle(51) under 50 a minute: %v", err)
 	}
-	c, err := l.AllowAll(ctx, "quota", 10, PerHour(1000), Daily(50, time.UTC))
+	c, err := l.AllowAll(ctx, "quota", 10, slidelog.PerHour(1000), slidelog.Daily(50, time.UTC))
 	if err != nil || !c.Allowed {
 		t.Fatal(c, err)
 	}
@@ -63,14 +65,14 @@ func TestAttackSettleBoundaries(t *testing.T) {
 		t.Errorf("Settle(51) under a daily 50: %+v, %v; want recorded, the day spent", r, err)
 	}
 	// the zero Handle and a lease's
-	if _, err := l.Settle(ctx, Handle{}, 0); !errors.Is(err, ErrInvalidN) {
+	if _, err := l.Settle(ctx, slidelog.Handle{}, 0); !errors.Is(err, slidelog.ErrInvalidN) {
 		t.Errorf("Settle of the zero Handle: %v", err)
 	}
-	lease, err := l.AcquireN(ctx, "lease", PerMinute(10), 3)
+	lease, err := l.AcquireN(ctx, "lease", slidelog.PerMinute(10), 3)
 	if err != nil || !lease.Allowed {
 		t.Fatal(lease, err)
 	}
-	if _, err := l.Settle(ctx, lease.Handle(), 1); !errors.Is(err, ErrInvalidN) {
+	if _, err := l.Settle(ctx, lease.Handle(), 1); !errors.Is(err, slidelog.ErrInvalidN) {
 		t.Errorf("Settle of a lease's Handle: %v", err)
 	}
 }
@@ -83,17 +85,17 @@ func TestAttackSettleWrongType(t *testing.T) {
 			ctx := context.Background()
 			rdb, _ := clocked(t, srv)
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix))
+			l := slidelog.New(rdb, slidelog.WithPrefix(prefix))
 			rdb.RPush(ctx, prefix+"k", "x")
-			if _, err := l.Charge(ctx, "k", 5, PerHour(100)); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			if _, err := l.Charge(ctx, "k", 5, slidelog.PerHour(100)); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 				t.Errorf("Charge of a list: %v", err)
 			}
 			// AllowAll: the minute's log a list, the hour's log must stay empty
-			base, _ := l.allKeys("all")
-			minute := windowKey(base, time.Minute)
-			hour := windowKey(base, time.Hour)
+			base, _ := l.AllKeys("all")
+			minute := slidelog.WindowKey(base, time.Minute)
+			hour := slidelog.WindowKey(base, time.Hour)
 			rdb.RPush(ctx, minute, "x")
-			_, err := l.Charge(ctx, "all", 5, PerHour(1000), PerMinute(500))
+			_, err := l.Charge(ctx, "all", 5, slidelog.PerHour(1000), slidelog.PerMinute(500))
 			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 				t.Errorf("Charge with a list among the logs: %v", err)
 			}
@@ -101,7 +103,7 @@ func TestAttackSettleWrongType(t *testing.T) {
 				t.Errorf("the hour's log written (%s) though the minute's is a list", rdb.Type(ctx, hour).Val())
 			}
 			// a Settle over n whose log became a list
-			a, err := l.AllowN(ctx, "s", PerHour(1000), 10)
+			a, err := l.AllowN(ctx, "s", slidelog.PerHour(1000), 10)
 			if err != nil || !a.Allowed {
 				t.Fatal(a, err)
 			}

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
 
@@ -17,23 +18,23 @@ import (
 func TestAttackSettleMaxmemory(t *testing.T) {
 	rdb := redistest.Client(t, redistest.Start(t, "--maxmemory-policy", "noeviction"))
 	ctx := context.Background()
-	l := New(rdb)
-	for _, lim := range []Limit{{Events: 100, Window: time.Hour}, {Events: 1000, Window: time.Hour}} {
+	l := slidelog.New(rdb)
+	for _, lim := range []slidelog.Limit{{Events: 100, Window: time.Hour}, {Events: 1000, Window: time.Hour}} {
 		key := fmt.Sprint(lim.Events)
 		if r, err := l.AllowN(ctx, key, lim, 200*lim.Events/1000+1); err != nil || !r.Allowed {
 			t.Fatal(r, err)
 		}
 	}
-	hs := map[string][2]Handle{}
-	for _, lim := range []Limit{{Events: 100, Window: time.Hour}, {Events: 1000, Window: time.Hour}} {
+	hs := map[string][2]slidelog.Handle{}
+	for _, lim := range []slidelog.Limit{{Events: 100, Window: time.Hour}, {Events: 1000, Window: time.Hour}} {
 		key := fmt.Sprint(lim.Events)
 		a, _ := l.AllowN(ctx, key, lim, 10)
 		b, _ := l.AllowN(ctx, key, lim, 10)
-		hs[key] = [2]Handle{a.Handle(), b.Handle()}
+		hs[key] = [2]slidelog.Handle{a.Handle(), b.Handle()}
 	}
 	used := usedMemory(t, rdb)
 	rdb.ConfigSet(ctx, "maxmemory", fmt.Sprint(used/2))
-	for _, lim := range []Limit{{Events: 100, Window: time.Hour}, {Events: 1000, Window: time.Hour}} {
+	for _, lim := range []slidelog.Limit{{Events: 100, Window: time.Hour}, {Events: 1000, Window: time.Hour}} {
 		key := fmt.Sprint(lim.Events)
 		before, _ := l.Peek(ctx, key, lim)
 		dump := rdb.Dump(ctx, "slidelog:"+key).Val()
@@ -52,7 +53,7 @@ func TestAttackSettleMaxmemory(t *testing.T) {
 		}
 	}
 	rdb.ConfigSet(ctx, "maxmemory", "0")
-	for _, lim := range []Limit{{Events: 100, Window: time.Hour}, {Events: 1000, Window: time.Hour}} {
+	for _, lim := range []slidelog.Limit{{Events: 100, Window: time.Hour}, {Events: 1000, Window: time.Hour}} {
 		key := fmt.Sprint(lim.Events)
 		before, _ := l.Peek(ctx, key, lim)
 		r, err := l.Settle(ctx, hs[key][0], 12)

@@ -1,9 +1,11 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/slidelog/slidelog"
 )
 
 // AllowEach's Handles (an ask of one limit, an ask of several with a
@@ -15,13 +17,13 @@ func TestAttackSettleEachAndExpired(t *testing.T) {
 		t.Run(srv, func(t *testing.T) {
 			ctx := context.Background()
 			rdb, at := clocked(t, srv)
-			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+			l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
 			at(0)
-			one, all, big := PerMinute(100), []Limit{PerMinute(100), Daily(1000, time.UTC)}, PerMinute(1000)
+			one, all, big := slidelog.PerMinute(100), []slidelog.Limit{slidelog.PerMinute(100), slidelog.Daily(1000, time.UTC)}, slidelog.PerMinute(1000)
 			if r, err := l.AllowN(ctx, "big", big, 200); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
-			rs, err := l.AllowEach(ctx, Ask{Key: "one", N: 10, Limits: []Limit{one}}, Ask{Key: "all", N: 10, Limits: all}, Ask{Key: "big", N: 10, Limits: []Limit{big}})
+			rs, err := l.AllowEach(ctx, slidelog.Ask{Key: "one", N: 10, Limits: []slidelog.Limit{one}}, slidelog.Ask{Key: "all", N: 10, Limits: all}, slidelog.Ask{Key: "big", N: 10, Limits: []slidelog.Limit{big}})
 			if err != nil || !rs[0].Allowed || !rs[1].Allowed || !rs[2].Allowed {
 				t.Fatal(rs, err)
 			}

@@ -1,8 +1,9 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
 	"errors"
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/redistest"
 	"strconv"
 	"strings"
@@ -34,11 +35,11 @@ func TestBatchingRealRedis(t *testing.T) {
 	sc := &redistest.ScriptCalls{}
 	rdb.AddHook(sc)
 	pc := &pipeCounter{Client: rdb}
-	l := New(pc, WithPrefix(uniqueKey(t)+":"), WithBatching(256))
+	l := slidelog.New(pc, slidelog.WithPrefix(uniqueKey(t)+":"), slidelog.WithBatching(256))
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	lim := Limit{Events: 300, Window: time.Minute}
+	lim := slidelog.Limit{Events: 300, Window: time.Minute}
 	var admitted, calls atomic.Int64
 	var wg sync.WaitGroup
 	for range 64 {
@@ -62,7 +63,7 @@ func TestBatchingRealRedis(t *testing.T) {
 	if admitted.Load() != 300 || calls.Load() != 64*20 {
 		t.Errorf("admitted %d of %d calls, want 300 of 1280", admitted.Load(), calls.Load())
 	}
-	if n := logLen(t, rdb, l.prefix+"hot"); n != 300 {
+	if n := logLen(t, rdb, l.Prefix()+"hot"); n != 300 {
 		t.Errorf("log holds %d", n)
 	}
 	if p := pc.pipelines.Load(); p >= calls.Load()/2 {
@@ -89,11 +90,11 @@ func TestBatchingWrongTypeFailsAlone(t *testing.T) {
 	sc := &redistest.ScriptCalls{}
 	rdb.AddHook(sc)
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, WithPrefix(prefix), WithBatching(256))
+	l := slidelog.New(rdb, slidelog.WithPrefix(prefix), slidelog.WithBatching(256))
 	if err := rdb.Set(ctx, prefix+"bad", "a string", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	lim := Limit{Events: 50, Window: time.Minute}
+	lim := slidelog.Limit{Events: 50, Window: time.Minute}
 	const keys, rounds = 8, 10
 	var admitted [keys]atomic.Int64
 	var wg sync.WaitGroup
@@ -104,7 +105,7 @@ func TestBatchingWrongTypeFailsAlone(t *testing.T) {
 			for i := range rounds {
 				if (g+i)%4 == 0 {
 					_, err := l.Allow(ctx, "bad", lim)
-					if !errors.Is(err, ErrWrongType) {
+					if !errors.Is(err, slidelog.ErrWrongType) {
 						t.Errorf("bad key: err %v, want ErrWrongType", err)
 					}
 					continue
@@ -149,22 +150,22 @@ func TestSharedCallWrongTypeAlone(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix), WithBatching(256))
+			l := slidelog.New(rdb, slidelog.WithPrefix(prefix), slidelog.WithBatching(256))
 			if err := rdb.Set(ctx, prefix+"bad", "a string", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			lim := Limit{Events: 2, Window: time.Hour}
+			lim := slidelog.Limit{Events: 2, Window: time.Hour}
 			// one shared call: the decisions' keys and arguments one after
 			// the other, as the batcher joins them (internal/transport)
 			var keys []string
 			var args []any
 			for _, key := range []string{"a", "bad", "c"} {
-				arg := &idArg{}
+				arg := &ids.Arg{}
 				arg.Set(ids.Process().Reserve(1))
 				keys = append(keys, prefix+key)
-				args = append(args, 1, arg, lim.Events, lim.micros())
+				args = append(args, 1, arg, lim.Events, lim.Window.Microseconds())
 			}
-			v, err := l.script.Run(ctx, rdb, keys, args...).Slice()
+			v, err := l.DecisionScript().Run(ctx, rdb, keys, args...).Slice()
 			if err != nil || len(v) != 3 {
 				t.Fatalf("the shared call: %v, %v", v, err)
 			}
@@ -175,7 +176,7 @@ func TestSharedCallWrongTypeAlone(t *testing.T) {
 					}
 					continue
 				}
-				r, err := decode(v[i], []Limit{lim})
+				r, err := slidelog.Decode(v[i], []slidelog.Limit{lim})
 				if err != nil || !r.Allowed {
 					t.Errorf("%s: %+v, %v; want admitted", key, r, err)
 				}
@@ -193,10 +194,10 @@ func TestSharedCallWrongTypeAlone(t *testing.T) {
 // A caller whose context ends while its batch waits gets ctx.Err().
 func TestBatchingContext(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, WithBatching(8))
+	l := slidelog.New(m.Rdb, slidelog.WithBatching(8))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := l.Allow(ctx, "k", PerSecond(1)); !errors.Is(err, context.Canceled) {
+	if _, err := l.Allow(ctx, "k", slidelog.PerSecond(1)); !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v", err)
 	}
 	if keys := m.Keys(); len(keys) != 0 {
@@ -207,7 +208,7 @@ func TestBatchingContext(t *testing.T) {
 			t.Error("WithBatching on a client without Pipeline did not panic")
 		}
 	}()
-	New(redistest.ScripterOnly{Scripter: m.Rdb}, WithBatching(8))
+	slidelog.New(redistest.ScripterOnly{Scripter: m.Rdb}, slidelog.WithBatching(8))
 }
 
 func (p *pipeCounter) Pipeline() redis.Pipeliner {
@@ -220,10 +221,10 @@ func (p *pipeCounter) Pipeline() redis.Pipeliner {
 func TestBatchingLoneCaller(t *testing.T) {
 	m := newMini(t)
 	pc := &pipeCounter{Client: m.Rdb}
-	l := New(pc)
+	l := slidelog.New(pc)
 	ctx := context.Background()
 	for i := range 5 {
-		if r, err := l.Allow(ctx, "k", PerMinute(3)); err != nil || r.Allowed != (i < 3) {
+		if r, err := l.Allow(ctx, "k", slidelog.PerMinute(3)); err != nil || r.Allowed != (i < 3) {
 			t.Fatalf("call %d: %+v, %v", i, r, err)
 		}
 	}
@@ -236,7 +237,7 @@ func TestBatchingLoneCaller(t *testing.T) {
 // reply of nothing.
 func TestBatchingCanceledContext(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, WithBatching(256))
+	l := slidelog.New(m.Rdb, slidelog.WithBatching(256))
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
 	var wg sync.WaitGroup
@@ -246,7 +247,7 @@ func TestBatchingCanceledContext(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 10000 {
-				if _, err := l.Allow(canceled, "k", PerSecond(1)); !errors.Is(err, context.Canceled) {
+				if _, err := l.Allow(canceled, "k", slidelog.PerSecond(1)); !errors.Is(err, context.Canceled) {
 					wrong.Add(1)
 				}
 			}
@@ -302,7 +303,7 @@ func TestPipelinesInFlight(t *testing.T) {
 	m := newMini(t)
 	h := &flightHook{}
 	m.Rdb.AddHook(h)
-	l := New(m.Rdb)
+	l := slidelog.New(m.Rdb)
 	ctx := context.Background()
 	const callers, calls = 64, 20
 	var admitted atomic.Int64
@@ -312,7 +313,7 @@ func TestPipelinesInFlight(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range calls {
-				r, err := l.Allow(ctx, "k", PerHour(500))
+				r, err := l.Allow(ctx, "k", slidelog.PerHour(500))
 				if err != nil {
 					t.Error(err)
 					return

@@ -19,7 +19,7 @@ import (
 //	go test -run '^$' -bench . -benchmem
 
 func BenchmarkGoRedisFloor(b *testing.B) {
-	rdb := RealRedis(b)
+	rdb := realRedis(b)
 	ctx := context.Background()
 	floor := redis.NewScript(`return '0 100 1764000000023456 1764000000123456 1764000000123456'`)
 	if err := floor.Load(ctx, rdb).Err(); err != nil {
@@ -37,9 +37,9 @@ func BenchmarkGoRedisFloor(b *testing.B) {
 }
 
 func BenchmarkAllow(b *testing.B) {
-	rdb := RealRedis(b)
+	rdb := realRedis(b)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(UniqueKey(b)+":"))
+	l := New(rdb, WithPrefix(uniqueKey(b)+":"))
 	lim := Limit{Events: 100, Window: time.Second}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -51,9 +51,9 @@ func BenchmarkAllow(b *testing.B) {
 }
 
 func BenchmarkAllowParallel(b *testing.B) {
-	rdb := RealRedis(b)
+	rdb := realRedis(b)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(UniqueKey(b)+":"))
+	l := New(rdb, WithPrefix(uniqueKey(b)+":"))
 	lim := Limit{Events: 100, Window: time.Second}
 	for _, keys := range []int{1, 10000} {
 		b.Run("keys="+strconv.Itoa(keys), func(b *testing.B) {
@@ -77,9 +77,9 @@ func BenchmarkAllowParallel(b *testing.B) {
 // against the two AllowN calls that chaining would send (and that charge
 // one limit for the other's denials). The key rate admits every request.
 func BenchmarkAllowEach(b *testing.B) {
-	rdb := RealRedis(b)
+	rdb := realRedis(b)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(UniqueKey(b)+":"))
+	l := New(rdb, WithPrefix(uniqueKey(b)+":"))
 	rate, quota := Limit{Events: 1 << 20, Window: time.Second}, Limit{Events: 1 << 20, Window: time.Hour}
 	b.Run("AllowEach", func(b *testing.B) {
 		b.ReportAllocs()

@@ -87,7 +87,7 @@ func TestBreakerPausedRedis(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 16})
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _, _ = rdb.Close(), admin.Close() })
-	hook := &slidelog.BreakerEvents{}
+	hook := &breakerEvents{}
 	l := slidelog.New(rdb, slidelog.WithHook(hook))
 	lim := slidelog.PerSecond(1000000)
 	ctx := context.Background()
@@ -134,11 +134,11 @@ func TestBreakerPausedRedis(t *testing.T) {
 		wg.Wait()
 	}
 	t.Logf("%d pauses of 250ms, %d callers with 30ms deadlines: %d calls failed during the pauses, %d calls after them; the hook heard %v",
-		pauses, callers, duringPause.Load(), afterResume.Load(), hook.Ops())
+		pauses, callers, duringPause.Load(), afterResume.Load(), hook.ops())
 	if n := openAfter.Load(); n > 0 {
 		t.Errorf("%d of %d calls started after Redis answered a PING got ErrBreakerOpen; the first: %v", n, afterResume.Load(), firstOpenAfter.Load())
 	}
-	if got := hook.Ops(); len(got) > 0 {
+	if got := hook.ops(); len(got) > 0 {
 		t.Errorf("the breaker opened on a paused Redis: the hook heard %v", got)
 	}
 }
@@ -151,7 +151,7 @@ func TestBreakerHungRedis(t *testing.T) {
 	addr, pid := redistest.StartProcess(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, ReadTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	hook := &slidelog.BreakerEvents{}
+	hook := &breakerEvents{}
 	l := slidelog.New(rdb, slidelog.WithHook(hook))
 	lim := slidelog.PerMinute(1000)
 	allow := func() (slidelog.Result, error) {
@@ -188,7 +188,7 @@ func TestBreakerHungRedis(t *testing.T) {
 		}
 	}
 	l.SettleBreaker(t)
-	if got := hook.Ops(); len(got) != 2 || got[0] != "breaker_open" || got[1] != "breaker_close" {
+	if got := hook.ops(); len(got) != 2 || got[0] != "breaker_open" || got[1] != "breaker_close" {
 		t.Errorf("the hook heard %v, want open then close", got)
 	}
 }

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/breaker"
 )
 
@@ -91,11 +92,11 @@ func (o *outage) up() {
 // the decisions.
 type breakerEvents struct {
 	mu     sync.Mutex
-	events []Observation
+	events []slidelog.Observation
 }
 
-func (h *breakerEvents) Decided(_ context.Context, o Observation) {
-	if o.Op == opBreakerOpen || o.Op == opBreakerClose {
+func (h *breakerEvents) Decided(_ context.Context, o slidelog.Observation) {
+	if o.Op == slidelog.OpBreakerOpen || o.Op == slidelog.OpBreakerClose {
 		h.mu.Lock()
 		h.events = append(h.events, o)
 		h.mu.Unlock()
@@ -166,10 +167,10 @@ func TestBreakerOutage(t *testing.T) {
 	rdb.AddHook(calls)
 	hook, openHook := &breakerEvents{}, &breakerEvents{}
 	prefix := uniqueKey(t) + ":"
-	strict := New(rdb, WithPrefix(prefix), WithHook(hook))
-	open := New(rdb, WithPrefix(prefix), WithPolicy(FailOpen), WithHook(openHook))
-	lim := PerMinute(1000)
-	decide := func(l *Limiter) (Result, time.Duration, error) {
+	strict := slidelog.New(rdb, slidelog.WithPrefix(prefix), slidelog.WithHook(hook))
+	open := slidelog.New(rdb, slidelog.WithPrefix(prefix), slidelog.WithPolicy(slidelog.FailOpen), slidelog.WithHook(openHook))
+	lim := slidelog.PerMinute(1000)
+	decide := func(l *slidelog.Limiter) (slidelog.Result, time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -193,7 +194,7 @@ func TestBreakerOutage(t *testing.T) {
 			t.Fatalf("decision %d with Redis down: %+v, want an error", decisions, r)
 		}
 		switch {
-		case errors.Is(err, ErrBreakerOpen):
+		case errors.Is(err, slidelog.ErrBreakerOpen):
 			failedAtOnce++
 			refused = errors.Is(err, syscall.ECONNREFUSED)
 			if openedAt < 0 {
@@ -248,7 +249,7 @@ func TestBreakerOutage(t *testing.T) {
 	if firstAdmission == 0 {
 		t.Fatalf("no admission within 10s of Redis returning")
 	}
-	if got := hook.ops(); !slices.Equal(got, []string{opBreakerOpen, opBreakerClose}) {
+	if got := hook.ops(); !slices.Equal(got, []string{slidelog.OpBreakerOpen, slidelog.OpBreakerClose}) {
 		t.Errorf("the hook heard %v, want open then close", got)
 	}
 	slices.Sort(tookOpen)
@@ -268,8 +269,8 @@ func TestBreakerHealthyRedisShortDeadlines(t *testing.T) {
 	for _, batched := range []bool{false, true} {
 		for _, pol := range []struct {
 			name string
-			p    Policy
-		}{{"FailOpen", FailOpen}, {"FailClosed", FailClosed}} {
+			p    slidelog.Policy
+		}{{"FailOpen", slidelog.FailOpen}, {"FailClosed", slidelog.FailClosed}} {
 			t.Run(pol.name+map[bool]string{true: "-batched", false: "-unbatched"}[batched], func(t *testing.T) {
 				// Its dials ignore the callers' deadlines: go-redis before
 				// v9.22 dials on the caller's context, and a dial cut by a
@@ -278,13 +279,13 @@ func TestBreakerHealthyRedisShortDeadlines(t *testing.T) {
 				rdb := redis.NewClient(&redis.Options{Addr: real.Addr(t), ContextTimeoutEnabled: true, PoolSize: 64,
 					Dialer: func(_ context.Context, network, addr string) (net.Conn, error) { return net.Dial(network, addr) }})
 				t.Cleanup(func() { _ = rdb.Close() })
-				opts := []Option{WithPolicy(pol.p)}
+				opts := []slidelog.Option{slidelog.WithPolicy(pol.p)}
 				if !batched {
-					opts = append(opts, WithoutBatching())
+					opts = append(opts, slidelog.WithoutBatching())
 				}
-				l := New(rdb, opts...)
+				l := slidelog.New(rdb, opts...)
 				key := uniqueKey(t)
-				lim := PerMinute(1)
+				lim := slidelog.PerMinute(1)
 				if r, err := l.Allow(context.Background(), key, lim); err != nil || !r.Allowed {
 					t.Fatal(r, err)
 				}
@@ -303,7 +304,7 @@ func TestBreakerHealthyRedisShortDeadlines(t *testing.T) {
 					r, err := l.Allow(ctx, key, lim)
 					cancel()
 					switch {
-					case errors.Is(err, ErrBreakerOpen):
+					case errors.Is(err, slidelog.ErrBreakerOpen):
 						breakerOpen++
 					case err == nil && r.Allowed:
 						overLimit++
@@ -324,8 +325,8 @@ func TestBreakerHealthyRedisShortDeadlines(t *testing.T) {
 
 type slowCloseHook struct{}
 
-func (slowCloseHook) Decided(_ context.Context, o Observation) {
-	if o.Op == opBreakerClose {
+func (slowCloseHook) Decided(_ context.Context, o slidelog.Observation) {
+	if o.Op == slidelog.OpBreakerClose {
 		time.Sleep(2 * time.Millisecond) // a hook that exports, logs, ...
 	}
 }
@@ -341,7 +342,7 @@ func TestBreakerNeverStuckOpen(t *testing.T) {
 	}
 	rdb := realRedis(t)
 	for round := range 3 {
-		l := New(rdb, WithoutBatching(), WithHook(slowCloseHook{}))
+		l := slidelog.New(rdb, slidelog.WithoutBatching(), slidelog.WithHook(slowCloseHook{}))
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for g := range 4 {
@@ -355,7 +356,7 @@ func TestBreakerNeverStuckOpen(t *testing.T) {
 					default:
 					}
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Microsecond)
-					_, _ = l.Allow(ctx, fmt.Sprint("s", g), PerSecond(1000000))
+					_, _ = l.Allow(ctx, fmt.Sprint("s", g), slidelog.PerSecond(1000000))
 					cancel()
 				}
 			}()
@@ -366,12 +367,12 @@ func TestBreakerNeverStuckOpen(t *testing.T) {
 		time.Sleep(time.Second) // a probe answers in well under a ms
 		var n int
 		for range 100 {
-			_, err := l.Allow(context.Background(), "generous", PerSecond(1000000))
-			if errors.Is(err, ErrBreakerOpen) {
+			_, err := l.Allow(context.Background(), "generous", slidelog.PerSecond(1000000))
+			if errors.Is(err, slidelog.ErrBreakerOpen) {
 				n++
 			}
 		}
-		open, probing := l.breaker.State()
+		open, probing := l.BreakerState()
 		if n > 0 {
 			t.Fatalf("round %d: 2s after the short-deadline callers stopped, a healthy Redis: %d of 100 calls ErrBreakerOpen (open=%v, probing=%v)", round, n, open, probing)
 		}
@@ -391,8 +392,8 @@ func TestBreakerOffOnSeveralNodes(t *testing.T) {
 		rdb redis.Scripter
 		off bool
 	}{"cluster": {cluster, true}, "ring": {ring, true}, "single": {single, false}} {
-		if l := New(c.rdb); l.breaker.Off() != c.off {
-			t.Errorf("%s: breaker off %v, want %v", name, l.breaker.Off(), c.off)
+		if l := slidelog.New(c.rdb); l.BreakerOff() != c.off {
+			t.Errorf("%s: breaker off %v, want %v", name, l.BreakerOff(), c.off)
 		}
 	}
 }

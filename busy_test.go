@@ -4,7 +4,7 @@
 // go test -tags measure -run TestBatchingBesideBusyGoroutines -v .
 // It prints figures and asserts no timing.
 
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/redisserver"
 	"github.com/slidelog/slidelog/internal/transport"
 )
@@ -35,17 +36,16 @@ func TestBatchingBesideBusyGoroutines(t *testing.T) {
 	defer stop()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer func() { _ = rdb.Close() }()
-	lim := Limit{Events: 1000, Window: time.Second}
+	lim := slidelog.Limit{Events: 1000, Window: time.Second}
 	const callers, run = 16, 2 * time.Second
 	t.Logf("redis-server, %d callers over 10 000 keys, %v per run, GOMAXPROCS %d", callers, run, runtime.GOMAXPROCS(0))
 	t.Logf("| yield | busy goroutines | decisions/s | p50 | p99 |")
 	for _, always := range []bool{false, true} {
 		for _, busy := range []int{0, 2 * runtime.GOMAXPROCS(0)} {
-			l := New(rdb)
+			l := slidelog.New(rdb)
 			if always { // the yielder's clock stopped: no yield is ever slow
-				l.batch = transport.NewBatcher(transport.BatchConfig{Client: rdb, Script: l.script, Max: l.batch.Max(), Panics: panics(),
-					Clock: func() int64 { return 0 }})
-				l.transport = l.batch
+				l.SetBatcher(transport.NewBatcher(transport.BatchConfig{Client: rdb, Script: l.DecisionScript(), Max: l.Batcher().Max(), Panics: slidelog.Panics(),
+					Clock: func() int64 { return 0 }}))
 			}
 			ctx := context.Background()
 			end := time.Now().Add(run)

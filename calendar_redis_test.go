@@ -1,14 +1,14 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/denycache"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/redistest"
@@ -22,7 +22,7 @@ func calendarAt(m *mini, s string) time.Time {
 }
 
 // periodEnd is the end of lim's period at t.
-func periodEnd(t *testing.T, lim Limit, at time.Time) time.Time {
+func periodEnd(t *testing.T, lim slidelog.Limit, at time.Time) time.Time {
 	t.Helper()
 	_, end, ok := lim.PeriodAt(at)
 	if !ok {
@@ -31,7 +31,7 @@ func periodEnd(t *testing.T, lim Limit, at time.Time) time.Time {
 	return end
 }
 
-func mustDecide(t *testing.T, r Result, err error, allowed bool, remaining int, retry, reset time.Duration) {
+func mustDecide(t *testing.T, r slidelog.Result, err error, allowed bool, remaining int, retry, reset time.Duration) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -49,28 +49,28 @@ func TestCalendarTrickyDates(t *testing.T) {
 	berlin, santiago, apia := mustLoad(t, "Europe/Berlin"), mustLoad(t, "America/Santiago"), mustLoad(t, "Pacific/Apia")
 	ctx := context.Background()
 	for _, c := range []struct {
-		limit Limit
+		limit slidelog.Limit
 		at    string
 	}{
-		{Daily(2, berlin), "2027-03-28T10:00:00Z"},          // 23 h
-		{Daily(2, berlin), "2027-10-31T10:00:00Z"},          // 25 h
-		{Daily(2, santiago), "2026-09-06T04:00:00Z"},        // no midnight
-		{Daily(2, santiago), "2026-09-06T03:59:59.999998Z"}, // the day before it
-		{Daily(2, apia), "2011-12-29T23:00:00Z"},            // the 31st, after the skipped 30th
-		{Daily(2, apia), "2011-12-30T09:00:00Z"},            // the 29th, ending where the 31st starts
-		{Monthly(2, 31, time.UTC), "2026-02-28T23:00:00Z"},  // Feb 28 to Mar 31
-		{Monthly(2, 31, time.UTC), "2026-02-27T23:00:00Z"},  // Jan 31 to Feb 28
-		{Monthly(2, 30, time.UTC), "2026-02-28T00:00:00Z"},  // Feb 28 to Mar 30
-		{Monthly(2, 29, time.UTC), "2026-02-27T12:00:00Z"},  // Jan 29 to Feb 28
-		{Monthly(2, 29, time.UTC), "2028-02-28T12:00:00Z"},  // leap: Jan 29 to Feb 29
-		{Monthly(2, 31, time.UTC), "2028-02-29T00:00:00Z"},  // leap: Feb 29 to Mar 31
-		{Monthly(2, 30, time.UTC), "2028-02-29T12:00:00Z"},  // leap: Feb 29 to Mar 30
-		{Monthly(2, 31, berlin), "2027-04-30T21:59:59Z"},    // Mar 31 to Apr 30, in CEST
-		{Monthly(2, 1, berlin), "2027-03-31T21:00:00Z"},     // March, 23 h shorter... by one hour
-		{Monthly(2, 6, santiago), "2026-09-06T04:00:00.5Z"}, // from a day without a midnight
+		{slidelog.Daily(2, berlin), "2027-03-28T10:00:00Z"},          // 23 h
+		{slidelog.Daily(2, berlin), "2027-10-31T10:00:00Z"},          // 25 h
+		{slidelog.Daily(2, santiago), "2026-09-06T04:00:00Z"},        // no midnight
+		{slidelog.Daily(2, santiago), "2026-09-06T03:59:59.999998Z"}, // the day before it
+		{slidelog.Daily(2, apia), "2011-12-29T23:00:00Z"},            // the 31st, after the skipped 30th
+		{slidelog.Daily(2, apia), "2011-12-30T09:00:00Z"},            // the 29th, ending where the 31st starts
+		{slidelog.Monthly(2, 31, time.UTC), "2026-02-28T23:00:00Z"},  // Feb 28 to Mar 31
+		{slidelog.Monthly(2, 31, time.UTC), "2026-02-27T23:00:00Z"},  // Jan 31 to Feb 28
+		{slidelog.Monthly(2, 30, time.UTC), "2026-02-28T00:00:00Z"},  // Feb 28 to Mar 30
+		{slidelog.Monthly(2, 29, time.UTC), "2026-02-27T12:00:00Z"},  // Jan 29 to Feb 28
+		{slidelog.Monthly(2, 29, time.UTC), "2028-02-28T12:00:00Z"},  // leap: Jan 29 to Feb 29
+		{slidelog.Monthly(2, 31, time.UTC), "2028-02-29T00:00:00Z"},  // leap: Feb 29 to Mar 31
+		{slidelog.Monthly(2, 30, time.UTC), "2028-02-29T12:00:00Z"},  // leap: Feb 29 to Mar 30
+		{slidelog.Monthly(2, 31, berlin), "2027-04-30T21:59:59Z"},    // Mar 31 to Apr 30, in CEST
+		{slidelog.Monthly(2, 1, berlin), "2027-03-31T21:00:00Z"},     // March, 23 h shorter... by one hour
+		{slidelog.Monthly(2, 6, santiago), "2026-09-06T04:00:00.5Z"}, // from a day without a midnight
 	} {
 		m := newMini(t)
-		l := New(m.Rdb)
+		l := slidelog.New(m.Rdb)
 		now := calendarAt(m, c.at)
 		end := periodEnd(t, c.limit, now)
 		left := end.Sub(now)
@@ -100,15 +100,15 @@ func TestCalendarClientClockSkew(t *testing.T) {
 	ctx := context.Background()
 	berlin := mustLoad(t, "Europe/Berlin")
 	for _, skew := range []time.Duration{0, time.Hour, -time.Hour, 2 * 365 * 24 * time.Hour, -2 * 365 * 24 * time.Hour, 13 * time.Hour} {
-		for _, lim := range []Limit{Daily(3, berlin), Monthly(3, 31, berlin)} {
+		for _, lim := range []slidelog.Limit{slidelog.Daily(3, berlin), slidelog.Monthly(3, 31, berlin)} {
 			m := newMini(t)
-			l := New(m.Rdb)
+			l := slidelog.New(m.Rdb)
 			now := calendarAt(m, "2027-03-28T21:30:00Z") // half an hour before Berlin's short day ends
-			l.clock = func() time.Time { return m.Now().Add(skew) }
+			l.SetClock(func() time.Time { return m.Now().Add(skew) })
 			left := periodEnd(t, lim, now).Sub(now)
 			r, err := l.Allow(ctx, "k", lim)
 			mustDecide(t, r, err, true, 2, 0, left)
-			r, err = l.AllowAll(ctx, "k", 2, PerSecond(5), lim)
+			r, err = l.AllowAll(ctx, "k", 2, slidelog.PerSecond(5), lim)
 			mustDecide(t, r, err, true, 0, 0, left)
 			r, err = l.Allow(ctx, "k", lim)
 			mustDecide(t, r, err, false, 0, left, left)
@@ -125,11 +125,11 @@ func TestCalendarClientClockSkew(t *testing.T) {
 func TestCalendarAllowAllAtomic(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.Rdb)
+	l := slidelog.New(m.Rdb)
 	now := calendarAt(m, "2026-02-28T23:00:00Z")
-	quota := Monthly(3, 31, time.UTC)
+	quota := slidelog.Monthly(3, 31, time.UTC)
 	left := periodEnd(t, quota, now).Sub(now) // to Mar 31
-	sec := PerSecond(2)
+	sec := slidelog.PerSecond(2)
 	r, err := l.AllowAll(ctx, "k", 2, sec, quota)
 	mustDecide(t, r, err, true, 0, 0, left)
 	// denied by the sliding limit: the quota keeps its count (1 left)
@@ -148,17 +148,17 @@ func TestCalendarAllowAllAtomic(t *testing.T) {
 	}
 	r, err = l.Peek(ctx, "k", quota)
 	mustDecide(t, r, err, true, 1, 0, left)
-	base, _ := l.allKeys("k")
-	if n, _ := m.Rdb.ZCard(ctx, windowKey(base, time.Second)).Result(); n != 2 {
+	base, _ := l.AllKeys("k")
+	if n, _ := m.Rdb.ZCard(ctx, slidelog.WindowKey(base, time.Second)).Result(); n != 2 {
 		t.Fatalf("the sliding log holds %d events after the quota denied, want the first call's 2", n)
 	}
 	r, err = l.AllowAll(ctx, "k", 1, sec, quota)
 	mustDecide(t, r, err, true, 0, 0, left)
 	// two quotas of one period and location are one too many; another zone is another quota
-	if _, err := l.AllowAll(ctx, "k", 1, quota, Monthly(5, 31, time.UTC)); !errors.Is(err, ErrInvalidLimit) {
+	if _, err := l.AllowAll(ctx, "k", 1, quota, slidelog.Monthly(5, 31, time.UTC)); !errors.Is(err, slidelog.ErrInvalidLimit) {
 		t.Fatalf("two equal quotas: %v", err)
 	}
-	r, err = l.AllowAll(ctx, "k", 1, quota, Daily(5, time.UTC), Monthly(5, 1, time.UTC))
+	r, err = l.AllowAll(ctx, "k", 1, quota, slidelog.Daily(5, time.UTC), slidelog.Monthly(5, 1, time.UTC))
 	mustDecide(t, r, err, false, 0, left, left)
 }
 
@@ -168,17 +168,16 @@ func TestCalendarAllowAllAtomic(t *testing.T) {
 func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.Rdb)
+	l := slidelog.New(m.Rdb)
 	berlin := mustLoad(t, "Europe/Berlin")
-	quota := Daily(2, berlin)
+	quota := slidelog.Daily(2, berlin)
 	before := calendarAt(m, "2027-10-31T22:59:59.999999Z") // the last µs of the 25 h day
-	q := &request{op: opAllow, key: "k", limit: quota, n: 1}
 	var keys []string
 	var args []any
 	for range 3 {
-		arg := &idArg{}
+		arg := &ids.Arg{}
 		arg.Set(ids.Process().Reserve(1))
-		k, a := l.allArgsAt(q, before, arg)
+		k, a := l.AllArgsAt(false, "k", 1, before, arg, quota)
 		keys, args = append(keys, k...), append(args, a...)
 	}
 	// the first in the old day, then the call runs in the new one
@@ -186,7 +185,7 @@ func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 	end := calendarAt(m, "2027-10-31T23:00:00Z")
-	v, err := decideScript.Run(ctx, m.Rdb, keys, args...).Result()
+	v, err := slidelog.DecideScript.Run(ctx, m.Rdb, keys, args...).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +195,7 @@ func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 		allowed   bool
 		remaining int
 	}{{true, 1}, {true, 0}, {false, 0}} {
-		r, err := decode(replies[i], []Limit{quota})
+		r, err := slidelog.Decode(replies[i], []slidelog.Limit{quota})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +207,7 @@ func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 	}
 	// the next day's last µs, with the client's clock two days behind
 	calendarAt(m, "2027-11-02T22:59:59.999999Z")
-	l.clock = func() time.Time { return before }
+	l.SetClock(func() time.Time { return before })
 	for i, want := range []int{1, 0} {
 		r, err := l.Allow(ctx, "k", quota)
 		if err != nil || !r.Allowed || r.Remaining != want || r.ResetAfter != time.Microsecond {
@@ -223,19 +222,19 @@ func TestCalendarBoundaryInsideOneCall(t *testing.T) {
 func TestCalendarRetryCountsOnce(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.Rdb)
+	l := slidelog.New(m.Rdb)
 	now := calendarAt(m, "2026-05-01T10:00:00Z")
-	quota := Daily(5, time.UTC)
-	q := &request{op: opAllowAll, key: "k", limits: []Limit{quota}, n: 2}
-	arg := &idArg{}
+	quota := slidelog.Daily(5, time.UTC)
+	limits := []slidelog.Limit{quota}
+	arg := &ids.Arg{}
 	arg.Set(ids.Process().Reserve(2))
-	keys, args := l.allArgsAt(q, now, arg)
+	keys, args := l.AllArgsAt(true, "k", 2, now, arg, limits...)
 	for i := range 3 { // the first write, then two retries (marked)
-		v, err := decideScript.Run(ctx, m.Rdb, keys, args...).Result()
+		v, err := slidelog.DecideScript.Run(ctx, m.Rdb, keys, args...).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := decode(v, q.limits)
+		r, err := slidelog.Decode(v, limits)
 		mustDecide(t, r, err, true, 3, 0, 14*time.Hour)
 		if i == 0 {
 			m.At(now.Add(time.Minute).Sub(epoch)) // a retry later: answered as of the admission's time
@@ -251,11 +250,11 @@ func TestCalendarRetryCountsOnce(t *testing.T) {
 func TestCalendarRefund(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.Rdb)
-	month := Monthly(3, 31, time.UTC)
+	l := slidelog.New(m.Rdb)
+	month := slidelog.Monthly(3, 31, time.UTC)
 	now := calendarAt(m, "2026-02-27T12:00:00Z")
 	left := periodEnd(t, month, now).Sub(now)
-	a, err := l.AllowAll(ctx, "k", 2, PerHour(10), month)
+	a, err := l.AllowAll(ctx, "k", 2, slidelog.PerHour(10), month)
 	mustDecide(t, a, err, true, 1, 0, left)
 	b, err := l.Allow(ctx, "k", month)
 	mustDecide(t, b, err, true, 0, 0, left)
@@ -267,7 +266,7 @@ func TestCalendarRefund(t *testing.T) {
 	}
 	r, err := l.Peek(ctx, "k", month)
 	mustDecide(t, r, err, true, 2, 0, left)
-	r, err = l.Peek(ctx, "k", PerHour(10))
+	r, err = l.Peek(ctx, "k", slidelog.PerHour(10))
 	if err != nil || r.Remaining != 10 {
 		t.Fatalf("the sliding log after the refund: %+v %v", r, err)
 	}
@@ -290,10 +289,7 @@ func TestCalendarRefund(t *testing.T) {
 	// given if it is the quota's last admission
 	d, err := l.Allow(ctx, "k", month)
 	mustDecide(t, d, err, true, 2, 0, periodEnd(t, month, end).Sub(end))
-	h := d.Handle()
-	lost := []quota{{key: (*h.quotas)[0].key}}
-	h.quotas, h.given = &lost, new(atomic.Bool)
-	if err := refundEvents(ctx, m.Rdb, h); err != nil {
+	if err := slidelog.RefundEvents(ctx, m.Rdb, slidelog.LostPeriods(d.Handle())); err != nil {
 		t.Fatal(err)
 	}
 	r, err = l.Peek(ctx, "k", month)
@@ -306,23 +302,23 @@ func TestCalendarRefund(t *testing.T) {
 func TestCalendarResetAndExpiry(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.Rdb)
+	l := slidelog.New(m.Rdb)
 	now := calendarAt(m, "2026-02-28T12:00:00Z")
-	day, month := Daily(3, time.UTC), Monthly(3, 31, time.UTC)
-	for _, call := range []func() (Result, error){
-		func() (Result, error) { return l.Allow(ctx, "k", day) },
-		func() (Result, error) { return l.AllowAll(ctx, "k", 1, PerMinute(3), month) },
-		func() (Result, error) { return l.Allow(ctx, "k", PerSecond(3)) },
+	day, month := slidelog.Daily(3, time.UTC), slidelog.Monthly(3, 31, time.UTC)
+	for _, call := range []func() (slidelog.Result, error){
+		func() (slidelog.Result, error) { return l.Allow(ctx, "k", day) },
+		func() (slidelog.Result, error) { return l.AllowAll(ctx, "k", 1, slidelog.PerMinute(3), month) },
+		func() (slidelog.Result, error) { return l.Allow(ctx, "k", slidelog.PerSecond(3)) },
 	} {
 		if r, err := call(); err != nil || !r.Allowed {
 			t.Fatalf("%+v %v", r, err)
 		}
 	}
-	base, _ := l.allKeys("k")
+	base, _ := l.AllKeys("k")
 	for key, end := range map[string]time.Time{
-		quotaKey(base, day):   utc("2026-03-01T00:00:00Z"),
-		quotaKey(base, month): utc("2026-03-31T00:00:00Z"),
-		periodsKey(base):      utc("2026-03-31T00:00:00Z"),
+		slidelog.QuotaKey(base, day):   utc("2026-03-01T00:00:00Z"),
+		slidelog.QuotaKey(base, month): utc("2026-03-31T00:00:00Z"),
+		slidelog.PeriodsKey(base):      utc("2026-03-31T00:00:00Z"),
 	} {
 		at, err := m.Rdb.PExpireTime(ctx, key).Result()
 		if err != nil || at != time.Duration(end.UnixMilli())*time.Millisecond {
@@ -346,11 +342,11 @@ func TestCalendarDenyCache(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
 	f := &redistest.Faulty{Client: m.Rdb}
-	l := New(f, WithDenyCache())
+	l := slidelog.New(f, slidelog.WithDenyCache())
 	local := utc("2026-05-01T23:59:59Z")
-	l.deny = denycache.New[Limit](func() time.Time { return local })
+	l.SetDenyCache(denycache.New[slidelog.Limit](func() time.Time { return local }))
 	calendarAt(m, "2026-05-01T23:59:59Z")
-	quota := Daily(1, time.UTC)
+	quota := slidelog.Daily(1, time.UTC)
 	if r, err := l.Allow(ctx, "k", quota); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
@@ -386,9 +382,9 @@ func TestCalendarResetAfterInTheLastHour(t *testing.T) {
 		{"2026-12-01T12:00:00Z", 11 * time.Hour},          // midday: the day's
 	} {
 		m := newMini(t)
-		l := New(m.Rdb)
+		l := slidelog.New(m.Rdb)
 		calendarAt(m, c.at)
-		r, err := l.AllowAll(ctx, "k", 2, PerHour(10), Daily(3, berlin))
+		r, err := l.AllowAll(ctx, "k", 2, slidelog.PerHour(10), slidelog.Daily(3, berlin))
 		if err != nil || !r.Allowed || r.ResetAfter != c.want {
 			t.Errorf("at %s: %+v %v, want ResetAfter %v", c.at, r, err, c.want)
 		}
@@ -401,17 +397,17 @@ func TestCalendarBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
 	f := &redistest.Faulty{Client: m.Rdb}
-	l := New(f)
+	l := slidelog.New(f)
 	for _, c := range []struct {
 		call func() error
 		want error
 	}{
-		{func() error { _, err := l.Allow(ctx, "k", Daily(1, nil)); return err }, ErrInvalidLimit},
-		{func() error { _, err := l.Allow(ctx, "k", Monthly(1, 32, time.UTC)); return err }, ErrInvalidLimit},
-		{func() error { _, err := l.AllowN(ctx, "k", Daily(2, time.UTC), 3); return err }, ErrExceedsLimit},
-		{func() error { _, err := l.AllowAll(ctx, "k", 1, Daily(0, time.UTC)); return err }, ErrInvalidLimit},
-		{func() error { _, err := l.Acquire(ctx, "k", Daily(2, time.UTC)); return err }, ErrInvalidLimit},
-		{func() error { _, err := l.Allow(ctx, "", Daily(2, time.UTC)); return err }, ErrEmptyKey},
+		{func() error { _, err := l.Allow(ctx, "k", slidelog.Daily(1, nil)); return err }, slidelog.ErrInvalidLimit},
+		{func() error { _, err := l.Allow(ctx, "k", slidelog.Monthly(1, 32, time.UTC)); return err }, slidelog.ErrInvalidLimit},
+		{func() error { _, err := l.AllowN(ctx, "k", slidelog.Daily(2, time.UTC), 3); return err }, slidelog.ErrExceedsLimit},
+		{func() error { _, err := l.AllowAll(ctx, "k", 1, slidelog.Daily(0, time.UTC)); return err }, slidelog.ErrInvalidLimit},
+		{func() error { _, err := l.Acquire(ctx, "k", slidelog.Daily(2, time.UTC)); return err }, slidelog.ErrInvalidLimit},
+		{func() error { _, err := l.Allow(ctx, "", slidelog.Daily(2, time.UTC)); return err }, slidelog.ErrEmptyKey},
 	} {
 		if err := c.call(); !errors.Is(err, c.want) {
 			t.Errorf("%v, want %v", err, c.want)
@@ -433,10 +429,10 @@ func TestCalendarRealRedis(t *testing.T) {
 	ctx := context.Background()
 	berlin := mustLoad(t, "Europe/Berlin")
 	for _, skew := range []time.Duration{0, time.Hour, -time.Hour, 2 * 365 * 24 * time.Hour, -2 * 365 * 24 * time.Hour} {
-		l := New(rdb, WithPrefix(uniqueKey(t)+":"))
-		l.clock = func() time.Time { return time.Now().Add(skew) }
-		for _, quota := range []Limit{Daily(3, berlin), Monthly(3, 31, time.UTC)} {
-			r, err := l.AllowAll(ctx, "k", 2, PerHour(10), quota)
+		l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
+		l.SetClock(func() time.Time { return time.Now().Add(skew) })
+		for _, quota := range []slidelog.Limit{slidelog.Daily(3, berlin), slidelog.Monthly(3, 31, time.UTC)} {
+			r, err := l.AllowAll(ctx, "k", 2, slidelog.PerHour(10), quota)
 			if err != nil || !r.Allowed || r.Remaining != 1 {
 				t.Fatalf("skew %v, %v: %+v %v", skew, quota, r, err)
 			}
@@ -447,7 +443,7 @@ func TestCalendarRealRedis(t *testing.T) {
 			if want := max(end.Sub(r.Time()), time.Hour); r.ResetAfter != want {
 				t.Fatalf("skew %v, %v: ResetAfter %v at %v, want %v (until %v, or the hour)", skew, quota, r.ResetAfter, r.Time(), want, end)
 			}
-			d, err := l.AllowAll(ctx, "k", 2, PerHour(10), quota)
+			d, err := l.AllowAll(ctx, "k", 2, slidelog.PerHour(10), quota)
 			if err != nil || d.Allowed || d.Limit != quota || d.RetryAfter != end.Sub(d.Time()) {
 				t.Fatalf("skew %v, %v: %+v %v", skew, quota, d, err)
 			}
@@ -465,7 +461,7 @@ func TestCalendarRealRedis(t *testing.T) {
 		if err := l.Reset(ctx, "k"); err != nil {
 			t.Fatal(err)
 		}
-		if keys, _ := rdb.Keys(ctx, l.prefix+"*").Result(); len(keys) != 0 {
+		if keys, _ := rdb.Keys(ctx, l.Prefix()+"*").Result(); len(keys) != 0 {
 			t.Fatalf("after Reset: %q", keys)
 		}
 	}

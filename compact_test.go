@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -9,8 +9,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/blocklog"
 	"github.com/slidelog/slidelog/internal/compactlog"
+	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/model"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
@@ -92,7 +94,7 @@ func TestCompactModel(t *testing.T) {
 	}
 	for seed := range uint64(8) {
 		m := newMini(t)
-		l := New(m.Rdb, slotLog, compactFromFirst)
+		l := slidelog.New(m.Rdb, slotLog, compactFromFirst)
 		ctx := context.Background()
 		mod := model.New()
 		var now time.Duration
@@ -136,18 +138,18 @@ func TestCompactModelRealRedis(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []struct {
 		name string
-		opts []Option
+		opts []slidelog.Option
 	}{
-		{"batched", []Option{slotLog, WithBatching(256)}},
-		{"unbatched", []Option{slotLog, WithoutBatching()}},
+		{"batched", []slidelog.Option{slotLog, slidelog.WithBatching(256)}},
+		{"unbatched", []slidelog.Option{slotLog, slidelog.WithoutBatching()}},
 		{"block log", nil},
-		{"block log unbatched", []Option{WithoutBatching()}},
+		{"block log unbatched", []slidelog.Option{slidelog.WithoutBatching()}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			rdb := realRedis(t)
 			clk := redistest.NewClock(t, rdb)
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, append([]Option{compactFromFirst, WithPrefix(prefix)}, mode.opts...)...)
+			l := slidelog.New(rdb, append([]slidelog.Option{compactFromFirst, slidelog.WithPrefix(prefix)}, mode.opts...)...)
 			mod := model.New()
 			r := rand.New(rand.NewPCG(5, 5))
 			allowed := 0
@@ -158,7 +160,7 @@ func TestCompactModelRealRedis(t *testing.T) {
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
-				want := mod.Decide(s.Key, s.Events, s.Window, s.N, got.at, !s.Peek)
+				want := mod.Decide(s.Key, s.Events, s.Window, s.N, got.Time().UnixMicro(), !s.Peek)
 				if !sameDecision(got, lim, want) {
 					t.Fatalf("step %d (%+v):\n got %+v\nwant %+v", i, s, got, want)
 				}
@@ -197,7 +199,7 @@ func TestStoreFollowsTheKey(t *testing.T) {
 	}
 	m := newMini(t)
 	// every log compact, or none: two instances that disagree
-	instances := [2]*Limiter{New(m.Rdb, compactAbove(0)), New(m.Rdb, compactAbove(1<<30))}
+	instances := [2]*slidelog.Limiter{slidelog.New(m.Rdb, compactAbove(0)), slidelog.New(m.Rdb, compactAbove(1<<30))}
 	ctx := context.Background()
 	mod := model.New()
 	r := rand.New(rand.NewPCG(3, 9))
@@ -259,9 +261,9 @@ func TestSlotLogBecomesBlockLog(t *testing.T) {
 	}
 	onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
 		prefix := uniqueKey(t) + ":"
-		instances := [3]*Limiter{New(rdb, slotLog, compactAbove(1<<30), WithPrefix(prefix)),
-			New(rdb, slotLog, compactAbove(0), WithPrefix(prefix)),
-			New(rdb, compactAbove(0), WithPrefix(prefix))}
+		instances := [3]*slidelog.Limiter{slidelog.New(rdb, slotLog, compactAbove(1<<30), slidelog.WithPrefix(prefix)),
+			slidelog.New(rdb, slotLog, compactAbove(0), slidelog.WithPrefix(prefix)),
+			slidelog.New(rdb, compactAbove(0), slidelog.WithPrefix(prefix))}
 		ctx := context.Background()
 		mod := model.New()
 		r := rand.New(rand.NewPCG(4, 11))
@@ -284,7 +286,7 @@ func TestSlotLogBecomesBlockLog(t *testing.T) {
 			if err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
-			want := mod.Decide(prefix+s.Key, s.Events, s.Window, s.N, got.at, !s.Peek)
+			want := mod.Decide(prefix+s.Key, s.Events, s.Window, s.N, got.Time().UnixMicro(), !s.Peek)
 			if !sameDecision(got, lim, want) {
 				t.Fatalf("step %d (%+v, instance %d, a %s):\n got %+v\nwant %+v", i, s, which, before, got, want)
 			}
@@ -314,10 +316,10 @@ func TestSlotLogConversionKeepsItsTable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			slots := New(rdb, slotLog, compactAbove(0), WithPrefix(prefix))
-			blocks := New(rdb, compactAbove(0), WithPrefix(prefix))
-			lim := Limit{Events: 1000, Window: time.Hour}
-			var hs []Handle
+			slots := slidelog.New(rdb, slotLog, compactAbove(0), slidelog.WithPrefix(prefix))
+			blocks := slidelog.New(rdb, compactAbove(0), slidelog.WithPrefix(prefix))
+			lim := slidelog.Limit{Events: 1000, Window: time.Hour}
+			var hs []slidelog.Handle
 			for range 3 {
 				r, err := slots.AllowN(ctx, "k", lim, 10)
 				if err != nil || !r.Allowed {
@@ -343,7 +345,7 @@ func TestSlotLogConversionKeepsItsTable(t *testing.T) {
 				t.Errorf("the block log's table is not the compact log's with one more admission:\n%q\n%q", got, table)
 			}
 			// a refund of an admission made before, by either instance, once
-			for _, l := range []*Limiter{blocks, slots, blocks} {
+			for _, l := range []*slidelog.Limiter{blocks, slots, blocks} {
 				if err := l.Refund(ctx, hs[1]); err != nil {
 					t.Fatal(err)
 				}
@@ -352,7 +354,7 @@ func TestSlotLogConversionKeepsItsTable(t *testing.T) {
 				t.Errorf("after the refund of 10: %+v %v; want 979 left", p, err)
 			}
 
-			big := Limit{Events: 10000, Window: time.Hour}
+			big := slidelog.Limit{Events: 10000, Window: time.Hour}
 			if r, err := slots.AllowN(ctx, "big", big, 5000); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
@@ -363,7 +365,7 @@ func TestSlotLogConversionKeepsItsTable(t *testing.T) {
 				t.Errorf("a compact log of 5 001 live events is now a %s, want it kept", f)
 			}
 			// an admission of more events than it holds converts it
-			larger := Limit{Events: 20000, Window: time.Hour}
+			larger := slidelog.Limit{Events: 20000, Window: time.Hour}
 			if r, err := slots.AllowN(ctx, "larger", larger, 5000); err != nil || !r.Allowed {
 				t.Fatal(r, err)
 			}
@@ -384,9 +386,9 @@ func TestSlotLogConversionKeepsItsTable(t *testing.T) {
 // every event it holds still counts.
 func TestLimitCrossesTheThreshold(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, compactFromFirst)
+	l := slidelog.New(m.Rdb, compactFromFirst)
 	ctx := context.Background()
-	small, large := Limit{Events: 100, Window: time.Minute}, Limit{Events: 1000, Window: time.Minute}
+	small, large := slidelog.Limit{Events: 100, Window: time.Minute}, slidelog.Limit{Events: 1000, Window: time.Minute}
 	if r, err := l.AllowN(ctx, "up", small, 100); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
@@ -419,8 +421,8 @@ func TestCompactForeignString(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
 			rdb.Set(ctx, prefix+"k", "someone else's value", 0)
-			for _, lim := range []Limit{PerMinute(10), PerMinute(1000)} {
-				for _, l := range []*Limiter{New(rdb, compactFromFirst, WithPrefix(prefix)), New(rdb, compactFromFirst, WithPrefix(prefix), WithBatching(4))} {
+			for _, lim := range []slidelog.Limit{slidelog.PerMinute(10), slidelog.PerMinute(1000)} {
+				for _, l := range []*slidelog.Limiter{slidelog.New(rdb, compactFromFirst, slidelog.WithPrefix(prefix)), slidelog.New(rdb, compactFromFirst, slidelog.WithPrefix(prefix), slidelog.WithBatching(4))} {
 					r, err := l.Allow(ctx, "k", lim)
 					if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || r.Allowed {
 						t.Errorf("%v: %+v, %v; want a WRONGTYPE error", lim, r, err)
@@ -441,8 +443,8 @@ func TestCompactRetriedCallIsIdempotent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(redistest.Twice{Client: rdb}, compactFromFirst, WithPrefix(prefix))
-			lim := Limit{Events: 200, Window: time.Minute}
+			l := slidelog.New(redistest.Twice{Client: rdb}, compactFromFirst, slidelog.WithPrefix(prefix))
+			lim := slidelog.Limit{Events: 200, Window: time.Minute}
 			for i, s := range []struct {
 				n         int
 				allowed   bool
@@ -465,23 +467,23 @@ func TestCompactRetriedCallIsIdempotent(t *testing.T) {
 // holds), counted twice (docs/semantics.md, "Retries").
 func TestCompactOldRetryCountsTwice(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, compactFromFirst)
+	l := slidelog.New(m.Rdb, compactFromFirst)
 	ctx := context.Background()
-	lim := Limit{Events: 1000, Window: time.Minute}
+	lim := slidelog.Limit{Events: 1000, Window: time.Minute}
 	first, err := l.Allow(ctx, "k", lim)
 	if err != nil || !first.Allowed {
 		t.Fatal(first, err)
 	}
-	resend := func() Result {
+	resend := func() slidelog.Result {
 		t.Helper()
-		arg := idArg{}
-		arg.Set(first.handle.id)
+		arg := ids.Arg{}
+		arg.Set([ids.Len]byte([]byte(slidelog.HandleID(first.Handle()))))
 		_, _ = arg.MarshalBinary() // a first write: the next carries the ninth byte, as a call that may have been sent before
-		v, err := compactScript.Run(ctx, m.Rdb, []string{"slidelog:k"}, 1, &arg, 1000, -lim.micros()).Result()
+		v, err := compactScript.Run(ctx, m.Rdb, []string{"slidelog:k"}, 1, &arg, 1000, -lim.Window.Microseconds()).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := decode(v, []Limit{lim})
+		r, err := slidelog.Decode(v, []slidelog.Limit{lim})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -505,9 +507,9 @@ func TestCompactOldRetryCountsTwice(t *testing.T) {
 // on AllowAll, in each store its limits are in.
 func TestCompactRefund(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, slotLog, compactFromFirst)
+	l := slidelog.New(m.Rdb, slotLog, compactFromFirst)
 	ctx := context.Background()
-	lim := Limit{Events: 300, Window: time.Minute}
+	lim := slidelog.Limit{Events: 300, Window: time.Minute}
 	m.At(0)
 	a, err := l.AllowN(ctx, "k", lim, 50)
 	if err != nil || !a.Allowed {
@@ -576,14 +578,14 @@ func TestCompactRefund(t *testing.T) {
 		t.Errorf("after refunding 3 of 7 events of one microsecond: %d left, want %d", r.Remaining, 300-40-34-4)
 	}
 	// AllowAll over both stores
-	all, err := l.AllowAll(ctx, "all", 5, PerMinute(10), PerHour(1000))
+	all, err := l.AllowAll(ctx, "all", 5, slidelog.PerMinute(10), slidelog.PerHour(1000))
 	if err != nil || !all.Allowed {
 		t.Fatal(all, err)
 	}
 	if err := l.Refund(ctx, all.Handle()); err != nil {
 		t.Fatal(err)
 	}
-	for _, lm := range []Limit{PerMinute(10), PerHour(1000)} {
+	for _, lm := range []slidelog.Limit{slidelog.PerMinute(10), slidelog.PerHour(1000)} {
 		if r, err := l.AllowAll(ctx, "all", lm.Events, lm); err != nil || !r.Allowed {
 			t.Errorf("%v after the refund: %+v, %v; want every event back", lm, r, err)
 		}
@@ -594,9 +596,9 @@ func TestCompactRefund(t *testing.T) {
 // time meanwhile, so its times never decrease, and it stays exact.
 func TestCompactClockStepsBack(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, slotLog, compactFromFirst)
+	l := slidelog.New(m.Rdb, slotLog, compactFromFirst)
 	ctx := context.Background()
-	lim := Limit{Events: 200, Window: time.Second}
+	lim := slidelog.Limit{Events: 200, Window: time.Second}
 	m.At(10 * time.Second)
 	if r, _ := l.AllowN(ctx, "k", lim, 100); !r.Allowed {
 		t.Fatal(r)
@@ -626,13 +628,13 @@ func TestCompactClockStepsBack(t *testing.T) {
 // one).
 func TestCompactResetAndInFlight(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, compactFromFirst)
+	l := slidelog.New(m.Rdb, compactFromFirst)
 	ctx := context.Background()
-	lim := Limit{Events: 500, Window: time.Minute}
+	lim := slidelog.Limit{Events: 500, Window: time.Minute}
 	if r, _ := l.AllowN(ctx, "k", lim, 500); !r.Allowed {
 		t.Fatal(r)
 	}
-	if _, err := l.AllowAll(ctx, "k", 1, lim, PerHour(2000)); err != nil {
+	if _, err := l.AllowAll(ctx, "k", 1, lim, slidelog.PerHour(2000)); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Reset(ctx, "k"); err != nil {
@@ -645,7 +647,7 @@ func TestCompactResetAndInFlight(t *testing.T) {
 	if err != nil || !s.Allowed {
 		t.Fatal(s.Result, err)
 	}
-	if typ := storeOf(t, m.Rdb, "slidelog:"+l.inflightKey("k")); typ != "zset" {
+	if typ := storeOf(t, m.Rdb, "slidelog:"+l.InflightKey("k")); typ != "zset" {
 		t.Errorf("the in-flight log is a %s, want a sorted set", typ)
 	}
 	if _, err := s.Renew(ctx); err != nil {
@@ -661,9 +663,9 @@ func TestCompactResetAndInFlight(t *testing.T) {
 // the limit.
 func TestCompactBounded(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, slotLog, compactFromFirst)
+	l := slidelog.New(m.Rdb, slotLog, compactFromFirst)
 	ctx := context.Background()
-	lim := Limit{Events: 1000, Window: time.Second}
+	lim := slidelog.Limit{Events: 1000, Window: time.Second}
 	bound := int64(compactlog.Header + compactlog.Slot*lim.Events)
 	for i, n := range []int{1, 1, 999, 1000, 5, 1000, 700, 300} {
 		m.At(time.Duration(i) * time.Second)
@@ -696,11 +698,11 @@ func TestSortedSetBecomesCompact(t *testing.T) {
 		want         string
 	}{{1000, 900, time.Second, "string"}, {6000, 5000, time.Minute, "zset"}} {
 		m := newMini(t)
-		older, l := New(m.Rdb, compactAbove(1<<30)), New(m.Rdb) // older: a slidelog before the compact log, whose logs are sorted sets
+		older, l := slidelog.New(m.Rdb, compactAbove(1<<30)), slidelog.New(m.Rdb) // older: a slidelog before the compact log, whose logs are sorted sets
 		ctx := context.Background()
 		mod := model.New()
-		lim := Limit{Events: tc.events, Window: tc.window}
-		step := func(l *Limiter, at time.Duration, n int) {
+		lim := slidelog.Limit{Events: tc.events, Window: tc.window}
+		step := func(l *slidelog.Limiter, at time.Duration, n int) {
 			t.Helper()
 			m.At(at)
 			r, err := l.AllowN(ctx, "k", lim, n)
@@ -733,9 +735,9 @@ func TestSortedSetBecomesCompactRealRedis(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, WithPrefix(prefix))
-	lim := Limit{Events: 500, Window: time.Hour}
-	if r, err := New(rdb, compactAbove(1<<30), WithPrefix(prefix)).AllowN(ctx, "k", lim, 300); err != nil || !r.Allowed {
+	l := slidelog.New(rdb, slidelog.WithPrefix(prefix))
+	lim := slidelog.Limit{Events: 500, Window: time.Hour}
+	if r, err := slidelog.New(rdb, compactAbove(1<<30), slidelog.WithPrefix(prefix)).AllowN(ctx, "k", lim, 300); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
 	for i, want := range []int{199, 198} {
@@ -766,8 +768,8 @@ func TestCompactPastAListpack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix))
-			lim := Limit{Events: 1000000, Window: time.Hour}
+			l := slidelog.New(rdb, slidelog.WithPrefix(prefix))
+			lim := slidelog.Limit{Events: 1000000, Window: time.Hour}
 			for i, s := range []struct {
 				n     int
 				store string
@@ -800,9 +802,9 @@ func TestCompactPastAListpack(t *testing.T) {
 func TestLargeSortedSetBecomesBlockLogPast128(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
 		prefix := uniqueKey(t) + ":"
-		older, l := New(rdb, compactAbove(1<<30), WithPrefix(prefix)), New(rdb, WithPrefix(prefix))
+		older, l := slidelog.New(rdb, compactAbove(1<<30), slidelog.WithPrefix(prefix)), slidelog.New(rdb, slidelog.WithPrefix(prefix))
 		ctx := context.Background()
-		lim := Limit{Events: 1 << 20, Window: time.Hour}
+		lim := slidelog.Limit{Events: 1 << 20, Window: time.Hour}
 		at := func(d time.Duration) {
 			if m != nil {
 				m.At(d)
@@ -848,9 +850,9 @@ func TestSlotLogPastMaxSlotsIsABlockLog(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client, _ *mini) {
 		prefix := uniqueKey(t) + ":"
 		ctx := context.Background()
-		lim := Limit{Events: MaxEvents, Window: time.Hour}
-		fromSet, fromSlots := New(rdb, slotLog, WithPrefix(prefix)), New(rdb, slotLog, compactFromFirst, WithPrefix(prefix))
-		if r, err := fromSet.AllowN(ctx, "set", lim, maxSlots+1); err != nil || !r.Allowed || r.Remaining != MaxEvents-maxSlots-1 {
+		lim := slidelog.Limit{Events: slidelog.MaxEvents, Window: time.Hour}
+		fromSet, fromSlots := slidelog.New(rdb, slotLog, slidelog.WithPrefix(prefix)), slidelog.New(rdb, slotLog, compactFromFirst, slidelog.WithPrefix(prefix))
+		if r, err := fromSet.AllowN(ctx, "set", lim, slidelog.MaxSlots+1); err != nil || !r.Allowed || r.Remaining != slidelog.MaxEvents-slidelog.MaxSlots-1 {
 			t.Fatalf("AllowN(maxSlots+1) on an empty key: %+v, %v", r, err)
 		}
 		if f := formatOf(t, rdb, prefix+"set"); f != "blocks" {
@@ -862,7 +864,7 @@ func TestSlotLogPastMaxSlotsIsABlockLog(t *testing.T) {
 		if f := formatOf(t, rdb, prefix+"slots"); f != "slots" {
 			t.Fatalf("a log of 1 000 events: a %s, want slots", f)
 		}
-		if r, err := fromSlots.AllowN(ctx, "slots", lim, maxSlots); err != nil || !r.Allowed || r.Remaining != MaxEvents-maxSlots-1000 {
+		if r, err := fromSlots.AllowN(ctx, "slots", lim, slidelog.MaxSlots); err != nil || !r.Allowed || r.Remaining != slidelog.MaxEvents-slidelog.MaxSlots-1000 {
 			t.Fatalf("AllowN(maxSlots) on 1 000 slots: %+v, %v", r, err)
 		}
 		if f := formatOf(t, rdb, prefix+"slots"); f != "blocks" {

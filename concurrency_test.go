@@ -14,18 +14,18 @@ import (
 // dozens of goroutines, one key, one window: exactly Events are admitted,
 // never one more or one fewer.
 func TestBurstAdmitsExactlyEvents(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	addr := rdb.Options().Addr
 	const instances, goroutines, calls = 4, 16, 12 // 768 calls
 	for _, events := range []int{1, 100, 500} {
 		ctx := context.Background()
-		prefix := UniqueKey(t) + ":"
+		prefix := uniqueKey(t) + ":"
 		lim := Limit{Events: events, Window: time.Minute}
 		var admitted, denied atomic.Int64
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for range instances {
-			l := New(NewClient(t, addr), WithPrefix(prefix))
+			l := New(newClient(t, addr), WithPrefix(prefix))
 			for range goroutines {
 				wg.Add(1)
 				go func() {
@@ -51,7 +51,7 @@ func TestBurstAdmitsExactlyEvents(t *testing.T) {
 		if admitted.Load() != int64(events) || admitted.Load()+denied.Load() != instances*goroutines*calls {
 			t.Errorf("events=%d: admitted %d, denied %d", events, admitted.Load(), denied.Load())
 		}
-		if n := LogLen(t, rdb, prefix+"hot"); n != int64(events) {
+		if n := logLen(t, rdb, prefix+"hot"); n != int64(events) {
 			t.Errorf("events=%d: the log holds %d", events, n)
 		}
 	}
@@ -60,15 +60,15 @@ func TestBurstAdmitsExactlyEvents(t *testing.T) {
 // The same with AllowN of mixed sizes: the admitted events never exceed the
 // limit, and every admitted call's events (and nothing else) are in the log.
 func TestBurstAllowNNeverOverAdmits(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	addr := rdb.Options().Addr
 	ctx := context.Background()
-	prefix := UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	lim := Limit{Events: 250, Window: time.Minute}
 	var admittedEvents atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 4 {
-		l := New(NewClient(t, addr), WithPrefix(prefix))
+		l := New(newClient(t, addr), WithPrefix(prefix))
 		for g := range 16 {
 			wg.Add(1)
 			go func() {
@@ -88,7 +88,7 @@ func TestBurstAllowNNeverOverAdmits(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	logged := LogLen(t, rdb, prefix+"hot")
+	logged := logLen(t, rdb, prefix+"hot")
 	if got := admittedEvents.Load(); got != logged || got > int64(lim.Events) || got < int64(lim.Events-3) {
 		t.Errorf("admitted %d events, log holds %d, limit %d (a full window leaves at most n-1 = 3 unused)", got, logged, lim.Events)
 	}

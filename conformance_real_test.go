@@ -19,9 +19,9 @@ import (
 // between calls, and may admit all): TestModelRealRedisClockSet holds both
 // branches to the model on a clock the test sets.
 func TestModelRealRedis(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(UniqueKey(t)+":"))
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
 	mod := model.New()
 	r := rand.New(rand.NewPCG(7, 7))
 	trace := model.RandomTrace(r, 3000)
@@ -31,12 +31,12 @@ func TestModelRealRedis(t *testing.T) {
 		if r.IntN(10) == 0 {
 			time.Sleep(s.Advance)
 		}
-		lim, got, err := RunStep(ctx, l, s)
+		lim, got, err := runStep(ctx, l, s)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		want := mod.Decide(s.Key, s.Events, s.Window, s.N, got.Time().UnixMicro(), !s.Peek)
-		if !SameDecision(got, lim, want) {
+		if !sameDecision(got, lim, want) {
 			t.Fatalf("step %d (%+v):\n got %+v\nwant %+v", i, s, got, want)
 		}
 	}
@@ -45,14 +45,14 @@ func TestModelRealRedis(t *testing.T) {
 // clockSubject is the limiter on a real server whose scripts read a clock
 // the test sets (conformance.ClockSubject), on a client of its own.
 func clockSubject(t *testing.T, opts ...Option) conformance.Subject {
-	rdb := RealRedis(t)
-	return conformance.ClockSubject(t, rdb, New(rdb, append(opts, WithPrefix(UniqueKey(t)+":"))...))
+	rdb := realRedis(t)
+	return conformance.ClockSubject(t, rdb, New(rdb, append(opts, WithPrefix(uniqueKey(t)+":"))...))
 }
 
 // The model's random traces (AllowN, Peek, AllowAll, AllowEach) on a real
 // server at the microseconds they name: every decision, both branches.
 func TestModelRealRedisClockSet(t *testing.T) {
-	for _, m := range BatchingModes {
+	for _, m := range batchingModes {
 		t.Run(m.Name, func(t *testing.T) {
 			conformance.RunModel(t, func(t *testing.T) conformance.Subject { return clockSubject(t, m.Opt) }, 2, 1500)
 		})

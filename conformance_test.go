@@ -148,7 +148,7 @@ func TestBlockLogBoundaries(t *testing.T) {
 		steps, seeds = 1500, 1
 	}
 	run := func(t *testing.T, rdb *redis.Client, seed uint64, advance func(time.Duration)) {
-		prefix := slidelog.UniqueKey(t) + ":"
+		prefix := uniqueKey(t) + ":"
 		l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(0)), slidelog.WithPrefix(prefix))
 		conformance.BlockBoundaries(t, l, rdb, prefix, seed, steps, advance)
 	}
@@ -161,7 +161,7 @@ func TestBlockLogBoundaries(t *testing.T) {
 			m.SetTime(at)
 			run(t, rdb, seed, func(d time.Duration) { at = at.Add(d); m.SetTime(at) })
 		})
-		for name, rdb := range slidelog.AttackAddrs(t) {
+		for name, rdb := range attackAddrs(t) {
 			t.Run(fmt.Sprint(name, "/", seed), func(t *testing.T) {
 				clk := redistest.NewClock(t, rdb)
 				run(t, rdb, seed, func(d time.Duration) { clk.Advance(t, d) })

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -12,31 +12,32 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/ids"
 )
 
 // script.lua's reply is decoded exactly, whichever way the server printed
 // the scores, and anything else is an error, not a guess.
 func TestDecode(t *testing.T) {
-	lim := Limit{Events: 10, Window: time.Second}
+	lim := slidelog.Limit{Events: 10, Window: time.Second}
 	for _, c := range []struct {
 		reply any
-		want  Result
+		want  slidelog.Result
 	}{
-		{"1 1767268800250000 3 0 1767268800250000", Result{Allowed: true, Remaining: 7, ResetAfter: time.Second, at: 1767268800250000}},
-		{"0 1767268800750000 12 1.7672688e+15 1767268800500000", Result{Remaining: 0, RetryAfter: 250 * time.Millisecond,
-			ResetAfter: 750 * time.Millisecond, at: 1767268800750000}},
-		{"1 1767268800750000 0 0 0", Result{Allowed: true, Remaining: 10, at: 1767268800750000}},
-		{"1 1767268800750000 2 0 1767268799000000", Result{Allowed: true, Remaining: 8, at: 1767268800750000}}, // newest expired
+		{"1 1767268800250000 3 0 1767268800250000", slidelog.Result{Allowed: true, Remaining: 7, ResetAfter: time.Second}.At(time.UnixMicro(1767268800250000))},
+		{"0 1767268800750000 12 1.7672688e+15 1767268800500000", slidelog.Result{Remaining: 0, RetryAfter: 250 * time.Millisecond,
+			ResetAfter: 750 * time.Millisecond}.At(time.UnixMicro(1767268800750000))},
+		{"1 1767268800750000 0 0 0", slidelog.Result{Allowed: true, Remaining: 10}.At(time.UnixMicro(1767268800750000))},
+		{"1 1767268800750000 2 0 1767268799000000", slidelog.Result{Allowed: true, Remaining: 8}.At(time.UnixMicro(1767268800750000))}, // newest expired
 	} {
 		c.want.Limit = lim
-		got, err := decode(c.reply, []Limit{lim})
+		got, err := slidelog.Decode(c.reply, []slidelog.Limit{lim})
 		if err != nil || got != c.want {
 			t.Errorf("%q: %+v, %v; want %+v", c.reply, got, err, c.want)
 		}
 	}
 	for _, bad := range []any{"", "1 2 3 4", "1 2 3 4 5 6", "2 5 0 0 0", "1 5 x 0 0", "1 5 0 1.5 5", "1 5  0 5", "1 5 0 0 5 ", int64(1), []any{int64(1)}} {
-		if r, err := decode(bad, []Limit{lim}); err == nil {
+		if r, err := slidelog.Decode(bad, []slidelog.Limit{lim}); err == nil {
 			t.Errorf("%#v: %+v, want an error", bad, r)
 		}
 	}
@@ -46,37 +47,37 @@ func TestDecode(t *testing.T) {
 // limit that denies latest, or when allowed the one with the fewest
 // Remaining; the least Remaining, the latest RetryAfter and ResetAfter.
 func TestDecodeSeveralLimits(t *testing.T) {
-	second, minute, hour := Limit{Events: 2, Window: time.Second}, Limit{Events: 5, Window: time.Minute}, Limit{Events: 9, Window: time.Hour}
-	limits := []Limit{second, minute, hour}
+	second, minute, hour := slidelog.Limit{Events: 2, Window: time.Second}, slidelog.Limit{Events: 5, Window: time.Minute}, slidelog.Limit{Events: 9, Window: time.Hour}
+	limits := []slidelog.Limit{second, minute, hour}
 	const at = 1767268800000000
 	for _, c := range []struct {
 		reply string
-		want  Result
+		want  slidelog.Result
 	}{
 		// remaining 2, 1 and 7: the minute has the fewest
 		{"1 1767268800000000 0 0 0 4 0 1767268800000000 2 0 1767268800000000",
-			Result{Allowed: true, Limit: minute, Remaining: 1, ResetAfter: time.Hour, at: at}},
+			slidelog.Result{Allowed: true, Limit: minute, Remaining: 1, ResetAfter: time.Hour}.At(time.UnixMicro(at))},
 		// remaining 1, 1 and 7: the first of the fewest
 		{"1 1767268800000000 1 0 1767268800000000 4 0 1767268800000000 2 0 1767268800000000",
-			Result{Allowed: true, Limit: second, Remaining: 1, ResetAfter: time.Hour, at: at}},
+			slidelog.Result{Allowed: true, Limit: second, Remaining: 1, ResetAfter: time.Hour}.At(time.UnixMicro(at))},
 		// denied by the second (retry 0.5 s) and the minute (retry 30 s): the minute decides
 		{"0 1767268800000000 2 1767268799500000 1767268799900000 5 1767268770000000 1767268799900000 3 0 1767268799900000",
-			Result{Limit: minute, Remaining: 0, RetryAfter: 30 * time.Second, ResetAfter: time.Hour - 100*time.Millisecond, at: at}},
+			slidelog.Result{Limit: minute, Remaining: 0, RetryAfter: 30 * time.Second, ResetAfter: time.Hour - 100*time.Millisecond}.At(time.UnixMicro(at))},
 	} {
-		got, err := decode(c.reply, limits)
+		got, err := slidelog.Decode(c.reply, limits)
 		if err != nil || got != c.want {
 			t.Errorf("%q:\n got %+v, %v\nwant %+v", c.reply, got, err, c.want)
 		}
 	}
-	if r, err := decode("1 1767268800000000 1 0 0", limits); err == nil {
+	if r, err := slidelog.Decode("1 1767268800000000 1 0 0", limits); err == nil {
 		t.Errorf("a reply for one limit of three: %+v, want an error", r)
 	}
 }
 
 // decision is a decision's script arguments, as the Redis layer sends them.
-func decision(key string, n int, limit Limit) ([]string, []any) {
+func decision(key string, n int, limit slidelog.Limit) ([]string, []any) {
 	id := ids.Process().Reserve(n)
-	return []string{key}, []any{n, string(id[:]), limit.Events, limit.micros()}
+	return []string{key}, []any{n, string(id[:]), limit.Events, limit.Window.Microseconds()}
 }
 
 // A call that takes several decisions (batching) runs past a short window's
@@ -87,10 +88,10 @@ func TestMergedCallShortWindow(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
 	key := uniqueKey(t)
-	lim := Limit{Events: 5000, Window: time.Millisecond}
+	lim := slidelog.Limit{Events: 5000, Window: time.Millisecond}
 	k1, a1 := decision(key, 5000, lim)
 	k2, a2 := decision(key, 1, lim)
-	v, err := decideScript.Run(ctx, rdb, append(k1, k2...), append(a1, a2...)...).Result()
+	v, err := slidelog.DecideScript.Run(ctx, rdb, append(k1, k2...), append(a1, a2...)...).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +99,8 @@ func TestMergedCallShortWindow(t *testing.T) {
 	if len(replies) != 2 {
 		t.Fatalf("reply %v", v)
 	}
-	first, err1 := decode(replies[0], []Limit{lim})
-	second, err2 := decode(replies[1], []Limit{lim})
+	first, err1 := slidelog.Decode(replies[0], []slidelog.Limit{lim})
+	second, err2 := slidelog.Decode(replies[1], []slidelog.Limit{lim})
 	if err1 != nil || err2 != nil || !first.Allowed || second.Allowed {
 		t.Errorf("AllowN(5000) then Allow in one call under %v: %+v, %+v (%v, %v); want the second denied", lim, first, second, err1, err2)
 	}
@@ -108,12 +109,12 @@ func TestMergedCallShortWindow(t *testing.T) {
 // An empty log has no newest event: ResetAfter is 0 whatever the window,
 // also one longer than the time since 1970.
 func TestDecodeEmptyLogLongWindow(t *testing.T) {
-	century := Limit{Events: 1, Window: 100 * 365 * 24 * time.Hour}
-	r, err := decode("1 1767268800000000 0 0 0", []Limit{century})
+	century := slidelog.Limit{Events: 1, Window: 100 * 365 * 24 * time.Hour}
+	r, err := slidelog.Decode("1 1767268800000000 0 0 0", []slidelog.Limit{century})
 	if err != nil || r.ResetAfter != 0 || r.Remaining != 1 {
 		t.Errorf("Peek on an empty log under %v: %+v, %v; want ResetAfter 0", century, r, err)
 	}
-	r, err = decode("0 1767268800000000 1 1767268799500000 1767268799500000 0 0 0", []Limit{PerSecond(1), century})
+	r, err = slidelog.Decode("0 1767268800000000 1 1767268799500000 1767268799500000 0 0 0", []slidelog.Limit{slidelog.PerSecond(1), century})
 	if err != nil || r.ResetAfter != 500*time.Millisecond {
 		t.Errorf("AllowAll with an empty century log: %+v, %v; want ResetAfter 500ms", r, err)
 	}
@@ -141,9 +142,9 @@ func (w expiring) EvalSha(ctx context.Context, sha string, keys []string, args .
 // the call's own event. The retry stays admitted, as of its recorded time.
 func TestRetriedAllowAllFindsItsEvents(t *testing.T) {
 	m := newMini(t)
-	l := New(expiring{Client: m.Rdb, m: m, d: 20 * ms}, WithoutBatching())
+	l := slidelog.New(expiring{Client: m.Rdb, m: m, d: 20 * ms}, slidelog.WithoutBatching())
 	start := m.Now()
-	r, err := l.AllowAll(context.Background(), "k", 1, Limit{Events: 10, Window: 5 * ms}, PerHour(1))
+	r, err := l.AllowAll(context.Background(), "k", 1, slidelog.Limit{Events: 10, Window: 5 * ms}, slidelog.PerHour(1))
 	if err != nil || !r.Allowed || !r.Time().Equal(start) {
 		t.Errorf("retried AllowAll: %+v, %v; want admitted at %v", r, err, start)
 	}
@@ -153,14 +154,14 @@ func TestRetriedAllowAllFindsItsEvents(t *testing.T) {
 // their time, before anything removes them; the next call is decided anew.
 func TestRetryAfterItsEventExpired(t *testing.T) {
 	m := newMini(t)
-	l := New(later{Client: m.Rdb, m: m, d: 2 * ms}, WithoutBatching())
-	lim := Limit{Events: 1, Window: time.Millisecond}
+	l := slidelog.New(later{Client: m.Rdb, m: m, d: 2 * ms}, slidelog.WithoutBatching())
+	lim := slidelog.Limit{Events: 1, Window: time.Millisecond}
 	start := m.Now()
 	r, err := l.Allow(context.Background(), "k", lim)
 	if err != nil || !r.Allowed || !r.Time().Equal(start) {
 		t.Fatalf("retried Allow: %+v, %v; want admitted at %v", r, err, start)
 	}
-	next, err := New(m.Rdb).Allow(context.Background(), "k", lim)
+	next, err := slidelog.New(m.Rdb).Allow(context.Background(), "k", lim)
 	if err != nil || !next.Allowed || next.Time().Sub(r.Time()) < lim.Window {
 		t.Errorf("next Allow: %+v, %v; want admitted a window after %v", next, err, r.Time())
 	}
@@ -170,18 +171,18 @@ func TestRetryAfterItsEventExpired(t *testing.T) {
 // before anything is written (WRONGTYPE, nothing recorded).
 func TestAllowAllIndexWrongTypeWritesNothing(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb)
-	base, index := l.allKeys("acct")
+	l := slidelog.New(m.Rdb)
+	base, index := l.AllKeys("acct")
 	if err := m.Set(index, "a string"); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := l.AllowAll(context.Background(), "acct", 1, PerSecond(3), PerHour(5)); !errors.Is(err, ErrWrongType) {
+		if _, err := l.AllowAll(context.Background(), "acct", 1, slidelog.PerSecond(3), slidelog.PerHour(5)); !errors.Is(err, slidelog.ErrWrongType) {
 			t.Fatalf("AllowAll: %v, want ErrWrongType", err)
 		}
 	}
 	for _, w := range []time.Duration{time.Second, time.Hour} {
-		if n, _ := m.ZMembers(windowKey(base, w)); len(n) != 0 {
+		if n, _ := m.ZMembers(slidelog.WindowKey(base, w)); len(n) != 0 {
 			t.Errorf("the %v log holds %d events after refused calls", w, len(n))
 		}
 	}
@@ -198,7 +199,7 @@ func TestMergedCallEachAsIfAlone(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 11))
-	limits := []Limit{{Events: 3, Window: time.Hour}, {Events: 5, Window: time.Minute}, {Events: 8, Window: time.Hour}}
+	limits := []slidelog.Limit{{Events: 3, Window: time.Hour}, {Events: 5, Window: time.Minute}, {Events: 8, Window: time.Hour}}
 	for round := range 100 {
 		m := newMini(t)
 		keys := []string{fmt.Sprintf("%s:%d:a", uniqueKey(t), round), fmt.Sprintf("%s:%d:b", uniqueKey(t), round)}
@@ -217,7 +218,7 @@ func TestMergedCallEachAsIfAlone(t *testing.T) {
 			calls = append(calls, call{k, a})
 			allKeys, allArgs = append(allKeys, k...), append(allArgs, a...)
 		}
-		v, err := decideScript.Run(ctx, rdb, allKeys, allArgs...).Result()
+		v, err := slidelog.DecideScript.Run(ctx, rdb, allKeys, allArgs...).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +232,7 @@ func TestMergedCallEachAsIfAlone(t *testing.T) {
 		}
 		m.At(time.UnixMicro(at).Sub(epoch))
 		for i, c := range calls {
-			alone, err := decideScript.Run(ctx, m.Rdb, c.keys, c.args...).Result()
+			alone, err := slidelog.DecideScript.Run(ctx, m.Rdb, c.keys, c.args...).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -250,11 +251,11 @@ func TestMergedCallEachAsIfAlone(t *testing.T) {
 func TestMergedCallIndexLivesLongest(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithoutBatching())
+	l := slidelog.New(rdb, slidelog.WithoutBatching())
 	key := uniqueKey(t)
-	k1, a1, _ := l.allArgs(&request{op: opAllowAll, key: key, n: 1, limits: []Limit{PerSecond(10)}})
-	k2, a2, _ := l.allArgs(&request{op: opAllowAll, key: key, n: 1, limits: []Limit{PerSecond(10), PerHour(10)}})
-	v, err := decideScript.Run(ctx, rdb, append(k1, k2...), append(a1, a2...)...).Result()
+	k1, a1, _ := l.AllArgs(key, 1, slidelog.PerSecond(10))
+	k2, a2, _ := l.AllArgs(key, 1, slidelog.PerSecond(10), slidelog.PerHour(10))
+	v, err := slidelog.DecideScript.Run(ctx, rdb, append(k1, k2...), append(a1, a2...)...).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,14 +269,4 @@ func TestMergedCallIndexLivesLongest(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, k2[1]).Val(); ttl < 59*time.Minute {
 		t.Errorf("log %s lives %v, want an hour", k2[1], ttl)
 	}
-}
-
-// allArgs is AllowAll's script call, as Limiter.redis builds it: a log
-// per limit, then their index.
-func (l *Limiter) allArgs(q *request) (keys []string, args []any, id [idLen]byte) {
-	id = l.ids.Reserve(q.n)
-	arg := &idArg{}
-	arg.Set(id)
-	keys, args = l.allArgsAt(q, time.Now(), arg)
-	return keys, args, id
 }

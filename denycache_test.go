@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/denycache"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
@@ -19,9 +20,9 @@ import (
 // at 3 s one event fits in 7 s, three fit in 9 s).
 func TestDenyCacheLargerRequest(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb, WithDenyCache())
+	l := slidelog.New(m.Rdb, slidelog.WithDenyCache())
 	ctx := context.Background()
-	lim := Limit{Events: 3, Window: 10 * time.Second}
+	lim := slidelog.Limit{Events: 3, Window: 10 * time.Second}
 	for i := range 3 {
 		m.At(time.Duration(i) * time.Second)
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
@@ -46,9 +47,9 @@ func TestDenyCacheLargerRequest(t *testing.T) {
 // and once it is admitted the same AllowN(2) waits 9 s.
 func TestDenyCacheSeveralEvents(t *testing.T) {
 	m := newMini(t)
-	l, other := New(m.Rdb, WithDenyCache()), New(m.Rdb)
+	l, other := slidelog.New(m.Rdb, slidelog.WithDenyCache()), slidelog.New(m.Rdb)
 	ctx := context.Background()
-	lim := Limit{Events: 3, Window: 10 * time.Second}
+	lim := slidelog.Limit{Events: 3, Window: 10 * time.Second}
 	for i := range 2 {
 		m.At(time.Duration(i) * time.Second)
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
@@ -72,11 +73,11 @@ func TestDenyCacheSeveralEvents(t *testing.T) {
 func TestDenyCache(t *testing.T) {
 	m := newMini(t)
 	f := &redistest.Faulty{Client: m.Rdb}
-	l := New(f, WithDenyCache())
+	l := slidelog.New(f, slidelog.WithDenyCache())
 	clock := time.Now()
-	l.deny = denycache.New[Limit](func() time.Time { return clock })
+	l.SetDenyCache(denycache.New[slidelog.Limit](func() time.Time { return clock }))
 	ctx := context.Background()
-	lim := Limit{Events: 3, Window: 200 * time.Millisecond}
+	lim := slidelog.Limit{Events: 3, Window: 200 * time.Millisecond}
 	for range 3 {
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 			t.Fatal(r, err)
@@ -101,7 +102,7 @@ func TestDenyCache(t *testing.T) {
 		t.Errorf("%d Redis calls for requests the cache covers", f.Calls.Load()-calls)
 	}
 	// Not covered: another limit, another key.
-	if _, err := l.Allow(ctx, "k", Limit{Events: 4, Window: 200 * time.Millisecond}); err != nil {
+	if _, err := l.Allow(ctx, "k", slidelog.Limit{Events: 4, Window: 200 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Allow(ctx, "other", lim); err != nil {
@@ -126,7 +127,7 @@ func TestDenyCache(t *testing.T) {
 		t.Fatal(r, err)
 	}
 	clock = clock.Add(r.RetryAfter)
-	if _, ok, _ := l.deny.Lookup("k", lim, 1, clock); ok {
+	if _, ok, _ := l.DenyCache().Lookup("k", lim, 1, clock); ok {
 		t.Fatal("the denial still answers once its RetryAfter has passed")
 	}
 	m.At(50*time.Millisecond + 250*time.Millisecond) // the server's clock moved past the window too
@@ -148,17 +149,17 @@ type gated struct {
 func TestDenyCacheCoalesces(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
-	lim := PerMinute(1)
-	if r, err := New(m.Rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed { // fill the window
+	lim := slidelog.PerMinute(1)
+	if r, err := slidelog.New(m.Rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed { // fill the window
 		t.Fatal(r, err)
 	}
 	g := &gated{Client: m.Rdb, open: make(chan struct{})}
-	if err := decideScript.Load(ctx, m.Rdb).Err(); err != nil {
+	if err := slidelog.DecideScript.Load(ctx, m.Rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
-	l := New(g, WithDenyCache())
+	l := slidelog.New(g, slidelog.WithDenyCache())
 	// A denial remembered until now: the moment a flood would stampede.
-	l.deny.Record("k", lim, 1, time.Now().Add(-time.Hour), l.deny.At("k"), false, denycache.Answer{RetryAfter: time.Second})
+	l.DenyCache().Record("k", lim, 1, time.Now().Add(-time.Hour), l.DenyCache().At("k"), false, denycache.Answer{RetryAfter: time.Second})
 	close(g.open)
 	g.open = make(chan struct{})
 	g.calls.Store(0)
@@ -174,7 +175,7 @@ func TestDenyCacheCoalesces(t *testing.T) {
 		}()
 	}
 	// Once the leader is in Redis and the 19 others wait for its flight:
-	for g.calls.Load() < 1 || l.deny.Waiters("k") < 19 {
+	for g.calls.Load() < 1 || l.DenyCache().Waiters("k") < 19 {
 		runtime.Gosched()
 	}
 	close(g.open)
@@ -209,16 +210,16 @@ func (h *held) EvalSha(ctx context.Context, sha string, keys []string, args ...a
 func TestDenyCacheResetDuringCall(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
-	lim := PerMinute(1)
-	if r, err := New(m.Rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
+	lim := slidelog.PerMinute(1)
+	if r, err := slidelog.New(m.Rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
 	g := &held{Client: m.Rdb, open: make(chan struct{})}
-	if err := decideScript.Load(ctx, m.Rdb).Err(); err != nil {
+	if err := slidelog.DecideScript.Load(ctx, m.Rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
-	l := New(g, WithDenyCache(), WithoutBatching())
-	denied := make(chan Result)
+	l := slidelog.New(g, slidelog.WithDenyCache(), slidelog.WithoutBatching())
+	denied := make(chan slidelog.Result)
 	go func() {
 		r, _ := l.Allow(ctx, "k", lim)
 		denied <- r
@@ -226,10 +227,10 @@ func TestDenyCacheResetDuringCall(t *testing.T) {
 	for g.calls.Load() < 1 { // Redis has denied it; the reply is held
 		runtime.Gosched()
 	}
-	if err := New(m.Rdb).Reset(ctx, "k"); err != nil { // another instance's Reset: Redis is free
+	if err := slidelog.New(m.Rdb).Reset(ctx, "k"); err != nil { // another instance's Reset: Redis is free
 		t.Fatal(err)
 	}
-	l.deny.Forget("k") // and this instance's own Reset
+	l.DenyCache().Forget("k") // and this instance's own Reset
 	close(g.open)
 	if r := <-denied; r.Allowed {
 		t.Fatalf("the held call was admitted: %+v", r)
@@ -263,16 +264,16 @@ func (r *roundTrip) EvalSha(ctx context.Context, sha string, keys []string, args
 func TestDenyCacheTimeNotAhead(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
-	lim := Limit{Events: 1, Window: time.Second}
-	if r, err := New(m.Rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
+	lim := slidelog.Limit{Events: 1, Window: time.Second}
+	if r, err := slidelog.New(m.Rdb).Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
-	if err := decideScript.Load(ctx, m.Rdb).Err(); err != nil {
+	if err := slidelog.DecideScript.Load(ctx, m.Rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	clock := time.Now()
-	l := New(&roundTrip{Client: m.Rdb, clock: &clock, trip: 10 * time.Millisecond}, WithDenyCache(), WithoutBatching())
-	l.deny = denycache.New[Limit](func() time.Time { return clock })
+	l := slidelog.New(&roundTrip{Client: m.Rdb, clock: &clock, trip: 10 * time.Millisecond}, slidelog.WithDenyCache(), slidelog.WithoutBatching())
+	l.SetDenyCache(denycache.New[slidelog.Limit](func() time.Time { return clock }))
 	m.At(100 * time.Millisecond)
 	first, err := l.Allow(ctx, "k", lim)
 	if err != nil || first.Allowed || first.RetryAfter != 900*time.Millisecond {

@@ -21,7 +21,7 @@ import (
 // eachServers are the servers an AllowEach test runs on: miniredis (its
 // clock set by the test) and a real redis-server.
 func eachServers(t *testing.T) map[string]redis.Scripter {
-	return map[string]redis.Scripter{"miniredis": minitest.New(t).Rdb, "redis": RealRedis(t)}
+	return map[string]redis.Scripter{"miniredis": minitest.New(t).Rdb, "redis": realRedis(t)}
 }
 
 // A per-key rate and a per-customer quota decide as one: a request that
@@ -100,7 +100,7 @@ func TestAllowEachSharesLogs(t *testing.T) {
 	for name, rdb := range eachServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(rdb, WithPrefix(UniqueKey(t)+":"))
+			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
 			rate := Limit{Events: 10, Window: time.Minute}
 			big := Limit{Events: 1000, Window: time.Minute} // a compact log
 			daily := Daily(50, time.UTC)
@@ -153,7 +153,7 @@ func TestAllowEachWrongTypeWritesNothing(t *testing.T) {
 	for name, rdb := range eachServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			prefix := UniqueKey(t) + ":"
+			prefix := uniqueKey(t) + ":"
 			l := New(rdb, WithPrefix(prefix))
 			rdb.(*redis.Client).Set(ctx, prefix+"str", "x", 0)
 			rate := Limit{Events: 10, Window: time.Minute}
@@ -175,10 +175,10 @@ func TestAllowEachWrongTypeWritesNothing(t *testing.T) {
 // A re-sent AllowEach (its reply lost) records nothing twice and stays
 // admitted.
 func TestAllowEachRetried(t *testing.T) {
-	for name, rdb := range map[string]*redis.Client{"miniredis": minitest.New(t).Rdb, "redis": RealRedis(t)} {
+	for name, rdb := range map[string]*redis.Client{"miniredis": minitest.New(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(redistest.Twice{Client: rdb}, WithPrefix(UniqueKey(t)+":"), WithoutBatching())
+			l := New(redistest.Twice{Client: rdb}, WithPrefix(uniqueKey(t)+":"), WithoutBatching())
 			rate := Limit{Events: 2, Window: time.Minute}
 			quota := []Limit{{Events: 3, Window: time.Hour}, Daily(3, time.UTC)}
 			for i := 0; i < 2; i++ {
@@ -236,7 +236,7 @@ func TestAllowEachConcurrent(t *testing.T) {
 	for name, rdb := range eachServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(rdb, WithPrefix(UniqueKey(t)+":"), WithBatching(16))
+			l := New(rdb, WithPrefix(uniqueKey(t)+":"), WithBatching(16))
 			rate := Limit{Events: 20, Window: time.Hour}
 			keys := []string{"k0", "k1", "k2", "k3", "k4"}
 			var mu sync.Mutex

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
@@ -25,8 +26,8 @@ func TestRetriedCallIsIdempotent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniqueKey(t) + ":"
-			l := New(redistest.Twice{Client: rdb}, WithPrefix(prefix))
-			lim := Limit{Events: 5, Window: time.Minute}
+			l := slidelog.New(redistest.Twice{Client: rdb}, slidelog.WithPrefix(prefix))
+			lim := slidelog.Limit{Events: 5, Window: time.Minute}
 			steps := []struct {
 				n         int
 				allowed   bool
@@ -69,10 +70,10 @@ func TestGoRedisRetryAfterLostReply(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: proxy, MaxRetries: 3})
 	defer func() { _ = client.Close() }()
 	prefix := uniqueKey(t) + ":"
-	if err := decideScript.Load(ctx, rdb).Err(); err != nil { // EVALSHA runs at once
+	if err := slidelog.DecideScript.Load(ctx, rdb).Err(); err != nil { // EVALSHA runs at once
 		t.Fatal(err)
 	}
-	r, err := New(client, WithPrefix(prefix)).Allow(ctx, "k", PerMinute(1))
+	r, err := slidelog.New(client, slidelog.WithPrefix(prefix)).Allow(ctx, "k", slidelog.PerMinute(1))
 	if err != nil || !r.Allowed {
 		t.Fatalf("got %+v, %v; want the retried call admitted", r, err)
 	}
@@ -187,8 +188,8 @@ func (w later) Eval(ctx context.Context, src string, keys []string, args ...any)
 func TestRetriedAdmissionTime(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
-	l := New(later{Client: m.Rdb, m: m, d: 128 * ms})
-	lim := Limit{Events: 2, Window: time.Second}
+	l := slidelog.New(later{Client: m.Rdb, m: m, d: 128 * ms})
+	lim := slidelog.Limit{Events: 2, Window: time.Second}
 	for i := range 2 {
 		start := m.Now()
 		r, err := l.Allow(ctx, "k", lim)
@@ -199,15 +200,15 @@ func TestRetriedAdmissionTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !r.Time().Equal(start) || int64(score[0].Score) != r.at {
-			t.Errorf("call %d: Time %v (µs %d), want the recorded %v (µs %.0f)", i, r.Time(), r.at, start, score[0].Score)
+		if !r.Time().Equal(start) || int64(score[0].Score) != r.Time().UnixMicro() {
+			t.Errorf("call %d: Time %v (µs %d), want the recorded %v (µs %.0f)", i, r.Time(), r.Time().UnixMicro(), start, score[0].Score)
 		}
 		if r.ResetAfter != time.Second || r.Remaining != 1-i {
 			t.Errorf("call %d: ResetAfter %v Remaining %d, want 1s and %d", i, r.ResetAfter, r.Remaining, 1-i)
 		}
 	}
-	for name, call := range map[string]func() (Result, error){
-		"AllowAll": func() (Result, error) { return l.AllowAll(ctx, "all", 1, lim, PerHour(5)) },
+	for name, call := range map[string]func() (slidelog.Result, error){
+		"AllowAll": func() (slidelog.Result, error) { return l.AllowAll(ctx, "all", 1, lim, slidelog.PerHour(5)) },
 	} {
 		start := m.Now()
 		r, err := call()
@@ -250,7 +251,7 @@ func TestUnavailable(t *testing.T) {
 		redis.ErrClosed:              false,
 		errors.New("something else"): false,
 	} {
-		if got := unavailable(fmt.Errorf("slidelog: run script: %w", err)); got != want {
+		if got := slidelog.Unavailable(fmt.Errorf("slidelog: run script: %w", err)); got != want {
 			t.Errorf("unavailable(%v) = %v, want %v", err, got, want)
 		}
 	}
@@ -271,11 +272,11 @@ func TestGoRedisWritesArgumentsPerAttempt(t *testing.T) {
 	}
 	client := redis.NewClient(&redis.Options{Addr: newReplyDropper(t, rdb.Options().Addr), MaxRetries: 3})
 	defer func() { _ = client.Close() }()
-	arg := &idArg{}
+	arg := &ids.Arg{}
 	arg.Set(ids.Process().Reserve(1))
 	n, err := length.EvalSha(ctx, client, nil, arg).Int()
-	if err != nil || n != idLen+1 || arg.Writes() != 2 || proxyDrops.Load() != 1 {
+	if err != nil || n != ids.Len+1 || arg.Writes() != 2 || proxyDrops.Load() != 1 {
 		t.Errorf("retried call saw an id of %d bytes (%v) after %d writes and %d dropped replies; want %d bytes after 2 writes and 1 drop",
-			n, err, arg.Writes(), proxyDrops.Load(), idLen+1)
+			n, err, arg.Writes(), proxyDrops.Load(), ids.Len+1)
 	}
 }

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog"
 )
 
 // isDecide reports whether cmd runs script.lua.
@@ -22,9 +24,9 @@ func isDecide(cmd redis.Cmder) bool {
 	}
 	switch cmd.Name() {
 	case "evalsha":
-		return a[1] == decideScript.Hash()
+		return a[1] == slidelog.DecideScript.Hash()
 	case "eval":
-		return a[1] == decideSrc
+		return a[1] == slidelog.DecideSrc
 	}
 	return false
 }
@@ -83,17 +85,17 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 	addr := realRedis(t).Options().Addr
 	for _, c := range []struct {
 		name string
-		opts []Option
-	}{{"unbatched", []Option{WithoutBatching()}}, {"batched", nil}} {
+		opts []slidelog.Option
+	}{{"unbatched", []slidelog.Option{slidelog.WithoutBatching()}}, {"batched", nil}} {
 		t.Run(c.name+", the context ends", func(t *testing.T) {
 			rdb := newClient(t, addr)
 			ctx, cancel := context.WithCancel(context.Background())
 			h := &lostReply{err: context.Canceled, cut: cancel}
 			rdb.AddHook(h)
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, append(c.opts, WithPrefix(prefix))...)
+			l := slidelog.New(rdb, append(c.opts, slidelog.WithPrefix(prefix))...)
 			h.armed.Store(true)
-			s, err := l.Acquire(ctx, "k", InFlight(1, time.Minute))
+			s, err := l.Acquire(ctx, "k", slidelog.InFlight(1, time.Minute))
 			if !errors.Is(err, context.Canceled) || s.Allowed {
 				t.Fatalf("%+v %v, want context.Canceled", s.Result, err)
 			}
@@ -105,9 +107,9 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 		h := &lostReply{err: &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}}
 		rdb.AddHook(h)
 		prefix := uniqueKey(t) + ":"
-		l := New(rdb, WithPrefix(prefix), WithPolicy(FailLocal(New(newMini(t).Rdb), 1)))
+		l := slidelog.New(rdb, slidelog.WithPrefix(prefix), slidelog.WithPolicy(slidelog.FailLocal(slidelog.New(newMini(t).Rdb), 1)))
 		h.armed.Store(true)
-		s, err := l.Acquire(context.Background(), "k", InFlight(1, time.Minute))
+		s, err := l.Acquire(context.Background(), "k", slidelog.InFlight(1, time.Minute))
 		if err != nil || !s.Allowed || !s.Degraded() {
 			t.Fatalf("%+v %v, want the fallback's lease", s.Result, err)
 		}
@@ -120,13 +122,13 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 		refunds := &scriptNames{hold: make(chan struct{})}
 		t.Cleanup(func() { close(refunds.hold) })
 		m.Rdb.AddHook(refunds)
-		l := New(m.Rdb)
+		l := slidelog.New(m.Rdb)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := l.Acquire(ctx, "k", InFlight(1, time.Minute)); !errors.Is(err, context.Canceled) {
+		if _, err := l.Acquire(ctx, "k", slidelog.InFlight(1, time.Minute)); !errors.Is(err, context.Canceled) {
 			t.Fatalf("%v, want context.Canceled", err)
 		}
-		if n := l.takeBacks.Len(); n != 0 {
+		if n := l.TakeBacksQueued(); n != 0 {
 			t.Errorf("%d take-backs of a call never sent", n)
 		}
 	})
@@ -136,11 +138,11 @@ func TestAcquireReplyLostRealRedis(t *testing.T) {
 		m := newMini(t)
 		refunds := &scriptNames{}
 		m.Rdb.AddHook(refunds)
-		l := New(m.Rdb, WithoutBatching())
+		l := slidelog.New(m.Rdb, slidelog.WithoutBatching())
 		if err := m.Rdb.Set(context.Background(), "slidelog:{slidelog:k}:inflight", "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Acquire(context.Background(), "k", InFlight(1, time.Minute)); !errors.Is(err, ErrWrongType) {
+		if _, err := l.Acquire(context.Background(), "k", slidelog.InFlight(1, time.Minute)); !errors.Is(err, slidelog.ErrWrongType) {
 			t.Fatalf("%v, want ErrWrongType", err)
 		}
 		if n := refunds.refunds.Load(); n != 0 {
@@ -160,7 +162,7 @@ func (h *scriptNames) DialHook(next redis.DialHook) redis.DialHook { return next
 
 func (h *scriptNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if a := cmd.Args(); len(a) > 1 && (a[1] == refundScript.Hash() || a[1] == refundSrc) {
+		if a := cmd.Args(); len(a) > 1 && (a[1] == slidelog.RefundScript.Hash() || a[1] == slidelog.RefundSrc) {
 			h.refunds.Add(1)
 			if h.hold != nil {
 				<-h.hold
@@ -223,10 +225,10 @@ func TestAcquireLeftPipelineRealRedis(t *testing.T) {
 	h := newStall()
 	rdb.AddHook(h)
 	prefix := uniqueKey(t) + ":"
-	l := New(rdb, WithPrefix(prefix))
-	lim := InFlight(2, time.Minute)
+	l := slidelog.New(rdb, slidelog.WithPrefix(prefix))
+	lim := slidelog.InFlight(2, time.Minute)
 	type answer struct {
-		s   Lease
+		s   slidelog.Lease
 		err error
 	}
 	// a's call is in flight (held), so b's waits for a pipeline (held too)
@@ -268,8 +270,8 @@ func TestAcquireTakeBacksFollowRealRedis(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: realRedis(t).Options().Addr, ContextTimeoutEnabled: true, PoolSize: 128})
 			t.Cleanup(func() { _ = rdb.Close() })
 			prefix := uniqueKey(t) + ":"
-			l := New(rdb, WithPrefix(prefix), mode.Opt)
-			lim := InFlight(5, 30*time.Second)
+			l := slidelog.New(rdb, slidelog.WithPrefix(prefix), mode.Opt)
+			lim := slidelog.InFlight(5, 30*time.Second)
 			var admitted, failed atomic.Int64
 			var wg sync.WaitGroup
 			for g := range 96 {

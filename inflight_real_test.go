@@ -16,13 +16,13 @@ import (
 // holders: never more than 3 run at once, counted by the holders
 // themselves; every slot comes back.
 func TestAcquireNeverOverHoldersRealRedis(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	prefix := UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	lim := InFlight(3, time.Minute) // no lease runs out: only releases free slots
 	var instances []*Limiter
 	for range 4 {
-		instances = append(instances, New(NewClient(t, rdb.Options().Addr), WithPrefix(prefix)))
+		instances = append(instances, New(newClient(t, rdb.Options().Addr), WithPrefix(prefix)))
 	}
 
 	// Three hold; every instance is denied the fourth until one releases.
@@ -98,9 +98,9 @@ func TestAcquireNeverOverHoldersRealRedis(t *testing.T) {
 // after it took it: the denial names that instant, to the microsecond, and
 // an acquisition then is admitted.
 func TestDeadHolderRealRedis(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(UniqueKey(t)+":"))
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
 	lease := 200 * time.Millisecond
 	lim := InFlight(1, lease)
 	dead, err := l.Acquire(ctx, "k", lim)
@@ -125,9 +125,9 @@ func TestDeadHolderRealRedis(t *testing.T) {
 // never takes back a slot that was released or ran out, even while the
 // run-out event is still in the log.
 func TestRenewRealRedis(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	prefix := UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix))
 	log := prefix + "{" + prefix + "k}:inflight"
 	lease := 300 * time.Millisecond
@@ -200,9 +200,9 @@ func TestRenewRealRedis(t *testing.T) {
 // them all (a ZADD XX each), and a log of another type is an error that
 // writes nothing.
 func TestRenewManyRealRedis(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	prefix := UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix))
 	log := prefix + "{" + prefix + "k}:inflight"
 	lim := InFlight(3000, time.Minute)

@@ -9,24 +9,12 @@ import (
 	. "github.com/slidelog/slidelog"
 )
 
-// zone is the location name, from tzdata.
-func zone(t *testing.T, name string) *time.Location {
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		t.Fatalf("tzdata: %v", err)
-	}
-	return loc
-}
-
-// instant reads an RFC 3339 time.
-func instant(s string) time.Time { t, _ := time.Parse(time.RFC3339Nano, s); return t }
-
 // TestPeriodAt holds the calendar bounds on every tricky date: the 23 h
 // and 25 h days of Europe/Berlin, America/Santiago's missing midnight,
 // the date Pacific/Apia skipped, and billing months from days 29, 30 and
 // 31 around February, in leap years and not.
 func TestPeriodAt(t *testing.T) {
-	berlin, santiago, apia := zone(t, "Europe/Berlin"), zone(t, "America/Santiago"), zone(t, "Pacific/Apia")
+	berlin, santiago, apia := mustLoad(t, "Europe/Berlin"), mustLoad(t, "America/Santiago"), mustLoad(t, "Pacific/Apia")
 	cases := []struct {
 		limit      Limit
 		at         string
@@ -76,15 +64,15 @@ func TestPeriodAt(t *testing.T) {
 		{Monthly(1, 30, apia), "2011-12-30T09:59:59Z", "2011-11-30T10:00:00Z", "2011-12-30T10:00:00Z"},
 	}
 	for _, c := range cases {
-		start, end, ok := c.limit.PeriodAt(instant(c.at))
-		if !ok || !start.Equal(instant(c.start)) || !end.Equal(instant(c.end)) {
+		start, end, ok := c.limit.PeriodAt(utc(c.at))
+		if !ok || !start.Equal(utc(c.start)) || !end.Equal(utc(c.end)) {
 			t.Errorf("%v at %s: [%v, %v) ok %v, want [%s, %s)", c.limit, c.at, start.UTC(), end.UTC(), ok, c.start, c.end)
 		}
 	}
 }
 
 func TestCalendarLimitString(t *testing.T) {
-	berlin := zone(t, "Europe/Berlin")
+	berlin := mustLoad(t, "Europe/Berlin")
 	for lim, want := range map[Limit]string{
 		Daily(10000, berlin):                "10000 per day in Europe/Berlin",
 		Monthly(5, 31, time.UTC):            "5 per month from day 31 in UTC",
@@ -127,7 +115,7 @@ func TestCalendarLimitValidate(t *testing.T) {
 			t.Errorf("%v.PeriodAt ok %v", c.limit, ok)
 		}
 	}
-	if Daily(1, time.UTC) == Daily(1, zone(t, "Europe/Berlin")) || Monthly(1, 30, time.UTC) == Monthly(1, 31, time.UTC) {
+	if Daily(1, time.UTC) == Daily(1, mustLoad(t, "Europe/Berlin")) || Monthly(1, 30, time.UTC) == Monthly(1, 31, time.UTC) {
 		t.Error("calendar limits of different periods compare equal")
 	}
 }

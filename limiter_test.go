@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/redistest"
 )
@@ -20,9 +21,9 @@ const ms = time.Millisecond
 // a millisecond; a denial leaves the expiry alone.
 func TestExpiry(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb)
+	l := slidelog.New(m.Rdb)
 	ctx := context.Background()
-	lim := Limit{Events: 1, Window: 1500 * time.Microsecond}
+	lim := slidelog.Limit{Events: 1, Window: 1500 * time.Microsecond}
 	m.At(250 * time.Microsecond) // event at .250 ms: leaves the window at 1.750 ms
 	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Fatalf("first: %+v, %v", r, err)
@@ -51,8 +52,8 @@ func TestExpiry(t *testing.T) {
 func TestExpiryRealRedis(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
-	lim := Limit{Events: 1, Window: time.Minute}
+	l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
+	lim := slidelog.Limit{Events: 1, Window: time.Minute}
 	for i := range 50 {
 		key := "k" + strconv.Itoa(i)
 		r, err := l.Allow(ctx, key, lim)
@@ -60,11 +61,11 @@ func TestExpiryRealRedis(t *testing.T) {
 			t.Fatalf("round %d: %+v, %v", i, r, err)
 		}
 		// Deadline of the event in server ms, and the key's expiry.
-		at, err := rdb.PExpireTime(ctx, l.prefix+key).Result()
+		at, err := rdb.PExpireTime(ctx, l.Prefix()+key).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lastLive := (r.at + lim.micros() - 1) / 1000; at < time.Duration(lastLive)*ms {
+		if lastLive := (r.Time().UnixMicro() + lim.Window.Microseconds() - 1) / 1000; at < time.Duration(lastLive)*ms {
 			t.Fatalf("round %d: key expires at %v, before its event's last live ms %d", i, at, lastLive)
 		}
 		time.Sleep(time.Duration(i%7) * 100 * time.Microsecond) // land on other microseconds of the ms
@@ -73,28 +74,28 @@ func TestExpiryRealRedis(t *testing.T) {
 
 func TestAllowNRecordsDistinctEvents(t *testing.T) {
 	m := newMini(t)
-	l := New(m.Rdb)
+	l := slidelog.New(m.Rdb)
 	ctx := context.Background()
-	lim := Limit{Events: 3000, Window: time.Minute}
+	lim := slidelog.Limit{Events: 3000, Window: time.Minute}
 	// MaxAcquireN events in one call cross the script's 1000-per-ZADD
 	// chunks (in a sorted set: a log of in-flight slots is one whatever its
 	// limit).
-	for _, n := range []int{1, 7, MaxAcquireN, MaxAcquireN} {
+	for _, n := range []int{1, 7, slidelog.MaxAcquireN, slidelog.MaxAcquireN} {
 		if s, err := l.AcquireN(ctx, "k", lim, n); err != nil || !s.Allowed {
 			t.Fatalf("AcquireN(%d): %+v, %v", n, s.Result, err)
 		}
 	}
-	members, err := m.ZMembers("slidelog:" + l.inflightKey("k"))
+	members, err := m.ZMembers("slidelog:" + l.InflightKey("k"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 8 + 2*MaxAcquireN; len(members) != want {
+	if want := 8 + 2*slidelog.MaxAcquireN; len(members) != want {
 		t.Fatalf("%d members, want %d", len(members), want)
 	}
 	pre := ids.Process().Prefix()
 	for _, mem := range members {
-		if len(mem) != idLen || mem[:ids.PrefixLen] != string(pre[:]) {
-			t.Fatalf("member %x: want %d bytes starting with %x", mem, idLen, pre)
+		if len(mem) != ids.Len || mem[:ids.PrefixLen] != string(pre[:]) {
+			t.Fatalf("member %x: want %d bytes starting with %x", mem, ids.Len, pre)
 		}
 	}
 }
@@ -102,23 +103,23 @@ func TestAllowNRecordsDistinctEvents(t *testing.T) {
 func TestBadInputWritesNothing(t *testing.T) {
 	m := newMini(t)
 	f := &redistest.Faulty{Client: m.Rdb}
-	l := New(f)
+	l := slidelog.New(f)
 	ctx := context.Background()
 	cases := []struct {
 		key   string
-		limit Limit
+		limit slidelog.Limit
 		n     int
 		want  error
 	}{
-		{"", PerSecond(1), 1, ErrEmptyKey},
-		{"k", PerSecond(0), 1, ErrInvalidLimit},
-		{"k", PerSecond(-1), 1, ErrInvalidLimit},
-		{"k", Limit{Events: 1, Window: 999 * time.Nanosecond}, 1, ErrInvalidLimit},
-		{"k", Limit{Events: 1, Window: -time.Second}, 1, ErrInvalidLimit},
-		{"k", Limit{Events: 1, Window: maxWindow + time.Microsecond}, 1, ErrInvalidLimit},
-		{"k", PerSecond(3), 0, ErrInvalidN},
-		{"k", PerSecond(3), -2, ErrInvalidN},
-		{"k", PerSecond(3), 4, ErrExceedsLimit},
+		{"", slidelog.PerSecond(1), 1, slidelog.ErrEmptyKey},
+		{"k", slidelog.PerSecond(0), 1, slidelog.ErrInvalidLimit},
+		{"k", slidelog.PerSecond(-1), 1, slidelog.ErrInvalidLimit},
+		{"k", slidelog.Limit{Events: 1, Window: 999 * time.Nanosecond}, 1, slidelog.ErrInvalidLimit},
+		{"k", slidelog.Limit{Events: 1, Window: -time.Second}, 1, slidelog.ErrInvalidLimit},
+		{"k", slidelog.Limit{Events: 1, Window: slidelog.MaxWindow + time.Microsecond}, 1, slidelog.ErrInvalidLimit},
+		{"k", slidelog.PerSecond(3), 0, slidelog.ErrInvalidN},
+		{"k", slidelog.PerSecond(3), -2, slidelog.ErrInvalidN},
+		{"k", slidelog.PerSecond(3), 4, slidelog.ErrExceedsLimit},
 	}
 	for i, c := range cases {
 		if _, err := l.AllowN(ctx, c.key, c.limit, c.n); !errors.Is(err, c.want) {
@@ -130,7 +131,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 			}
 		}
 	}
-	if err := l.Reset(ctx, ""); !errors.Is(err, ErrEmptyKey) {
+	if err := l.Reset(ctx, ""); !errors.Is(err, slidelog.ErrEmptyKey) {
 		t.Errorf("Reset(\"\"): %v", err)
 	}
 	if f.Calls.Load() != 0 {
@@ -145,18 +146,18 @@ func TestWrongTypeKeepsValue(t *testing.T) {
 	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
-			k := l.prefix + "k"
+			l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
+			k := l.Prefix() + "k"
 			if err := rdb.Set(ctx, k, "precious", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			for _, call := range []func() error{
-				func() error { _, err := l.Allow(ctx, "k", PerSecond(5)); return err },
-				func() error { _, err := l.AllowN(ctx, "k", PerSecond(5), 3); return err },
-				func() error { _, err := l.Peek(ctx, "k", PerSecond(5)); return err },
+				func() error { _, err := l.Allow(ctx, "k", slidelog.PerSecond(5)); return err },
+				func() error { _, err := l.AllowN(ctx, "k", slidelog.PerSecond(5), 3); return err },
+				func() error { _, err := l.Peek(ctx, "k", slidelog.PerSecond(5)); return err },
 			} {
 				err := call()
-				if !errors.Is(err, ErrWrongType) || !strings.Contains(err.Error(), "WRONGTYPE") {
+				if !errors.Is(err, slidelog.ErrWrongType) || !strings.Contains(err.Error(), "WRONGTYPE") {
 					t.Errorf("err = %v, want ErrWrongType wrapping Redis' WRONGTYPE", err)
 				}
 			}
@@ -183,19 +184,19 @@ func TestForeignSortedSetKeepsValue(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, unbatched := range []bool{false, true} {
-				var opts []Option
+				var opts []slidelog.Option
 				if unbatched {
-					opts = append(opts, WithoutBatching())
+					opts = append(opts, slidelog.WithoutBatching())
 				}
-				l := New(rdb, append(opts, WithPrefix(uniqueKey(t)+":"))...)
+				l := slidelog.New(rdb, append(opts, slidelog.WithPrefix(uniqueKey(t)+":"))...)
 				for _, members := range [][]redis.Z{
 					{{Score: float64(now.UnixMicro()) - 1000.5, Member: "x"}},
 					{{Score: float64(now.UnixMicro()) - 1000, Member: "x"}, {Score: 1e300, Member: "y"}},
 				} {
-					lim := PerHour(len(members))
-					base, _ := l.allKeys("k")
+					lim := slidelog.PerHour(len(members))
+					base, _ := l.AllKeys("k")
 					// the log of Allow and Peek, then AllowAll's and PeekAll's
-					for _, k := range []string{l.prefix + "k", windowKey(base, time.Hour)} {
+					for _, k := range []string{l.Prefix() + "k", slidelog.WindowKey(base, time.Hour)} {
 						if err := rdb.Del(ctx, k).Err(); err != nil {
 							t.Fatal(err)
 						}
@@ -207,16 +208,16 @@ func TestForeignSortedSetKeepsValue(t *testing.T) {
 						func() error { _, err := l.Allow(ctx, "k", lim); return err },
 						func() error { _, err := l.Peek(ctx, "k", lim); return err },
 						func() error {
-							_, err := l.AllowAll(ctx, "k", 1, lim, Limit{Events: 100, Window: 24 * time.Hour})
+							_, err := l.AllowAll(ctx, "k", 1, lim, slidelog.Limit{Events: 100, Window: 24 * time.Hour})
 							return err
 						},
 						func() error { _, err := l.PeekAll(ctx, "k", 1, lim); return err },
 					} {
-						if err := call(); !errors.Is(err, ErrWrongType) {
+						if err := call(); !errors.Is(err, slidelog.ErrWrongType) {
 							t.Errorf("%v: call %d: err = %v, want ErrWrongType", members, i, err)
 						}
 					}
-					for _, k := range []string{l.prefix + "k", windowKey(base, time.Hour)} {
+					for _, k := range []string{l.Prefix() + "k", slidelog.WindowKey(base, time.Hour)} {
 						if got := rdb.ZRangeWithScores(ctx, k, 0, -1).Val(); len(got) != len(members) || got[0].Member != "x" {
 							t.Errorf("%v: %s now %v", members, k, got)
 						}
@@ -224,7 +225,7 @@ func TestForeignSortedSetKeepsValue(t *testing.T) {
 							t.Errorf("%s's TTL now %v, want none", k, ttl)
 						}
 					}
-					if keys := rdb.Keys(ctx, l.prefix+"*").Val(); len(keys) != 2 {
+					if keys := rdb.Keys(ctx, l.Prefix()+"*").Val(); len(keys) != 2 {
 						t.Errorf("keys now %v, want the two sets only", keys)
 					}
 				}
@@ -239,8 +240,8 @@ func TestNoScriptRecovery(t *testing.T) {
 	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
-			lim := PerMinute(3)
+			l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
+			lim := slidelog.PerMinute(3)
 			for i := range 4 {
 				if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 					t.Fatal(err)
@@ -253,7 +254,7 @@ func TestNoScriptRecovery(t *testing.T) {
 					t.Errorf("call %d: allowed=%v", i, r.Allowed)
 				}
 			}
-			if ok, _ := rdb.ScriptExists(ctx, decideScript.Hash()).Result(); len(ok) != 1 || !ok[0] {
+			if ok, _ := rdb.ScriptExists(ctx, slidelog.DecideScript.Hash()).Result(); len(ok) != 1 || !ok[0] {
 				t.Errorf("script not cached after the EVAL fallback: %v", ok)
 			}
 		})
@@ -263,24 +264,24 @@ func TestNoScriptRecovery(t *testing.T) {
 func TestRedisErrorsAreWrapped(t *testing.T) {
 	m := newMini(t)
 	boom := errors.New("boom")
-	l := New(&redistest.Faulty{Client: m.Rdb, Fail: boom})
+	l := slidelog.New(&redistest.Faulty{Client: m.Rdb, Fail: boom})
 	ctx := context.Background()
-	_, err := l.Allow(ctx, "k", PerSecond(1))
+	_, err := l.Allow(ctx, "k", slidelog.PerSecond(1))
 	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "slidelog: run script: ") {
 		t.Errorf("Allow: %v", err)
 	}
-	_, err = l.Peek(ctx, "k", PerSecond(1))
+	_, err = l.Peek(ctx, "k", slidelog.PerSecond(1))
 	if !errors.Is(err, boom) {
 		t.Errorf("Peek: %v", err)
 	}
 
 	closed := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	_ = closed.Close()
-	_, err = New(closed).Allow(ctx, "k", PerSecond(1))
+	_, err = slidelog.New(closed).Allow(ctx, "k", slidelog.PerSecond(1))
 	if !errors.Is(err, redis.ErrClosed) {
 		t.Errorf("closed client: %v", err)
 	}
-	if err := New(closed).Reset(ctx, "k"); !errors.Is(err, redis.ErrClosed) {
+	if err := slidelog.New(closed).Reset(ctx, "k"); !errors.Is(err, redis.ErrClosed) {
 		t.Errorf("Reset on closed client: %v", err)
 	}
 }
@@ -290,11 +291,11 @@ func TestRedisErrorsAreWrapped(t *testing.T) {
 func TestContextDone(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
+	l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
 
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := l.Allow(canceled, "k", PerSecond(1)); !errors.Is(err, context.Canceled) {
+	if _, err := l.Allow(canceled, "k", slidelog.PerSecond(1)); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled context: %v", err)
 	}
 
@@ -306,7 +307,7 @@ func TestContextDone(t *testing.T) {
 	dl, cancel := context.WithTimeout(ctx, 50*ms)
 	defer cancel()
 	// Had the call waited for the pause to end, it would have succeeded.
-	_, err := l.Allow(dl, "k", PerSecond(1))
+	_, err := l.Allow(dl, "k", slidelog.PerSecond(1))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("deadline: err %v, want one matching context.DeadlineExceeded", err)
 	}
@@ -319,12 +320,12 @@ func TestContextDone(t *testing.T) {
 	// by itself, and go-redis dials for a retry).
 	once := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = once.Close() })
-	for _, opt := range []Option{WithBatching(256), WithoutBatching()} {
-		l := New(once, WithPrefix(uniqueKey(t)+":"), opt)
-		if _, err := l.Allow(ctx, "warm", PerSecond(1)); err != nil {
+	for _, opt := range []slidelog.Option{slidelog.WithBatching(256), slidelog.WithoutBatching()} {
+		l := slidelog.New(once, slidelog.WithPrefix(uniqueKey(t)+":"), opt)
+		if _, err := l.Allow(ctx, "warm", slidelog.PerSecond(1)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Allow(redistest.LateTimer(-time.Second), "k", PerSecond(1)); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := l.Allow(redistest.LateTimer(-time.Second), "k", slidelog.PerSecond(1)); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("deadline passed, timer not run: err %v, want one matching context.DeadlineExceeded", err)
 		}
 	}

@@ -26,10 +26,10 @@ import (
 // USAGE (every element sampled) by events.
 func bytesPerEvent(t *testing.T, rdb *redis.Client, fill func(key string, events int)) func(events int) float64 {
 	return func(events int) float64 {
-		key := slidelog.UniqueKey(t)
+		key := uniqueKey(t)
 		fill(key, events)
 		ctx := context.Background()
-		if n := slidelog.LogLen(t, rdb, key); n != int64(events) {
+		if n := logLen(t, rdb, key); n != int64(events) {
 			t.Fatalf("key holds %d events, want %d", n, events)
 		}
 		used, err := rdb.MemoryUsage(ctx, key, 0).Result()
@@ -51,7 +51,7 @@ func bytesPerEvent(t *testing.T, rdb *redis.Client, fill func(key string, events
 // minutes: SLIDELOG_MEASURE_MILLION=1 adds that row. Run with -v to see the
 // table in docs/semantics.md.
 func TestMemoryPerEvent(t *testing.T) {
-	rdb := slidelog.RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
 	fill := func(opts ...slidelog.Option) func(key string, events int) {
 		return func(key string, events int) {
@@ -71,7 +71,7 @@ func TestMemoryPerEvent(t *testing.T) {
 	arrivals := rand.New(rand.NewPCG(1, 1))
 	poisson := func(window time.Duration, w int) func(key string, events int) {
 		return func(key string, events int) {
-			crdb := slidelog.NewClient(t, rdb.Options().Addr)
+			crdb := newClient(t, rdb.Options().Addr)
 			clk := redistest.NewClock(t, crdb)
 			l := slidelog.New(crdb, slidelog.WithPrefix(""), slidelog.WithoutBatching())
 			lim := slidelog.Limit{Events: events, Window: window}
@@ -190,7 +190,7 @@ func commandUsec(t *testing.T, rdb *redis.Client, cmd string) int64 {
 // time in the reset script; the latency monitor for the expiry). Run with
 // -v for the figures docs/semantics.md quotes.
 func TestResetBlocks(t *testing.T) {
-	rdb := slidelog.RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
 	fill := func(l *slidelog.Limiter, key string, events int) {
 		lim := slidelog.Limit{Events: events, Window: time.Hour}
@@ -204,7 +204,7 @@ func TestResetBlocks(t *testing.T) {
 		name  string
 		above int
 	}{{"compact log", 128}, {"sorted set", 1 << 30}} {
-		prefix := slidelog.UniqueKey(t) + ":"
+		prefix := uniqueKey(t) + ":"
 		l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(st.above)), slidelog.WithPrefix(prefix), slidelog.WithoutBatching())
 		fill(l, "k", 1000000)
 		if err := rdb.ScriptLoad(ctx, slidelog.ScriptSources["reset.lua"]).Err(); err != nil { // (its first run, measured, would load it)
@@ -235,9 +235,9 @@ func TestResetBlocks(t *testing.T) {
 // TestConvertBlocks measures Redis' time in the admission that turns a
 // sorted set of 4 096 live events into a compact log.
 func TestConvertBlocks(t *testing.T) {
-	rdb := slidelog.RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	prefix := slidelog.UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	older, l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(1<<30)), slidelog.WithPrefix(prefix), slidelog.WithoutBatching()), slidelog.New(rdb, slidelog.WithPrefix(prefix), slidelog.WithoutBatching()) // older: its logs are sorted sets
 	lim := slidelog.Limit{Events: 5000, Window: time.Hour}
 	admit := func(l *slidelog.Limiter, key string, n int) {
@@ -258,5 +258,5 @@ func TestConvertBlocks(t *testing.T) {
 	before = commandUsec(t, rdb, "evalsha")
 	admit(l, "k", 1)
 	next := commandUsec(t, rdb, "evalsha") - before
-	t.Logf("the admission that converts 4 096 events: %d µs in Redis; the next: %d µs (type %s)", conv, next, slidelog.StoreOf(t, rdb, prefix+"k"))
+	t.Logf("the admission that converts 4 096 events: %d µs in Redis; the next: %d µs (type %s)", conv, next, storeOf(t, rdb, prefix+"k"))
 }

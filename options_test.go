@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/redistest"
 	"github.com/slidelog/slidelog/internal/transport"
@@ -24,7 +25,7 @@ func TestOptionMistakesAllAtOnce(t *testing.T) {
 			}
 		}
 	}()
-	New(newMini(t).Rdb, WithTimeout(-time.Second), WithMaxEvents(0), WithBatching(0), WithReplicas(1, 0))
+	slidelog.New(newMini(t).Rdb, slidelog.WithTimeout(-time.Second), slidelog.WithMaxEvents(0), slidelog.WithBatching(0), slidelog.WithReplicas(1, 0))
 }
 
 // A configuration mistake panics in New, naming what is wrong.
@@ -32,19 +33,19 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 	rdb := newMini(t).Rdb
 	for _, c := range []struct {
 		name string
-		opts []Option
+		opts []slidelog.Option
 		says string
 	}{
-		{"negative timeout", []Option{WithTimeout(-time.Second)}, "WithTimeout"},
-		{"max events 0", []Option{WithMaxEvents(0)}, "WithMaxEvents"},
-		{"prefix with an empty tag", []Option{WithPrefix("svc{}:")}, "WithPrefix"},
-		{"batching without Pipeline", []Option{WithBatching(8)}, "Pipeline"},
+		{"negative timeout", []slidelog.Option{slidelog.WithTimeout(-time.Second)}, "WithTimeout"},
+		{"max events 0", []slidelog.Option{slidelog.WithMaxEvents(0)}, "WithMaxEvents"},
+		{"prefix with an empty tag", []slidelog.Option{slidelog.WithPrefix("svc{}:")}, "WithPrefix"},
+		{"batching without Pipeline", []slidelog.Option{slidelog.WithBatching(8)}, "Pipeline"},
 		// one rule for every value that cannot work: WithBatching(0)
 		// panics as WithMaxEvents(0) does
-		{"batching of 0", []Option{WithBatching(0)}, "WithBatching(0)"},
-		{"batching of -1", []Option{WithBatching(-1)}, "WithBatching(-1)"},
-		{"replicas 0", []Option{WithReplicas(0, time.Second)}, "WithReplicas(0, 1s): n below 1"},
-		{"a nil option", []Option{WithTimeout(time.Second), nil}, "slidelog: New: option 2 is nil"},
+		{"batching of 0", []slidelog.Option{slidelog.WithBatching(0)}, "WithBatching(0)"},
+		{"batching of -1", []slidelog.Option{slidelog.WithBatching(-1)}, "WithBatching(-1)"},
+		{"replicas 0", []slidelog.Option{slidelog.WithReplicas(0, time.Second)}, "WithReplicas(0, 1s): n below 1"},
+		{"a nil option", []slidelog.Option{slidelog.WithTimeout(time.Second), nil}, "slidelog: New: option 2 is nil"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {
@@ -54,10 +55,10 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 				}
 			}()
 			if c.says == "Pipeline" {
-				New(redistest.ScripterOnly{Scripter: rdb}, c.opts...)
+				slidelog.New(redistest.ScripterOnly{Scripter: rdb}, c.opts...)
 				return
 			}
-			New(rdb, c.opts...)
+			slidelog.New(rdb, c.opts...)
 		})
 	}
 }
@@ -67,19 +68,19 @@ func TestOptionMistakesPanicInNew(t *testing.T) {
 // it), and off on request.
 func TestOptionsBuild(t *testing.T) {
 	rdb := newMini(t).Rdb
-	if l := New(rdb); !l.plain || l.batch == nil || l.batch.Max() != config.DefaultBatch || l.batch.Merge() != transport.MergeAll || l.deny != nil {
-		t.Errorf("New(rdb): plain %v batch %+v deny %v", l.plain, l.batch, l.deny)
+	if l := slidelog.New(rdb); !l.Plain() || l.Batcher() == nil || l.Batcher().Max() != config.DefaultBatch || l.Batcher().Merge() != transport.MergeAll || l.DenyCache() != nil {
+		t.Errorf("New(rdb): plain %v batch %+v deny %v", l.Plain(), l.Batcher(), l.DenyCache())
 	}
-	if l := New(rdb, WithoutBatching()); l.batch != nil {
-		t.Errorf("WithoutBatching: batch %+v", l.batch)
+	if l := slidelog.New(rdb, slidelog.WithoutBatching()); l.Batcher() != nil {
+		t.Errorf("WithoutBatching: batch %+v", l.Batcher())
 	}
-	if l := New(redistest.ScripterOnly{Scripter: rdb}); l.batch != nil {
-		t.Errorf("a client without Pipeline: batch %+v", l.batch)
+	if l := slidelog.New(redistest.ScripterOnly{Scripter: rdb}); l.Batcher() != nil {
+		t.Errorf("a client without Pipeline: batch %+v", l.Batcher())
 	}
 	timed := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = timed.Close() })
-	l := New(timed, WithTimeout(time.Second), WithMaxEvents(10), WithPrefix("{rl}:"), WithBatching(8), WithDenyCache(), WithName("n"))
-	if l.plain || l.batch == nil || l.batch.Max() != 8 || l.batch.Merge() != transport.MergeAll || l.deny == nil {
+	l := slidelog.New(timed, slidelog.WithTimeout(time.Second), slidelog.WithMaxEvents(10), slidelog.WithPrefix("{rl}:"), slidelog.WithBatching(8), slidelog.WithDenyCache(), slidelog.WithName("n"))
+	if l.Plain() || l.Batcher() == nil || l.Batcher().Max() != 8 || l.Batcher().Merge() != transport.MergeAll || l.DenyCache() == nil {
 		t.Errorf("options not applied: %+v", l)
 	}
 }
@@ -102,7 +103,7 @@ func TestTimeoutNeedsContextDeadlines(t *testing.T) {
 					t.Errorf("panic %q", msg)
 				}
 			}()
-			New(rdb, WithTimeout(time.Second))
+			slidelog.New(rdb, slidelog.WithTimeout(time.Second))
 		})
 		if c, ok := rdb.(interface{ Close() error }); ok {
 			_ = c.Close()
@@ -110,21 +111,21 @@ func TestTimeoutNeedsContextDeadlines(t *testing.T) {
 	}
 	on := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer func() { _ = on.Close() }()
-	New(on, WithTimeout(time.Second))
-	New(redis.NewClient(&redis.Options{Addr: addr})) // no WithTimeout: nothing needed
-	New(redistest.ScripterOnly{Scripter: on}, WithTimeout(time.Second))
+	slidelog.New(on, slidelog.WithTimeout(time.Second))
+	slidelog.New(redis.NewClient(&redis.Options{Addr: addr})) // no WithTimeout: nothing needed
+	slidelog.New(redistest.ScripterOnly{Scripter: on}, slidelog.WithTimeout(time.Second))
 }
 
 // WithReplicas on a plain client and on a Cluster client: the timeout in
 // whole ms, the acknowledgements batched along with the decisions.
 func TestWithReplicasAcks(t *testing.T) {
 	m := newMini(t)
-	if l := New(m.Rdb, WithReplicas(2, 1500*time.Microsecond)); l.acks.Timeout() != 2*time.Millisecond || l.acks.Cluster() || l.batch.Acks() != l.acks {
-		t.Errorf("acks %+v", l.acks)
+	if l := slidelog.New(m.Rdb, slidelog.WithReplicas(2, 1500*time.Microsecond)); l.Acks().Timeout() != 2*time.Millisecond || l.Acks().Cluster() || l.Batcher().Acks() != l.Acks() {
+		t.Errorf("acks %+v", l.Acks())
 	}
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
 	t.Cleanup(func() { _ = cluster.Close() })
-	if l := New(cluster, WithReplicas(1, time.Second)); !l.acks.Cluster() {
-		t.Errorf("acks %+v", l.acks)
+	if l := slidelog.New(cluster, slidelog.WithReplicas(1, time.Second)); !l.Acks().Cluster() {
+		t.Errorf("acks %+v", l.Acks())
 	}
 }

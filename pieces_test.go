@@ -7,7 +7,7 @@
 // differences between variants are what a piece costs, and they are why
 // clock.lua and script.lua are written as they are.
 
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/redisserver"
 )
 
@@ -46,6 +47,7 @@ func TestScriptPieces(t *testing.T) {
 	}
 	// Every variant is clock.lua (TIME, now and nows), a ZCARD and a reply
 	// of one string, and adds one piece.
+	clockLua, compactLua := slidelog.ScriptSources["clock.lua"], slidelog.ScriptSources["compact.lua"]
 	const count = "local count = call('ZCARD', KEYS[1])\n"
 	const reply = "return '0 ' .. nows .. ' 100'"
 	variants := []struct{ piece, src string }{

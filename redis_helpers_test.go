@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/blocklog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/model"
@@ -56,14 +57,14 @@ func logLen(t testing.TB, rdb redis.Cmdable, key string) int64 {
 }
 
 // sameDecision reports whether r answers exactly what the model decided.
-func sameDecision(r Result, lim Limit, d model.Decision) bool {
+func sameDecision(r slidelog.Result, lim slidelog.Limit, d model.Decision) bool {
 	return r.Allowed == d.Allowed && r.Remaining == d.Remaining && r.RetryAfter == d.RetryAfter &&
 		r.ResetAfter == d.ResetAfter && r.Limit == lim
 }
 
 // runStep runs one step of a trace.
-func runStep(ctx context.Context, l *Limiter, s model.Step) (Limit, Result, error) {
-	lim := Limit{Events: s.Events, Window: s.Window}
+func runStep(ctx context.Context, l *slidelog.Limiter, s model.Step) (slidelog.Limit, slidelog.Result, error) {
+	lim := slidelog.Limit{Events: s.Events, Window: s.Window}
 	if s.Peek {
 		r, err := l.Peek(ctx, s.Key, lim)
 		return lim, r, err

@@ -76,26 +76,26 @@ func TestReplicasCluster(t *testing.T) {
 	// (docs/operations.md). It failed 1 run in 15 here before.
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{masterAddr, replicaAddr}, ContextTimeoutEnabled: true, Protocol: 2})
 	t.Cleanup(func() { _ = cc.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 4*Generous)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
 	defer cancel()
-	prefix := UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	lim := Limit{Events: 1000, Window: time.Minute}
 	limiters := map[string]*Limiter{}
-	for _, mode := range BatchingModes {
+	for _, mode := range batchingModes {
 		limiters[mode.Name] = New(cc, WithPrefix(prefix+mode.Name+":"), WithReplicas(1, 200*time.Millisecond), mode.Opt)
 	}
-	for _, mode := range BatchingModes {
+	for _, mode := range batchingModes {
 		if res, err := limiters[mode.Name].AllowAll(ctx, "k", 1, lim, PerHour(1000)); err != nil || !res.Allowed {
 			t.Fatalf("%s: AllowAll with the replica up: %+v, %v", mode.Name, res, err)
 		}
 	}
 	r.Stop(t)
-	for _, mode := range BatchingModes {
+	for _, mode := range batchingModes {
 		res, err := limiters[mode.Name].Allow(ctx, "stopped", lim)
 		if !errors.Is(err, ErrNotReplicated) || res.Allowed {
 			t.Errorf("%s: Allow with the replica stopped: %+v, %v; want ErrNotReplicated", mode.Name, res, err)
 		}
-		if got := LogLen(t, r.Master, prefix+mode.Name+":stopped"); got != 0 {
+		if got := logLen(t, r.Master, prefix+mode.Name+":stopped"); got != 0 {
 			t.Errorf("%s: the master holds %d events of a refused admission", mode.Name, got)
 		}
 	}
@@ -105,7 +105,7 @@ func TestReplicasCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitOnline(t, r.Replica, r.Master) // roles swapped
-	for _, mode := range BatchingModes {
+	for _, mode := range batchingModes {
 		t.Run(mode.Name, func(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 16 {

@@ -21,20 +21,20 @@ import (
 // are taken back all the same.
 func TestReplicasWaitRefused(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 	if err := r.Master.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "+@all", "-wait").Err(); err != nil {
 		t.Fatal(err)
 	}
 	limited := redistest.Client(t, r.Master.Options().Addr, "nowait", "pw")
-	prefix := slidelog.UniqueKey(t) + ":"
-	for _, mode := range slidelog.BatchingModes {
+	prefix := uniqueKey(t) + ":"
+	for _, mode := range batchingModes {
 		l := slidelog.New(limited, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Second), slidelog.WithPolicy(slidelog.FailOpen), mode.Opt)
 		res, err := l.Allow(ctx, mode.Name, slidelog.PerMinute(3))
 		if err == nil || errors.Is(err, slidelog.ErrNotReplicated) || !strings.Contains(err.Error(), "NOPERM") || res.Allowed {
 			t.Errorf("%s: Allow with WAIT refused: %+v, %v; want the NOPERM error", mode.Name, res, err)
 		}
-		if got := slidelog.LogLen(t, r.Master, prefix+mode.Name); got != 0 {
+		if got := logLen(t, r.Master, prefix+mode.Name); got != 0 {
 			t.Errorf("%s: the master holds %d events of a refused admission", mode.Name, got)
 		}
 	}
@@ -47,9 +47,9 @@ func TestReplicasWaitRefused(t *testing.T) {
 // pipeline's WAIT has answered (here, when the replica resumes).
 func TestReplicasContextEndsDuringWait(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	prefix := slidelog.UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	keys := map[string]*slidelog.Limiter{}
-	for _, mode := range slidelog.BatchingModes {
+	for _, mode := range batchingModes {
 		l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour), mode.Opt)
 		for i := range 8 {
 			keys[mode.Name+strconv.Itoa(i)] = l
@@ -63,7 +63,7 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
+			ctx, cancel := context.WithTimeout(context.Background(), generous)
 			defer cancel()
 			if res, err := l.Allow(ctx, "warm:"+key, slidelog.PerMinute(3)); err != nil || !res.Allowed {
 				t.Errorf("warm-up %s: %+v, %v", key, res, err)
@@ -93,13 +93,13 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 	wg.Wait()
 	for key := range keys {
 		if strings.HasPrefix(key, "unbatched") {
-			redistest.WaitFor(t, "the unbatched events taken back", func() bool { return slidelog.LogLen(t, r.Master, prefix+key) == 0 })
+			redistest.WaitFor(t, "the unbatched events taken back", func() bool { return logLen(t, r.Master, prefix+key) == 0 })
 		}
 	}
 	r.Resume(t)
 	stopped = false
 	for key := range keys {
-		redistest.WaitFor(t, "every event taken back", func() bool { return slidelog.LogLen(t, r.Master, prefix+key) == 0 })
+		redistest.WaitFor(t, "every event taken back", func() bool { return logLen(t, r.Master, prefix+key) == 0 })
 	}
 }
 
@@ -109,9 +109,9 @@ func TestReplicasContextEndsDuringWait(t *testing.T) {
 // context.
 func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	prefix := slidelog.UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour), slidelog.WithoutBatching())
-	ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 	if res, err := l.Allow(ctx, "warm", slidelog.PerHour(3)); err != nil || !res.Allowed {
 		t.Fatalf("warm-up: %+v, %v", res, err)
@@ -122,7 +122,7 @@ func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, slidelog.ErrNotReplicated) || res.Allowed {
 		t.Errorf("Allow past its deadline: %+v, %v; want context.DeadlineExceeded and ErrNotReplicated", res, err)
 	}
-	redistest.WaitFor(t, "the events taken back", func() bool { return slidelog.LogLen(t, r.Master, prefix+"k") == 0 })
+	redistest.WaitFor(t, "the events taken back", func() bool { return logLen(t, r.Master, prefix+"k") == 0 })
 }
 
 // A master demoted by a failover answers a batched pipeline READONLY; the
@@ -133,14 +133,14 @@ func TestReplicasDeadlineBeforeContextTimer(t *testing.T) {
 // replied <nil>". Here the limiter's client is a replica.
 func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	l := slidelog.New(r.Replica, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"), slidelog.WithReplicas(1, time.Second), slidelog.WithBatching(256))
+	l := slidelog.New(r.Replica, slidelog.WithPrefix(uniqueKey(t)+":"), slidelog.WithReplicas(1, time.Second), slidelog.WithBatching(256))
 	for round := range 5 {
 		var wg sync.WaitGroup
 		for i := range 32 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
+				ctx, cancel := context.WithTimeout(context.Background(), generous)
 				defer cancel()
 				res, err := l.Allow(ctx, "k"+strconv.Itoa(i%4), slidelog.PerMinute(100))
 				if res.Allowed || err == nil || !strings.Contains(err.Error(), "READONLY") || !slidelog.Unavailable(err) {
@@ -157,7 +157,7 @@ func TestReplicasDemotedMasterTellsWhy(t *testing.T) {
 // is ErrNotReplicated, so FailOpen admits, batched or not. Before, it was an
 // error no policy answered for.
 func TestReplicasMasterDemotedDuringWait(t *testing.T) {
-	for _, mode := range slidelog.BatchingModes {
+	for _, mode := range batchingModes {
 		t.Run(mode.Name, func(t *testing.T) {
 			addr := redistest.Start(t) // no replica: a WAIT 1 blocks until its timeout
 			// RESP2: go-redis' maintenance notifications (RESP3) race with
@@ -165,12 +165,12 @@ func TestReplicasMasterDemotedDuringWait(t *testing.T) {
 			// (WithReplicas) beside the client's own (TestReplicasCluster)
 			rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, Protocol: 2})
 			t.Cleanup(func() { _ = rdb.Close() })
-			ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
+			ctx, cancel := context.WithTimeout(context.Background(), generous)
 			defer cancel()
 			gone := redistest.Gone(t)
 			host, port, _ := net.SplitHostPort(gone)
-			strict := slidelog.New(rdb, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"), slidelog.WithReplicas(1, time.Minute), mode.Opt)
-			open := slidelog.New(rdb, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"), slidelog.WithReplicas(1, time.Minute), slidelog.WithPolicy(slidelog.FailOpen), mode.Opt)
+			strict := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"), slidelog.WithReplicas(1, time.Minute), mode.Opt)
+			open := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"), slidelog.WithReplicas(1, time.Minute), slidelog.WithPolicy(slidelog.FailOpen), mode.Opt)
 			type answer struct {
 				r   slidelog.Result
 				err error

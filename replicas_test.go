@@ -23,12 +23,12 @@ import (
 // AllowAll), and a denial is answered as usual.
 func TestReplicasAcknowledged(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	for _, mode := range slidelog.BatchingModes {
+	for _, mode := range batchingModes {
 		t.Run(mode.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
+			ctx, cancel := context.WithTimeout(context.Background(), generous)
 			defer cancel()
-			prefix := slidelog.UniqueKey(t) + ":"
-			l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, slidelog.Generous), mode.Opt)
+			prefix := uniqueKey(t) + ":"
+			l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, generous), mode.Opt)
 			lim := slidelog.Limit{Events: 5, Window: time.Minute}
 			for i, n := range []int{1, 3, 1} {
 				res, err := l.AllowN(ctx, "k", lim, n)
@@ -36,7 +36,7 @@ func TestReplicasAcknowledged(t *testing.T) {
 					t.Fatalf("AllowN %d: %+v, %v", i, res, err)
 				}
 			}
-			if got := slidelog.LogLen(t, r.Replica, prefix+"k"); got != 5 {
+			if got := logLen(t, r.Replica, prefix+"k"); got != 5 {
 				t.Errorf("the replica holds %d events right after 5 were admitted", got)
 			}
 			if res, err := l.Allow(ctx, "k", lim); err != nil || res.Allowed {
@@ -48,7 +48,7 @@ func TestReplicasAcknowledged(t *testing.T) {
 			}
 			base, _ := l.AllKeys("all")
 			for _, lim := range limits {
-				if got := slidelog.LogLen(t, r.Replica, slidelog.WindowKey(base, lim.Window)); got != 2 {
+				if got := logLen(t, r.Replica, slidelog.WindowKey(base, lim.Window)); got != 2 {
 					t.Errorf("the replica holds %d events in the %v log, want 2", got, lim.Window)
 				}
 			}
@@ -62,20 +62,20 @@ func TestReplicasAcknowledged(t *testing.T) {
 // hour they answer at once.
 func TestReplicasNotAcknowledged(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*slidelog.Generous)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
 	defer cancel()
-	prefix := slidelog.UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	lim := slidelog.Limit{Events: 3, Window: time.Minute}
 	// A full key, admitted while the replica is up.
-	full := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, slidelog.Generous))
+	full := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, generous))
 	if res, err := full.AllowN(ctx, "full", lim, 3); err != nil || !res.Allowed {
 		t.Fatalf("filling a key: %+v, %v", res, err)
 	}
 	r.Stop(t)
 	defer r.Resume(t)
-	for _, mode := range slidelog.BatchingModes {
+	for _, mode := range batchingModes {
 		t.Run(mode.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(ctx, slidelog.Generous)
+			ctx, cancel := context.WithTimeout(ctx, generous)
 			defer cancel()
 			l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, 200*time.Millisecond), mode.Opt)
 			key := mode.Name
@@ -84,7 +84,7 @@ func TestReplicasNotAcknowledged(t *testing.T) {
 				t.Fatalf("AllowN with the replica stopped: %+v, %v; want ErrNotReplicated", res, err)
 			}
 			t.Log(err)
-			if got := slidelog.LogLen(t, r.Master, prefix+key); got != 0 {
+			if got := logLen(t, r.Master, prefix+key); got != 0 {
 				t.Errorf("the master holds %d events of a refused admission", got)
 			}
 			limits := []slidelog.Limit{{Events: 2, Window: time.Minute}, {Events: 3, Window: time.Hour}}
@@ -93,7 +93,7 @@ func TestReplicasNotAcknowledged(t *testing.T) {
 			}
 			base, _ := l.AllKeys(key)
 			for _, lim := range limits {
-				if got := slidelog.LogLen(t, r.Master, slidelog.WindowKey(base, lim.Window)); got != 0 {
+				if got := logLen(t, r.Master, slidelog.WindowKey(base, lim.Window)); got != 0 {
 					t.Errorf("the master holds %d events of a refused AllowAll in the %v log", got, lim.Window)
 				}
 			}
@@ -103,7 +103,7 @@ func TestReplicasNotAcknowledged(t *testing.T) {
 			if err != nil || !res.Allowed || !res.Degraded() {
 				t.Errorf("FailOpen: %+v (degraded %v), %v; want a degraded admission", res, res.Degraded(), err)
 			}
-			if got := slidelog.LogLen(t, r.Master, prefix+key); got != 0 {
+			if got := logLen(t, r.Master, prefix+key); got != 0 {
 				t.Errorf("the master holds %d events after FailOpen answered", got)
 			}
 
@@ -123,9 +123,9 @@ func TestReplicasNotAcknowledged(t *testing.T) {
 // replica is back.
 func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*slidelog.Generous)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
 	defer cancel()
-	prefix := slidelog.UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	lim := slidelog.Limit{Events: 3, Window: time.Minute}
 	l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour), slidelog.WithBatching(256))
 	if res, err := l.AllowN(ctx, "full", lim, 3); err != nil || !res.Allowed {
@@ -149,13 +149,13 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 			results <- err
 		}()
 	}
-	redistest.WaitFor(t, "the admissions recorded on the master", func() bool { return slidelog.LogLen(t, r.Master, prefix+"k") == admissions })
+	redistest.WaitFor(t, "the admissions recorded on the master", func() bool { return logLen(t, r.Master, prefix+"k") == admissions })
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dctx, cancel := context.WithTimeout(ctx, slidelog.Generous)
+			dctx, cancel := context.WithTimeout(ctx, generous)
 			defer cancel()
 			if res, err := l.Allow(dctx, "full", lim); err != nil || res.Allowed {
 				t.Errorf("a denial while admissions wait: %+v, %v", res, err)
@@ -178,7 +178,7 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 			t.Errorf("an admission after the replica resumed: %v", err)
 		}
 	}
-	if got := slidelog.LogLen(t, r.Replica, prefix+"k"); got != admissions {
+	if got := logLen(t, r.Replica, prefix+"k"); got != admissions {
 		t.Errorf("the replica holds %d events, want %d", got, admissions)
 	}
 }
@@ -187,9 +187,9 @@ func TestReplicasBatchAnswersDenialsFirst(t *testing.T) {
 // take effect on the master at once.
 func TestReplicasRefundAndResetDoNotWait(t *testing.T) {
 	r := redistest.StartReplicated(t)
-	ctx, cancel := context.WithTimeout(context.Background(), slidelog.Generous)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
-	prefix := slidelog.UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	l := slidelog.New(r.Master, slidelog.WithPrefix(prefix), slidelog.WithReplicas(1, time.Hour))
 	lim := slidelog.Limit{Events: 3, Window: time.Minute}
 	a, err := l.AllowN(ctx, "a", lim, 2)
@@ -207,7 +207,7 @@ func TestReplicasRefundAndResetDoNotWait(t *testing.T) {
 	if err := l.Reset(ctx, "b"); err != nil {
 		t.Errorf("Reset: %v", err)
 	}
-	if got := slidelog.LogLen(t, r.Master, prefix+"a") + slidelog.LogLen(t, r.Master, prefix+"b"); got != 0 {
+	if got := logLen(t, r.Master, prefix+"a") + logLen(t, r.Master, prefix+"b"); got != 0 {
 		t.Errorf("%d events left after Refund and Reset", got)
 	}
 }

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/minitest"
 	"github.com/slidelog/slidelog/internal/optiontest"
@@ -15,8 +16,7 @@ import (
 )
 
 // epoch is the server time at which miniredis tests start; mini is a
-// miniredis whose clock the test sets to the microsecond (internal/minitest's, which
-// the package's external tests use too).
+// miniredis whose clock the test sets to the microsecond (internal/minitest's).
 var epoch = minitest.Epoch
 
 type mini = minitest.Mini
@@ -86,25 +86,27 @@ func utc(s string) time.Time {
 // logs from their first admission, not past a listpack's 128 events;
 // compactScript is the decision script of such a limiter.
 var (
-	compactFromFirst = Option(optiontest.ConvertPast(0))
+	compactFromFirst = slidelog.Option(optiontest.ConvertPast(0))
 	// slotLog makes the compact logs compact logs of a slot per event
 	// (compact.lua), the format before the block log: the tests of its
 	// own layout set it.
-	slotLog       = Option(optiontest.SlotLog())
-	compactScript = decideScriptFor(0, false, config.DefaultMaxLive)
+	slotLog       = slidelog.Option(optiontest.SlotLog())
+	compactScript = slidelog.DecideScriptFor(0, false, config.DefaultMaxLive)
 )
 
 // compactAbove makes a limiter keep the logs of limits over events
 // compactly (optiontest.CompactAbove).
-func compactAbove(events int) Option { return Option(optiontest.CompactAbove(events)) }
+func compactAbove(events int) slidelog.Option {
+	return slidelog.Option(optiontest.CompactAbove(events))
+}
 
 // batchingModes are the two ways a limiter sends its decisions.
 var batchingModes = []struct {
 	Name string
-	Opt  Option
+	Opt  slidelog.Option
 }{
-	{"batched", WithBatching(256)},
-	{"unbatched", WithoutBatching()},
+	{"batched", slidelog.WithBatching(256)},
+	{"unbatched", slidelog.WithoutBatching()},
 }
 
 // generous: a deadline the tests with a real replica never wait for but on

@@ -1,4 +1,4 @@
-package slidelog
+package slidelog_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/compactlog"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/optiontest"
@@ -22,31 +23,31 @@ import (
 // what looks, and the limits a Charge names.
 type settleStore struct {
 	name   string
-	opts   []Option
-	limits []Limit
+	opts   []slidelog.Option
+	limits []slidelog.Limit
 	fill   int // events admitted first (a log of a limit over 128 becomes a compact log past 128)
 }
 
 func settleStores() []settleStore {
 	return []settleStore{
-		{name: "sorted set", limits: []Limit{PerHour(100)}},
-		{name: "block log", limits: []Limit{PerHour(1000)}, fill: 200},
-		{name: "slot log", opts: []Option{Option(optiontest.SlotLog())}, limits: []Limit{PerHour(1000)}, fill: 200},
-		{name: "daily quota", limits: []Limit{Daily(100, time.UTC)}},
-		{name: "allowall with a quota", limits: []Limit{PerHour(1000), Daily(5000, time.UTC)}, fill: 200},
+		{name: "sorted set", limits: []slidelog.Limit{slidelog.PerHour(100)}},
+		{name: "block log", limits: []slidelog.Limit{slidelog.PerHour(1000)}, fill: 200},
+		{name: "slot log", opts: []slidelog.Option{slidelog.Option(optiontest.SlotLog())}, limits: []slidelog.Limit{slidelog.PerHour(1000)}, fill: 200},
+		{name: "daily quota", limits: []slidelog.Limit{slidelog.Daily(100, time.UTC)}},
+		{name: "allowall with a quota", limits: []slidelog.Limit{slidelog.PerHour(1000), slidelog.Daily(5000, time.UTC)}, fill: 200},
 	}
 }
 
-func (s settleStore) admit(ctx context.Context, l *Limiter, n int) (Result, error) {
+func (s settleStore) admit(ctx context.Context, l *slidelog.Limiter, n int) (slidelog.Result, error) {
 	if len(s.limits) == 1 {
 		return l.AllowN(ctx, "k", s.limits[0], n)
 	}
 	return l.AllowAll(ctx, "k", n, s.limits...)
 }
 
-func (s settleStore) remaining(t *testing.T, ctx context.Context, l *Limiter) int {
+func (s settleStore) remaining(t *testing.T, ctx context.Context, l *slidelog.Limiter) int {
 	t.Helper()
-	var r Result
+	var r slidelog.Result
 	var err error
 	if len(s.limits) == 1 {
 		r, err = l.Peek(ctx, "k", s.limits[0])
@@ -75,14 +76,14 @@ func TestSettle(t *testing.T) {
 		for _, s := range settleStores() {
 			t.Run(srv.name+"/"+s.name, func(t *testing.T) {
 				ctx := context.Background()
-				l := New(srv.rdb(t), append([]Option{WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
+				l := slidelog.New(srv.rdb(t), append([]slidelog.Option{slidelog.WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
 				if s.fill > 0 {
 					if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
 						t.Fatalf("fill: %+v, %v", r, err)
 					}
 				}
 				base := s.remaining(t, ctx, l)
-				check := func(what string, r Result, err error, want int) {
+				check := func(what string, r slidelog.Result, err error, want int) {
 					t.Helper()
 					if err != nil {
 						t.Fatalf("%s: %v", what, err)
@@ -160,7 +161,7 @@ func TestSettleRetried(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			m := newMini(t)
 			ctx := context.Background()
-			l := New(later{Client: m.Rdb, m: m, d: ms})
+			l := slidelog.New(later{Client: m.Rdb, m: m, d: ms})
 			if s.fill > 0 {
 				if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
 					t.Fatalf("fill: %+v, %v", r, err)
@@ -193,29 +194,31 @@ func TestSettleRetried(t *testing.T) {
 func TestSettleBadInput(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
-	l := New(m.Rdb)
-	lim := PerMinute(10)
+	l := slidelog.New(m.Rdb)
+	lim := slidelog.PerMinute(10)
 	a, err := l.AllowN(ctx, "k", lim, 2)
 	if err != nil || !a.Allowed {
 		t.Fatal(a, err)
 	}
 	before := m.Dump()
 	for name, c := range map[string]struct {
-		call func() (Result, error)
+		call func() (slidelog.Result, error)
 		want error
 	}{
-		"Settle below 0":              {func() (Result, error) { return l.Settle(ctx, a.Handle(), -1) }, ErrInvalidN},
-		"Settle over the limit":       {func() (Result, error) { return l.Settle(ctx, a.Handle(), 11) }, ErrExceedsLimit},
-		"Settle of the zero Handle":   {func() (Result, error) { return l.Settle(ctx, Handle{}, 1) }, ErrInvalidN},
-		"Charge of 0":                 {func() (Result, error) { return l.Charge(ctx, "k", 0, lim) }, ErrInvalidN},
-		"Charge over the limit":       {func() (Result, error) { return l.Charge(ctx, "k", 11, lim) }, ErrExceedsLimit},
-		"Charge of no limit":          {func() (Result, error) { return l.Charge(ctx, "k", 1) }, ErrInvalidLimit},
-		"Charge of an empty key":      {func() (Result, error) { return l.Charge(ctx, "", 1, lim) }, ErrEmptyKey},
-		"Charge of two limits alike":  {func() (Result, error) { return l.Charge(ctx, "k", 1, lim, PerMinute(20)) }, ErrInvalidLimit},
-		"Charge of a limit too large": {func() (Result, error) { return l.Charge(ctx, "k", 1, Limit{Events: MaxEvents + 1, Window: time.Hour}) }, ErrInvalidLimit},
+		"Settle below 0":             {func() (slidelog.Result, error) { return l.Settle(ctx, a.Handle(), -1) }, slidelog.ErrInvalidN},
+		"Settle over the limit":      {func() (slidelog.Result, error) { return l.Settle(ctx, a.Handle(), 11) }, slidelog.ErrExceedsLimit},
+		"Settle of the zero Handle":  {func() (slidelog.Result, error) { return l.Settle(ctx, slidelog.Handle{}, 1) }, slidelog.ErrInvalidN},
+		"Charge of 0":                {func() (slidelog.Result, error) { return l.Charge(ctx, "k", 0, lim) }, slidelog.ErrInvalidN},
+		"Charge over the limit":      {func() (slidelog.Result, error) { return l.Charge(ctx, "k", 11, lim) }, slidelog.ErrExceedsLimit},
+		"Charge of no limit":         {func() (slidelog.Result, error) { return l.Charge(ctx, "k", 1) }, slidelog.ErrInvalidLimit},
+		"Charge of an empty key":     {func() (slidelog.Result, error) { return l.Charge(ctx, "", 1, lim) }, slidelog.ErrEmptyKey},
+		"Charge of two limits alike": {func() (slidelog.Result, error) { return l.Charge(ctx, "k", 1, lim, slidelog.PerMinute(20)) }, slidelog.ErrInvalidLimit},
+		"Charge of a limit too large": {func() (slidelog.Result, error) {
+			return l.Charge(ctx, "k", 1, slidelog.Limit{Events: slidelog.MaxEvents + 1, Window: time.Hour})
+		}, slidelog.ErrInvalidLimit},
 	} {
 		r, err := c.call()
-		if !errors.Is(err, c.want) || r != (Result{}) {
+		if !errors.Is(err, c.want) || r != (slidelog.Result{}) {
 			t.Errorf("%s: %+v, %v; want %v", name, r, err, c.want)
 		}
 	}
@@ -234,12 +237,12 @@ func TestSettleConcurrent(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
 	prefix := uniqueKey(t) + ":"
-	lim := PerHour(100000)
+	lim := slidelog.PerHour(100000)
 	const workers, each = 8, 25
 	errs := make(chan error, workers)
 	for w := range workers {
 		go func() {
-			l := New(rdb, WithPrefix(prefix)) // an instance each
+			l := slidelog.New(rdb, slidelog.WithPrefix(prefix)) // an instance each
 			for i := range each {
 				a, err := l.AllowN(ctx, "k", lim, 50)
 				if err == nil && !a.Allowed {
@@ -270,7 +273,7 @@ func TestSettleConcurrent(t *testing.T) {
 			want += 20 + (w+i)%61 + 3
 		}
 	}
-	r, err := New(rdb, WithPrefix(prefix)).Peek(ctx, "k", lim)
+	r, err := slidelog.New(rdb, slidelog.WithPrefix(prefix)).Peek(ctx, "k", lim)
 	if err != nil || r.Remaining != lim.Events-want {
 		t.Fatalf("after %d settles and charges: %+v, %v; want Remaining %d", workers*each, r, err, lim.Events-want)
 	}
@@ -313,7 +316,7 @@ func TestSettleAfterLostReply(t *testing.T) {
 			m := newMini(t)
 			ctx := context.Background()
 			armed := new(atomic.Bool)
-			l := New(replyLost{Client: m.Rdb, armed: armed}, WithoutBatching())
+			l := slidelog.New(replyLost{Client: m.Rdb, armed: armed}, slidelog.WithoutBatching())
 			if s.fill > 0 {
 				if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
 					t.Fatalf("fill: %+v, %v", r, err)
@@ -330,7 +333,7 @@ func TestSettleAfterLostReply(t *testing.T) {
 					t.Fatalf("Settle to %d with its reply lost: no error", actual)
 				}
 				armed.Store(false)
-				if _, err := l.Settle(ctx, a.Handle(), actual+1); !errors.Is(err, ErrInvalidN) {
+				if _, err := l.Settle(ctx, a.Handle(), actual+1); !errors.Is(err, slidelog.ErrInvalidN) {
 					t.Fatalf("Settle to another actual after a lost reply: %v; want ErrInvalidN", err)
 				}
 				r, err := l.Settle(ctx, a.Handle(), actual)
@@ -353,9 +356,9 @@ func TestSettleAfterLostReply(t *testing.T) {
 func TestSettleHook(t *testing.T) {
 	m := newMini(t)
 	ctx := context.Background()
-	var seen []Observation
-	l := New(m.Rdb, WithHook(HookFunc(func(_ context.Context, o Observation) { seen = append(seen, o) })))
-	lim := PerMinute(10)
+	var seen []slidelog.Observation
+	l := slidelog.New(m.Rdb, slidelog.WithHook(slidelog.HookFunc(func(_ context.Context, o slidelog.Observation) { seen = append(seen, o) })))
+	lim := slidelog.PerMinute(10)
 	a, err := l.AllowN(ctx, "k", lim, 4)
 	if err != nil || !a.Allowed {
 		t.Fatal(a, err)
@@ -366,14 +369,14 @@ func TestSettleHook(t *testing.T) {
 	if _, err := l.Charge(ctx, "k", 5, lim); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Charge(ctx, "", 5, lim); !errors.Is(err, ErrEmptyKey) {
+	if _, err := l.Charge(ctx, "", 5, lim); !errors.Is(err, slidelog.ErrEmptyKey) {
 		t.Fatal(err)
 	}
 	type obs struct {
 		op      string
 		n       int
 		allowed bool
-		limit   Limit
+		limit   slidelog.Limit
 		failed  bool
 	}
 	var got []obs
@@ -395,7 +398,7 @@ func TestSettleAfterRefund(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			ctx := context.Background()
 			m := newMini(t)
-			l := New(m.Rdb, append([]Option{WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
+			l := slidelog.New(m.Rdb, append([]slidelog.Option{slidelog.WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
 			if s.fill > 0 {
 				if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
 					t.Fatalf("fill: %+v, %v", r, err)
@@ -429,7 +432,7 @@ func TestSettleClockBack(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			ctx := context.Background()
 			m := newMini(t)
-			l := New(m.Rdb, append([]Option{WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
+			l := slidelog.New(m.Rdb, append([]slidelog.Option{slidelog.WithPrefix(uniqueKey(t) + ":")}, s.opts...)...)
 			m.At(2 * time.Second)
 			if r, err := s.admit(ctx, l, s.fill); err != nil || !r.Allowed {
 				t.Fatalf("fill: %+v, %v", r, err)
@@ -460,8 +463,8 @@ func TestSettleClockBack(t *testing.T) {
 func TestSettleGoneKey(t *testing.T) {
 	ctx := context.Background()
 	rdb := newClient(t, redistest.Start(t))
-	l := New(rdb)
-	lim := Limit{Events: 1 << 22, Window: time.Hour}
+	l := slidelog.New(rdb)
+	lim := slidelog.Limit{Events: 1 << 22, Window: time.Hour}
 	zrems := func() int64 { n, _ := redistest.CommandStat(rdb, "zrem", "calls"); return n }
 	for _, how := range []string{"Settle", "Refund"} {
 		a, err := l.AllowN(ctx, "k", lim, lim.Events)
@@ -494,8 +497,8 @@ func TestSettleGoneKey(t *testing.T) {
 func TestSettleOtherLimiter(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l1, l2 := New(m.Rdb, WithPrefix("one:")), New(m.Rdb, WithPrefix("two:"))
-	lim := PerHour(100)
+	l1, l2 := slidelog.New(m.Rdb, slidelog.WithPrefix("one:")), slidelog.New(m.Rdb, slidelog.WithPrefix("two:"))
+	lim := slidelog.PerHour(100)
 	for _, actual := range []int{30, 4} {
 		a, err := l1.AllowN(ctx, "k", lim, 10)
 		if err != nil || !a.Allowed {
@@ -525,8 +528,8 @@ func TestSettleOtherLimiter(t *testing.T) {
 func TestSettleSlotLogPastLimit(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.Rdb, Option(optiontest.SlotLog()))
-	lim := PerHour(1000)
+	l := slidelog.New(m.Rdb, slidelog.Option(optiontest.SlotLog()))
+	lim := slidelog.PerHour(1000)
 	if r, err := l.AllowN(ctx, "k", lim, lim.Events); err != nil || !r.Allowed {
 		t.Fatal(r, err)
 	}
@@ -565,8 +568,8 @@ func TestChargePastTheLimit(t *testing.T) {
 	for name, rdb := range map[string]*redis.Client{"miniredis": newMini(t).Rdb, "redis-server": realRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l := New(rdb, WithPrefix(uniqueKey(t)+":"))
-			for key, limits := range map[string][]Limit{"one": {PerHour(1000)}, "all": {PerHour(1000), Daily(20000, time.UTC)}} {
+			l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
+			for key, limits := range map[string][]slidelog.Limit{"one": {slidelog.PerHour(1000)}, "all": {slidelog.PerHour(1000), slidelog.Daily(20000, time.UTC)}} {
 				r, err := l.Charge(ctx, key, 1500, limits...)
 				if err != nil || r.Allowed || r.Remaining != 0 || r.RetryAfter != time.Hour {
 					t.Fatalf("%s: Charge 1500 of 1000 on an empty key: %+v, %v; want over for the hour", key, r, err)
@@ -582,7 +585,7 @@ func TestChargePastTheLimit(t *testing.T) {
 					t.Fatalf("%s: Settle 1 to 2500: %+v, %v; want over for the hour", key, r, err)
 				}
 			}
-			if _, err := l.Charge(ctx, "small", 101, PerHour(100)); !errors.Is(err, ErrExceedsLimit) {
+			if _, err := l.Charge(ctx, "small", 101, slidelog.PerHour(100)); !errors.Is(err, slidelog.ErrExceedsLimit) {
 				t.Fatalf("Charge 101 of a limit of 100: %v; want ErrExceedsLimit", err)
 			}
 		})
@@ -595,20 +598,20 @@ func TestChargePastTheLimit(t *testing.T) {
 func TestWithAdmission(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t)
-	l := New(m.Rdb)
+	l := slidelog.New(m.Rdb)
 	type record struct{ n int }
 	rec := &record{n: 3}
-	r := Result{Allowed: true, Limit: PerHour(10)}.WithAdmission(rec)
+	r := slidelog.Result{Allowed: true, Limit: slidelog.PerHour(10)}.WithAdmission(rec)
 	if got, _ := r.Handle().Admission().(*record); got != rec {
 		t.Fatalf("Admission() = %v, want the record given", r.Handle().Admission())
 	}
-	if a := (Result{}).Handle().Admission(); a != nil {
+	if a := (slidelog.Result{}).Handle().Admission(); a != nil {
 		t.Fatalf("the zero Handle's Admission() = %v, want nil", a)
 	}
-	if _, err := l.Settle(ctx, r.Handle(), 1); !errors.Is(err, ErrInvalidN) {
+	if _, err := l.Settle(ctx, r.Handle(), 1); !errors.Is(err, slidelog.ErrInvalidN) {
 		t.Errorf("Settle of another Decider's Handle: %v, want ErrInvalidN", err)
 	}
-	if err := l.Refund(ctx, r.Handle()); !errors.Is(err, ErrInvalidN) {
+	if err := l.Refund(ctx, r.Handle()); !errors.Is(err, slidelog.ErrInvalidN) {
 		t.Errorf("Refund of another Decider's Handle: %v, want ErrInvalidN", err)
 	}
 	if keys := m.Keys(); len(keys) != 0 {
@@ -617,7 +620,7 @@ func TestWithAdmission(t *testing.T) {
 	// a nil record is no admission: the zero Handle, which refunds nothing
 	zero := string(make([]byte, 8))
 	m.Rdb.ZAdd(ctx, "", redis.Z{Score: 1, Member: zero})
-	if h := (Result{Allowed: true}).WithAdmission(nil).Handle(); h != (Handle{}) {
+	if h := (slidelog.Result{Allowed: true}).WithAdmission(nil).Handle(); h != (slidelog.Handle{}) {
 		t.Errorf("WithAdmission(nil)'s Handle: %+v, want the zero one", h)
 	} else if err := l.Refund(ctx, h); err != nil || m.Rdb.ZCard(ctx, "").Val() != 1 {
 		t.Errorf("Refund of WithAdmission(nil)'s Handle: %v; the raw key \"\" holds %d members, want 1", err, m.Rdb.ZCard(ctx, "").Val())
@@ -633,10 +636,10 @@ func TestWithAdmission(t *testing.T) {
 // (optiontest.MaxLive), on a block log.
 func TestChargeStopsAtMaxLive(t *testing.T) {
 	ctx := context.Background()
-	lim := PerHour(1000)
+	lim := slidelog.PerHour(1000)
 	onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
 		prefix := uniqueKey(t) + ":"
-		l := New(rdb, WithPrefix(prefix), Option(optiontest.MaxLive(5000)))
+		l := slidelog.New(rdb, slidelog.WithPrefix(prefix), slidelog.Option(optiontest.MaxLive(5000)))
 		at := func(d time.Duration) {
 			if m != nil {
 				m.At(d)
@@ -658,7 +661,7 @@ func TestChargeStopsAtMaxLive(t *testing.T) {
 		}
 		held(4900)
 		c, err := l.Charge(ctx, "k", 600, lim) // (4 900 + 600 > 5 000)
-		if err != nil || c.Allowed || c.Remaining != 0 || c.Handle() != (Handle{}) {
+		if err != nil || c.Allowed || c.Remaining != 0 || c.Handle() != (slidelog.Handle{}) {
 			t.Fatalf("Charge(600) past maxLive: %+v, %v; want no room and the zero Handle", c, err)
 		}
 		held(4900)
@@ -688,8 +691,8 @@ func TestChargeStopsAtMaxLive(t *testing.T) {
 func TestHugeAdmissionsKeepTheirOwnIds(t *testing.T) {
 	rdb := realRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
-	q := Daily(1<<41, time.UTC)
+	l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
+	q := slidelog.Daily(1<<41, time.UTC)
 	a, err := l.AllowN(ctx, "k", q, 1<<40)
 	if err != nil || !a.Allowed || a.Remaining != 1<<40 {
 		t.Fatalf("A: %+v, %v", a, err)
@@ -698,13 +701,13 @@ func TestHugeAdmissionsKeepTheirOwnIds(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := l.AllowN(ctx, "k", q, 1<<40)
-	if err != nil || !b.Allowed || b.Remaining != 0 || b.handle.id == a.handle.id {
-		t.Fatalf("B, re-sent after NOSCRIPT: %+v, %v (ids %x, %x); want admitted, counted", b, err, a.handle.id, b.handle.id)
+	if err != nil || !b.Allowed || b.Remaining != 0 || slidelog.HandleID(b.Handle()) == slidelog.HandleID(a.Handle()) {
+		t.Fatalf("B, re-sent after NOSCRIPT: %+v, %v (ids %x, %x); want admitted, counted", b, err, slidelog.HandleID(a.Handle()), slidelog.HandleID(b.Handle()))
 	}
 	if c, err := l.AllowN(ctx, "k", q, 1); err != nil || c.Allowed {
 		t.Fatalf("C: %+v, %v; want denied", c, err)
 	}
-	for _, h := range []Handle{a.Handle(), b.Handle()} {
+	for _, h := range []slidelog.Handle{a.Handle(), b.Handle()} {
 		if err := l.Refund(ctx, h); err != nil {
 			t.Fatal(err)
 		}
@@ -724,8 +727,8 @@ func TestStaleHugeHandleTakesNoOtherEvents(t *testing.T) {
 			onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
 				ctx := context.Background()
 				prefix := uniqueKey(t) + ":"
-				l := New(rdb, WithPrefix(prefix), Option(optiontest.IDs(ids.NewAt([3]byte{'s', 'h', 'h'}, 1000))))
-				a, err := l.AllowN(ctx, "k", PerHour(5000), 2000)
+				l := slidelog.New(rdb, slidelog.WithPrefix(prefix), slidelog.Option(optiontest.IDs(ids.NewAt([3]byte{'s', 'h', 'h'}, 1000))))
+				a, err := l.AllowN(ctx, "k", slidelog.PerHour(5000), 2000)
 				if err != nil || !a.Allowed {
 					t.Fatalf("A: %+v, %v", a, err)
 				}
@@ -733,7 +736,7 @@ func TestStaleHugeHandleTakesNoOtherEvents(t *testing.T) {
 					t.Fatal(err)
 				}
 				for range 20 { // (a sorted set of 2 000 members, whose ids follow A's span)
-					if _, err := l.Charge(ctx, "k", 100, PerHour(100)); err != nil {
+					if _, err := l.Charge(ctx, "k", 100, slidelog.PerHour(100)); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -159,10 +159,10 @@ func TestRefundArgumentsDoNotGrowWithN(t *testing.T) {
 // MaxEvents and a quota of MaxQuota admit, count, refund and answer
 // exactly.
 func TestLargestLimitsRealRedis(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
 	l := New(rdb)
-	key := UniqueKey(t)
+	key := uniqueKey(t)
 	big := Limit{Events: MaxEvents, Window: time.Hour}
 	quota := Daily(MaxQuota, time.UTC)
 	first, err := l.AllowAll(ctx, key, 100_000, big, quota)
@@ -194,9 +194,9 @@ func TestLargestLimitsRealRedis(t *testing.T) {
 // of a few hundred bytes, every later decision exact, its refund whole.
 // (A compact log of slots wrote a slot an event: minutes of Redis.)
 func TestAllowNMaxEventsRealRedis(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	prefix := UniqueKey(t) + ":"
+	prefix := uniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix))
 	big := Limit{Events: MaxEvents, Window: time.Hour}
 	usec := func() int64 {
@@ -229,9 +229,9 @@ func TestAllowNMaxEventsRealRedis(t *testing.T) {
 // Without the stop, 8 192 charges of MaxQuota took the count past 2^63
 // and the quota admitted again.
 func TestQuotaChargedPastItsLimitStaysDenied(t *testing.T) {
-	rdb := RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	l := New(rdb, WithPrefix(UniqueKey(t)+":"))
+	l := New(rdb, WithPrefix(uniqueKey(t)+":"))
 	q := Daily(MaxQuota, time.UTC)
 	var handles []Handle
 	for i := range 8200 {

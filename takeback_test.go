@@ -134,7 +134,7 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 			mu.Unlock()
 		}
 	})
-	l := slidelog.New(m.Rdb, slidelog.Option(optiontest.ConvertPast(0)), slidelog.WithPrefix(slidelog.UniqueKey(t)+":"), slidelog.WithReplicas(1, time.Second), slidelog.WithoutBatching(), slidelog.WithHook(hook))
+	l := slidelog.New(m.Rdb, slidelog.Option(optiontest.ConvertPast(0)), slidelog.WithPrefix(uniqueKey(t)+":"), slidelog.WithReplicas(1, time.Second), slidelog.WithoutBatching(), slidelog.WithHook(hook))
 	lim := slidelog.Limit{Events: 200, Window: time.Minute}
 
 	// Two admissions at one time: the first acknowledged, answered allowed;
@@ -152,7 +152,7 @@ func takeBackOnce(t *testing.T, cutOnWait bool) {
 	}
 	select {
 	case <-h.lost: // its refund ran, and its reply was lost
-	case <-time.After(slidelog.Generous):
+	case <-time.After(generous):
 		t.Fatal("the take-back's refund never ran")
 	}
 	// 16 admissions later (the table forgot the refund), a refund run again

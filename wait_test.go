@@ -17,9 +17,9 @@ import (
 // Wait sleeps exactly the RetryAfter of its denial and is then admitted: its
 // event is recorded when the oldest has left the window (by server time).
 func TestWaitAdmitsWhenASlotFrees(t *testing.T) {
-	rdb := slidelog.RealRedis(t)
+	rdb := realRedis(t)
 	ctx := context.Background()
-	l := slidelog.New(rdb, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"))
+	l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
 	lim := slidelog.Limit{Events: 2, Window: 200 * time.Millisecond}
 	first, err := l.Allow(ctx, "k", lim)
 	if err != nil || !first.Allowed {
@@ -71,11 +71,11 @@ func TestWaitDeadline(t *testing.T) {
 // admission, not one per waiter whenever a slot frees; and every window
 // (by the admissions' server times) holds at most the limit.
 func TestWaitNoStampede(t *testing.T) {
-	rdb := slidelog.RealRedis(t)
+	rdb := realRedis(t)
 	calls := &redistest.ScriptCalls{}
 	rdb.AddHook(calls)
 	ctx := context.Background()
-	l := slidelog.New(rdb, slidelog.WithPrefix(slidelog.UniqueKey(t)+":"))
+	l := slidelog.New(rdb, slidelog.WithPrefix(uniqueKey(t)+":"))
 	lim := slidelog.Limit{Events: 8, Window: 100 * time.Millisecond}
 	const waiters = 64
 	admitted := windowcheck.Waiters(t, waiters, lim.Events, lim.Window, func() (time.Time, error) { return admittedAt(l.Wait(ctx, "hot", lim)) })
@@ -104,7 +104,7 @@ func admittedAt(r slidelog.Result, err error) (time.Time, error) {
 // runs must keep the rule, where before the rule 9 of 10 slept the whole
 // wait, then failed with context.DeadlineExceeded.
 func TestWaitDeadlineJustAfterFit(t *testing.T) {
-	l := slidelog.New(slidelog.RealRedis(t), slidelog.WithPrefix(slidelog.UniqueKey(t)+":"))
+	l := slidelog.New(realRedis(t), slidelog.WithPrefix(uniqueKey(t)+":"))
 	lim := slidelog.Limit{Events: 1, Window: 50 * time.Millisecond}
 	const runs = 10
 	var missed []string
