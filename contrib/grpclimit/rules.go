@@ -74,17 +74,11 @@ func (o Options) validRules() error {
 	if o.Name != "" {
 		set = append(set, "Options.Name")
 	}
-	if len(set) > 0 {
-		return fmt.Errorf("grpclimit: Options.Rules replaces %s: each rule has its own name, key and limits (a rule's Key may skip methods)", strings.Join(set, ", "))
-	}
-	if _, ok := o.Limiter.(slidelog.Eacher); !ok {
-		return fmt.Errorf("grpclimit: Options.Limiter (%T) is not a slidelog.Eacher: Options.Rules are decided in one AllowEach, which *slidelog.Limiter and *local.Limiter have", o.Limiter)
-	}
 	specs := make([]ratefields.RuleSpec, len(o.Rules))
 	for i, rule := range o.Rules {
 		specs[i] = ratefields.RuleSpec{Name: rule.Name, HasKey: rule.Key != nil, Limits: rule.Limits}
 	}
-	return ratefields.CheckRules("grpclimit", specs)
+	return ratefields.CheckRuleOptions("grpclimit", set, " (a rule's Key may skip methods)", o.Limiter, specs)
 }
 
 // rule is a valid Rule, ready to be decided.

@@ -3,6 +3,7 @@ package ratefields
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/slidelog/slidelog"
@@ -15,6 +16,21 @@ type RuleSpec struct {
 	Name   string
 	HasKey bool
 	Limits []slidelog.Limit
+}
+
+// CheckRuleOptions reports the first mistake in a middleware's Options
+// that has Rules, its text starting with pkg ("httplimit"): set names the
+// options beside Rules that Rules replaces ("Options.Limit", ...; hint
+// ends that message), limiter is Options.Limiter, which must be a
+// slidelog.Eacher, then CheckRules' mistakes in rules.
+func CheckRuleOptions(pkg string, set []string, hint string, limiter any, rules []RuleSpec) error {
+	if len(set) > 0 {
+		return fmt.Errorf("%s: Options.Rules replaces %s: each rule has its own name, key and limits%s", pkg, strings.Join(set, ", "), hint)
+	}
+	if _, ok := limiter.(slidelog.Eacher); !ok {
+		return fmt.Errorf("%s: Options.Limiter (%T) is not a slidelog.Eacher: Options.Rules are decided in one AllowEach, which *slidelog.Limiter and *local.Limiter have", pkg, limiter)
+	}
+	return CheckRules(pkg, rules)
 }
 
 // CheckRules reports the first mistake in a middleware's Options.Rules,
