@@ -93,10 +93,10 @@ for i = 1, #KEYS - q do
     eventIds = eventIds or need('ids')
     local r
     if type(card) == 'table' then
-      -- (not a sorted set: its ZREM fails with WRONGTYPE, as it did before
-      -- the ZCARD was read; a write command first, which lets the compact
-      -- log's refund write over maxmemory: Redis refuses a script only at
-      -- its first write)
+      -- (not a sorted set: its ZREM fails with WRONGTYPE, and takeBack
+      -- reads what the key holds; a write command first, which lets the
+      -- compact log's refund write over maxmemory: Redis refuses a script
+      -- only at its first write)
       r = redis.pcall('ZREM', KEYS[i], first)
     else
       r = redis.pcall('ZREM', KEYS[i], unpack(eventIds(first, j, math.min(j + 999, n - 1))))
