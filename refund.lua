@@ -56,7 +56,8 @@ local eventIds, clib, blk, giveBack -- (need.lua)
 -- the weight of its entries of the admission's time, a compact log of
 -- slots (compact.lua) as many of its events of that time (its table knows
 -- the time of its last admissions, else the one sent). It returns r when
--- key holds another type (WRONGTYPE), else nil.
+-- key is a string that is no log, else nil; a key of another type fails
+-- the script at its GETRANGE (WRONGTYPE), with nothing written.
 local function takeBack(key, r)
   local h = redis.call('GETRANGE', key, '0', '39')
   if string.sub(h, 1, 4) == 'slb1' then
