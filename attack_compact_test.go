@@ -89,6 +89,51 @@ func TestAttackRefundNewestAfterExpiredLeavesNoPhantom(t *testing.T) {
 	}
 }
 
+// A refund that leaves a compact log no live event leaves it no newest
+// time either, whatever the events the log's ring still holds from before
+// its first live one: should Redis' clock then step back, the next
+// decision sees an empty key (ResetAfter 0) and records at now, as a
+// sorted set and the model do. Both compact stores.
+func TestAttackRefundThenClockBackRecordsAtNow(t *testing.T) {
+	for name, opts := range map[string][]slidelog.Option{"block log": nil, "slot log": {slotLog}} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newMini(t)
+			l := slidelog.New(m.Rdb, append([]slidelog.Option{compactFromFirst}, opts...)...)
+			lim := slidelog.Limit{Events: 200, Window: 10 * time.Microsecond}
+			at := func(us int) { m.At(time.Duration(us) * time.Microsecond) }
+			at(1000)
+			first, err := l.AllowN(ctx, "k", lim, 4)
+			if err != nil || !first.Allowed {
+				t.Fatal(first, err)
+			}
+			base := first.Time().UnixMicro() - 1000
+			at(1050) // the 4 have expired; this admission forgets them
+			a, err := l.AllowN(ctx, "k", lim, 8)
+			if err != nil || !a.Allowed || a.Remaining != 192 {
+				t.Fatal(a, err)
+			}
+			if err := l.Refund(ctx, a.Handle()); err != nil {
+				t.Fatal(err)
+			}
+			at(995) // Redis' clock steps back, before the forgotten 4
+			r, err := l.Peek(ctx, "k", lim)
+			if err != nil || r.Remaining != lim.Events || r.ResetAfter != 0 {
+				t.Errorf("Peek after the refund, the clock back: %+v, %v; want Remaining %d, ResetAfter 0", r, err, lim.Events)
+			}
+			r, err = l.AllowN(ctx, "k", lim, 3)
+			if err != nil || !r.Allowed || r.Remaining != 197 || r.ResetAfter != lim.Window || r.Time().UnixMicro()-base != 995 {
+				t.Errorf("AllowN(3) after the refund, the clock back: %+v at %d, %v; want admitted, Remaining 197, ResetAfter %v at 995",
+					r, r.Time().UnixMicro()-base, err, lim.Window)
+			}
+			at(1006) // recorded at 995, not at the forgotten 1000: expired
+			if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != lim.Events {
+				t.Errorf("Peek at 1006: %+v, %v; want Remaining %d (the 3 of 995 expired)", r, err, lim.Events)
+			}
+		})
+	}
+}
+
 // The same on a real redis-server, where a key normally dies with its last
 // live event (PEXPIREAT a window after its newest): the refunded admission
 // has to come while its key outlives its events. Two ways: the window of

@@ -209,7 +209,6 @@ local function compactLib()
     local m = math.min(n, hi - lo)
     local cur = lg.cur
     if m > 0 then
-      local was = lg.T
       if hi < lg.T then
         write(lg, hi - m, slots(lg, hi, lg.T - hi))
       end
@@ -217,10 +216,9 @@ local function compactLib()
       if lg.T > f then
         lg.newest = ts(lg, lg.T - 1)
         lg.oldest = ts(lg, f)
-      elseif lg.T > 0 and lg.T - 1 >= was - lg.C then
-        lg.newest = ts(lg, lg.T - 1) -- (an expired event's: none is live)
-        lg.oldest = lg.newest
-      else
+      else -- no live event left: no newest time (the ring's slots before f
+        -- were forgotten by an admission; should Redis' clock step back,
+        -- the next admission records at now, as a sorted set does)
         lg.newest, lg.oldest = 0, 0
       end
     end
