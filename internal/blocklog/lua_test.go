@@ -299,7 +299,11 @@ func TestModel(t *testing.T) {
 			seeds, steps = 2, 600
 		}
 		var all coverage
+		list := []int64{14} // (its trace refunds admissions b0000034 and a0000034, the first time by step 138)
 		for seed := int64(1); seed <= int64(seeds); seed++ {
+			list = append(list, seed)
+		}
+		for _, seed := range list {
 			t.Run(fmt.Sprint(seed), func(t *testing.T) {
 				c := fuzz(t, rdb, seed, steps)
 				t.Logf("seed %d: %+v", seed, c)
@@ -447,7 +451,12 @@ func fuzz(t *testing.T, rdb *redis.Client, seed int64, steps int) coverage {
 			if r.Intn(2) == 0 {
 				n = 1 + r.Int63n(a.w)
 			}
+			// a refund's id: its admission's, r for a (admitted by a step)
+			// and s for b (built): the refunds of a0000034 and b0000034 differ
 			id := "r" + a.id[1:]
+			if a.id[0] == 'b' {
+				id = "s" + a.id[1:]
+			}
 			got := l.run("unrec", d(cutoff), d(a.t), d(n), id)
 			m.forget(cutoff)
 			if want := m.unrecord(cutoff, a.t, n); got[0] != live || got[1] != want {
