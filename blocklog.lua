@@ -75,8 +75,9 @@
 -- blockMade: what blocklogLib made in this call (walk: blockWalk, from:
 -- blockFrom, lib: the library), nil until it made any (one local that
 -- blocklogLib captures: each captured local costs every call that makes
--- the closure)
-local blockMade
+-- the closure); blockStep: the decisions' steps (defined below), which
+-- blockOpen gives every log it opens (lg.bs)
+local blockMade, blockStep
 
 -- blocklogLib: the library of the block log (lib), made once per call by
 -- the first step that needs it; blocklogLib('from') makes and returns
@@ -961,8 +962,11 @@ local blockLibrary = blocklogLib -- (need.lua's name for it)
 
 -- blockOpen: the block log at key as of now, for a decision of n under
 -- limit and window (peek: it writes nothing), from h, its first 96
--- bytes: lg.T is its live weight (lg.f is 0); else nil and the decision's
--- error. A denial that its header answers (F, the first live entry, is
+-- bytes: lg.T is its live weight (lg.f is 0), lg.bs its steps
+-- (blockStep); else nil and the decision's error; then lib, as it came.
+-- It takes compact.lua's openCompact's arguments (lib, a compact log's
+-- library, and card, the key's ZCARD error, are not its own), so that
+-- script.lua opens either log with one call. A denial that its header answers (F, the first live entry, is
 -- where the header says, and the request waits for F's entry) reads
 -- eleven of its fields; any other decision reads them all, checks them
 -- and the string's length (a string cut short, or another program's that
@@ -981,7 +985,7 @@ local blockLibrary = blocklogLib -- (need.lua's name for it)
 -- itself (lg[14] to lg[17]). A table's named field costs Redis some 300
 -- instructions to make, one in its array part some 130. blockStep names
 -- every field (as any other decision's lg has them) when it needs more.
-local function blockOpen(key, h, now, window, limit, n, peek, force)
+local function blockOpen(lib, key, card, now, window, limit, n, peek, force, h)
   local struct = rawget(_G, 'struct')
   local cut = now - window
   local lg, S, NB, fb, last, C, newest, fi, fo, ft, cumF, wf
@@ -992,10 +996,10 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
     lg = blocklogLib().open(key) -- (its length checked)
     if lg and lg.NB > 0 then
       lg.window, lg.limit, lg.f = window, limit, 0
-      lg.T = blocklogLib().live(lg, cut)
-      return lg
+      lg.T, lg.bs = blocklogLib().live(lg, cut), blockStep
+      return lg, nil, lib
     end
-    return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
+    return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, lib
   end
   local T = -1 -- (unknown until F moves on)
   if cumF == C or newest <= cut then
@@ -1004,20 +1008,20 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
     T = (C - cumF) % 281474976710656
   end
   if not peek and not force and NB >= 1 and T >= 0 and T + n > limit and T + n - limit <= wf then
-    return {key = key, T = T, f = 0, ft = ft, wf = wf, newest = newest}
+    return {key = key, T = T, f = 0, ft = ft, wf = wf, newest = newest, bs = blockStep}, nil, lib
   end
   local obase, ocum, oc, ob, opart, oeq, ok, omode, cur = struct.unpack('>I7I7BI2BI7BBB', h, 63)
   if NB < 1 or last < fb or last - fb >= NB or cur >= 16 or ob > 3968 or ok > 52 or omode > 53 or fo > 3968
     or redis.call('STRLEN', key) ~= 352 + 512 * NB then
-    return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}
+    return nil, {err = 'WRONGTYPE slidelog: ' .. key .. ' holds a string that is no log'}, lib
   end
   if T >= 0 and (newest > cut or cumF == C) and not peek and (force or T + n <= limit) then
     return {NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur, false, false, key, window, limit, h, T = T, f = 0,
-      newest = newest}
+      newest = newest, bs = blockStep}, nil, lib
   end
   lg = {key = key, NB = NB, fb = fb, last = last, C = C, newest = newest, fi = fi, fo = fo, ft = ft, cumF = cumF,
     wf = wf, obase = obase, ocum = ocum, oc = oc, ob = ob, opart = opart, oeq = oeq, ok = ok, omode = omode,
-    cur = cur, window = window, limit = limit, f = 0}
+    cur = cur, window = window, limit = limit, f = 0, bs = blockStep}
   if newest <= cut and cumF ~= C then -- nothing is live: F at the end
     lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = last, oc, ob, newest, C, 0
   end
@@ -1027,7 +1031,7 @@ local function blockOpen(key, h, now, window, limit, n, peek, force)
     T = blocklogLib().live(lg, cut)
   end
   lg.T = T
-  return lg
+  return lg, nil, lib
 end
 
 -- blockStep: a decision's steps on a block log opened by blockOpen:
@@ -1038,7 +1042,7 @@ end
 --         newest, should the clock have stepped back while entries are
 --         held) for the admission whose first id is first; the time, a
 --         string (nows, now's, when it is now and given).
-local function blockStep(step, lg, n, first, now, nows)
+function blockStep(step, lg, n, first, now, nows)
   local h = lg[17] -- (lean: see blockOpen)
   if step == 'admit' then
     -- the entry coded into the open block in place, with the header and

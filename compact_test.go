@@ -12,6 +12,7 @@ import (
 	"github.com/slidelog/slidelog"
 	"github.com/slidelog/slidelog/internal/blocklog"
 	"github.com/slidelog/slidelog/internal/compactlog"
+	"github.com/slidelog/slidelog/internal/config"
 	"github.com/slidelog/slidelog/internal/ids"
 	"github.com/slidelog/slidelog/internal/model"
 	"github.com/slidelog/slidelog/internal/redistest"
@@ -872,6 +873,121 @@ func TestSlotLogPastMaxSlotsIsABlockLog(t *testing.T) {
 		}
 		if n := rdb.StrLen(ctx, prefix+"slots").Val(); n > 1<<16 {
 			t.Errorf("the log holds %d bytes, want a block log of a few", n)
+		}
+	})
+}
+
+// One call of several decisions meets both compact stores, in either
+// order: a block log and a log of slots (an older slidelog's) are each
+// opened by their own steps, the first decision on each store making them,
+// and answer as each would alone; an admission on the log of slots makes
+// it a block log, which the call's next decision on it reads as one.
+func TestOneCallOpensBothCompactStores(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client, m *mini) {
+		ctx := context.Background()
+		p := uniqueKey(t) + ":"
+		const events, window = 300, -int64(time.Minute / time.Microsecond) // kept compactly
+		at := func(us int) {
+			if m != nil {
+				m.At(time.Duration(us) * time.Microsecond)
+			}
+		}
+		id := func(n int) string {
+			b := ids.Process().Reserve(n)
+			return string(b[:])
+		}
+		decide := func(script *redis.Script, keys []string, args ...any) any {
+			t.Helper()
+			v, err := script.Run(ctx, rdb, keys, args...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		// fill: four admissions of 50 on key, the first one's time
+		fill := func(script *redis.Script, key string) string {
+			var first string
+			for i := range 4 {
+				at(1000 + 10*i)
+				r := strings.Fields(decide(script, []string{key}, 50, id(50), events, window).(string))
+				if r[0] != "1" {
+					t.Fatalf("filling %s: %v", key, r)
+				}
+				if i == 0 {
+					first = r[1]
+				}
+			}
+			return first
+		}
+		slots := slidelog.DecideScriptFor(0, false, config.DefaultMaxLive)
+		firstA, firstC := fill(slots, p+"A"), fill(slots, p+"C")
+		firstB := fill(slidelog.DecideScriptFor(0, true, config.DefaultMaxLive), p+"B")
+		for key, want := range map[string]string{p + "A": "slc1", p + "B": "slb1", p + "C": "slc1"} {
+			if h, err := rdb.GetRange(ctx, key, 0, 3).Result(); err != nil || h != want {
+				t.Fatalf("%s begins %q (%v), want %q", key, h, err, want)
+			}
+		}
+		type ask struct {
+			key     string
+			n       int
+			peek    bool
+			allowed bool
+			count   string
+			kth     string // "first": the key's first admission's time
+		}
+		firsts := map[string]string{p + "A": firstA, p + "B": firstB, p + "C": firstC}
+		for _, c := range []struct {
+			name string
+			asks []ask
+		}{
+			{"block log first", []ask{
+				{key: p + "B", n: 1, peek: true, allowed: true, count: "200", kth: "0"},
+				{key: p + "A", n: 150, allowed: false, count: "200", kth: "first"},
+				{key: p + "A", n: 1, peek: true, allowed: true, count: "200", kth: "0"},
+				{key: p + "B", n: 150, allowed: false, count: "200", kth: "first"},
+				{key: p + "A", n: 10, allowed: true, count: "210", kth: "0"},
+				{key: p + "A", n: 91, allowed: false, count: "210", kth: "first"},
+				{key: p + "B", n: 10, allowed: true, count: "210", kth: "0"},
+			}},
+			{"log of slots first", []ask{
+				{key: p + "C", n: 150, allowed: false, count: "200", kth: "first"},
+				{key: p + "B", n: 91, allowed: false, count: "210", kth: "first"},
+				{key: p + "C", n: 5, allowed: true, count: "205", kth: "0"},
+				{key: p + "C", n: 1, peek: true, allowed: true, count: "205", kth: "0"},
+			}},
+		} {
+			asks := c.asks
+			t.Run(c.name, func(t *testing.T) {
+				at(2000)
+				var keys []string
+				var args []any
+				for _, a := range asks {
+					sid := id(a.n)
+					if a.peek {
+						sid = ""
+					}
+					keys, args = append(keys, a.key), append(args, a.n, sid, events, window)
+				}
+				replies, ok := decide(slidelog.DecideScript, keys, args...).([]any)
+				if !ok || len(replies) != len(asks) {
+					t.Fatalf("replies %v, want %d", replies, len(asks))
+				}
+				for i, a := range asks {
+					r := strings.Fields(replies[i].(string))
+					want := a.kth
+					if want == "first" {
+						want = firsts[a.key]
+					}
+					if len(r) != 5 || (r[0] == "1") != a.allowed || r[2] != a.count || r[3] != want {
+						t.Errorf("decision %d (%d on %s): %v, want allowed %v, count %s, kth %s", i, a.n, a.key, r, a.allowed, a.count, want)
+					}
+				}
+			})
+		}
+		for _, key := range []string{p + "A", p + "C"} {
+			if h, err := rdb.GetRange(ctx, key, 0, 3).Result(); err != nil || h != "slb1" {
+				t.Errorf("%s begins %q (%v) after an admission, want a block log", key, h, err)
+			}
 		}
 	})
 }

@@ -8,10 +8,12 @@
 -- set's, n = 1) ask for none.
 --
 --   need('log')      logLib (log.lua): calendar quotas, AllowAll's indexes
---   need('compact')  compactLib, openCompact, compactStep (compact.lua)
+--   need('compact')  compact.lua's functions, in one table: lib
+--                    (compactLib), open (openCompact), step (compactStep)
 --   need('block')    blockLibrary, blockStep, blockOpen (blocklog.lua):
 --                    the block log's steps, which script.lua takes (and
---                    compact.lua's, where they meet one)
+--                    compact.lua's, where they meet one); blockOpen takes
+--                    openCompact's arguments
 --   need('ids')      eventIds (ids.lua): the ids of an admission's events
 local function need(part)
   if part == 'log' then
@@ -19,7 +21,7 @@ local function need(part)
     return logLib
   elseif part == 'compact' then
 --[[compact.lua]]
-    return compactLib, openCompact, compactStep
+    return {lib = compactLib, open = openCompact, step = compactStep}
   elseif part == 'block' then
 --[[blocklog.lua]]
     return blockLibrary, blockStep, blockOpen

@@ -74,15 +74,17 @@
 --   known     a denial this call already answered on the same log and
 --             limit: the same answer, nothing read;
 --   retried   a re-sent admission finds its own events: admitted, as of
---             their time, nothing written (compactStep 'retried');
+--             their time, nothing written (compact.step 'retried');
 --   count     each log's live events (a first read that fails, WRONGTYPE,
---             is the decision's answer): a sorted set's here, a compact
---             log's by openCompact, a quota's by countQuota;
---   admit     if it fits: record n events in every log (compactStep,
---             admitQuota), forget the expired ones; an AllowAll names its
---             windows and quotas in its indexes (nameAll);
+--             is the decision's answer): a sorted set's here, a block
+--             log's by blockOpen, a log of slots' by compact.open, a
+--             quota's by countQuota;
+--   admit     if it fits: record n events in every log (lg.bs, a block
+--             log's steps; compact.step; admitQuota), forget the expired
+--             ones; an AllowAll names its windows and quotas in its
+--             indexes (nameAll);
 --   answer    (a denial, a peek, a retry) write nothing; read each log's
---             answer (compactStep for a compact log);
+--             answer (lg.bs or compact.step for a compact log);
 --   expire    each key it wrote, a window after now (at the call's end in
 --             a call of several decisions);
 --   reply     one string, alone; else one more in the call's table.
@@ -109,8 +111,8 @@
 
 -- Joined before this script (embed.go): maxSlots and convertPast (the
 -- sizes and thresholds), need.lua (need: log.lua's logLib, compact.lua's
--- compactLib, openCompact and compactStep, ids.lua's eventIds, each made
--- only by a call that asks for it), then clock.lua, which has read Redis'
+-- functions, blocklog.lua's, ids.lua's eventIds, each made only by a call
+-- that asks for it), then clock.lua, which has read Redis'
 -- TIME: now (µs, a number), nows (the same as a string), and call,
 -- tonumber, KEYS and ARGV as locals.
 
@@ -156,14 +158,15 @@ local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota,
   limitS, limitN, windowS, windowN, cutW, cutS, expAt, expS, force, again, dropped
 local logs
 -- The steps beyond a sorted set's, each set made by the first decision of
--- the call that needs one (need.lua): compactLib, openCompact, compactStep
--- (need 'compact': a compact log's), clib (compactLib(): a compact log's
--- rarer steps, which openCompact and compactStep take and return);
--- eventIds (need 'ids': AllowN's ids); countQuota, admitQuota (logLib
--- 'quota': calendar quotas); nameAll (logLib 'index': an AllowAll's
--- indexes).
-local compactLib, openCompact, compactStep, clib, eventIds, countQuota, admitQuota, nameAll
-local blockOpen, blockStep -- (need 'block': a block log's steps, blocklog.lua)
+-- the call that needs one (need.lua): compact (need 'compact': a compact
+-- log's steps, compact.lua's lib, open and step), clib (compact.lib(): a
+-- compact log's rarer steps, which compact.open and compact.step take and
+-- return); blockOpen (need 'block': a block log's opener, blocklog.lua; a
+-- block log carries its steps, lg.bs); eventIds (need 'ids': AllowN's
+-- ids); countQuota, admitQuota (logLib 'quota': calendar quotas); nameAll
+-- (logLib 'index': an AllowAll's indexes). Each is false, not nil, once a
+-- decision found that it needs none.
+local compact, clib, blockOpen, eventIds, countQuota, admitQuota, nameAll
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
 -- in the window, rounded up to a whole millisecond: PEXPIREAT, an absolute
@@ -276,10 +279,8 @@ while argAt < nargs do
     -- as of the time they were recorded at (at), and writes nothing
     local at, fits, retried = nows, true, false -- the decision's time; whether the request fits in every log
     if resent then
-      if not compactStep then
-        compactLib, openCompact, compactStep = need('compact')
-      end
-      retried, clib = compactStep('retried', clib, KEYS, keyAt, nlimits, first)
+      compact = compact or need('compact')
+      retried, clib = compact.step('retried', clib, KEYS, keyAt, nlimits, first)
       at = retried or nows
     end
 
@@ -330,22 +331,14 @@ while argAt < nargs do
         -- a compact log is read as one: a block log by blocklog.lua's steps
         -- alone (a call on one makes none of compact.lua's functions), a
         -- log of slots by compact.lua's; another type (WRONGTYPE) fails
-        -- this decision, with nothing written
+        -- this decision, with nothing written. Both openers take the same
+        -- arguments, and each store's functions are made by the call's
+        -- first decision that opens one.
         local h = read('GETRANGE', key, '0', '95') -- (a block log's header is 96 bytes)
-        if type(h) == 'string' and string.sub(h, 1, 4) == 'slb1' then
-          if not blockStep then
-            blockStep, blockOpen = select(2, need('block'))
-          end
-          lg, reply = blockOpen(key, h, now, window, limit, n, peek, force)
-          if lg then
-            lg.bs = blockStep
-          end
-        else
-          if not openCompact then
-            compactLib, openCompact, compactStep = need('compact')
-          end
-          lg, reply, clib = openCompact(clib, key, card, now, window, limit, n, peek, force, h)
-        end
+        local block = type(h) == 'string' and string.sub(h, 1, 4) == 'slb1'
+        blockOpen = blockOpen or block and select(3, need('block'))
+        compact = compact or not block and need('compact')
+        lg, reply, clib = (block and blockOpen or compact.open)(clib, key, card, now, window, limit, n, peek, force, h)
         card = lg and lg.T - lg.f -- its live events
       elseif card + n > limit and card > 0 then
         -- a sorted set that is full unless some expired: its oldest event
@@ -411,10 +404,8 @@ while argAt < nargs do
         -- log of its live events, in place, and is admitted as one (a larger
         -- one, an older slidelog's, stays a sorted set for an n of at most
         -- convertPast: a member an event, whose ids the client took)
-        if not compactLib then
-          compactLib, openCompact, compactStep = need('compact')
-        end
-        clib = clib or compactLib()
+        compact = compact or need('compact')
+        clib = clib or compact.lib()
         lg = clib.convert(key, limit, now - window, n, blockLog or count + n > maxSlots, window)
         count, gone, unknown = lg.T, 0, false
       end
@@ -423,7 +414,7 @@ while argAt < nargs do
         -- becomes a block log of its live events, in place, and is
         -- admitted as one (a larger one stays as it is, unless n is
         -- larger still or would take it past the most slots a log holds)
-        clib = clib or compactLib()
+        clib = clib or compact.lib()
         lg = clib.toBlocks(lg, limit, window)
       end
       local newest, added = nows, n -- its newest event's time; the events it added
@@ -433,7 +424,7 @@ while argAt < nargs do
       elseif lg and lg.bs then -- a block log's (blocklog.lua)
         count, newest = count + n, lg.bs('admit', lg, n, first, now, nows)
       elseif lg then
-        count, newest, clib = compactStep('admit', clib, lg, n, count, first, limit, now, nows)
+        count, newest, clib = compact.step('admit', clib, lg, n, count, first, limit, now, nows)
       elseif n == 1 then
         added = call('ZADD', key, 'NX', nows, first)
       else -- AllowN: its events' ids derived and recorded (ids.lua)
@@ -508,7 +499,7 @@ while argAt < nargs do
       elseif lg and lg.bs then -- a block log's (blocklog.lua)
         kth, newest = lg.bs('answer', lg, short)
       elseif lg then
-        kth, newest, clib = compactStep('answer', clib, lg, short)
+        kth, newest, clib = compact.step('answer', clib, lg, short)
       elseif short == 1 and gone == 0 then
         kth = oldest
       elseif short > 0 then
