@@ -8,8 +8,10 @@
 -- set's, n = 1) ask for none.
 --
 --   need('log')      logLib (log.lua): calendar quotas, AllowAll's indexes
---   need('compact')  compact.lua's functions, in one table: lib
---                    (compactLib), open (openCompact), step (compactStep)
+--   need('compact')  compact.lua's functions, in one table: compactLib,
+--                    openCompact and compactStep, at 1, 2 and 3 (a
+--                    table's array part costs Redis less to make than
+--                    its named fields)
 --   need('block')    blockLibrary, blockStep, blockOpen (blocklog.lua):
 --                    the block log's steps, which script.lua takes (and
 --                    compact.lua's, where they meet one); blockOpen takes
@@ -21,7 +23,7 @@ local function need(part)
     return logLib
   elseif part == 'compact' then
 --[[compact.lua]]
-    return {lib = compactLib, open = openCompact, step = compactStep}
+    return {compactLib, openCompact, compactStep}
   elseif part == 'block' then
 --[[blocklog.lua]]
     return blockLibrary, blockStep, blockOpen

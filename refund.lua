@@ -68,7 +68,7 @@ local function takeBack(key, r)
     end
     return not lg and r or nil
   end
-  clib = clib or need('compact').lib()
+  clib = clib or need('compact')[1]()
   local lg = clib.open(key, h)
   if lg and lg.T > 0 and not clib.found(key, first, 114) then
     clib.unrecord(lg, n, clib.found(key, origin, 97) or at, first)

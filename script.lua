@@ -74,17 +74,17 @@
 --   known     a denial this call already answered on the same log and
 --             limit: the same answer, nothing read;
 --   retried   a re-sent admission finds its own events: admitted, as of
---             their time, nothing written (compact.step 'retried');
+--             their time, nothing written (compactStep 'retried');
 --   count     each log's live events (a first read that fails, WRONGTYPE,
 --             is the decision's answer): a sorted set's here, a block
---             log's by blockOpen, a log of slots' by compact.open, a
+--             log's by blockOpen, a log of slots' by openCompact, a
 --             quota's by countQuota;
 --   admit     if it fits: record n events in every log (lg.bs, a block
---             log's steps; compact.step; admitQuota), forget the expired
+--             log's steps; compactStep; admitQuota), forget the expired
 --             ones; an AllowAll names its windows and quotas in its
 --             indexes (nameAll);
 --   answer    (a denial, a peek, a retry) write nothing; read each log's
---             answer (lg.bs or compact.step for a compact log);
+--             answer (lg.bs or compactStep for a compact log);
 --   expire    each key it wrote, a window after now (at the call's end in
 --             a call of several decisions);
 --   reply     one string, alone; else one more in the call's table.
@@ -158,14 +158,15 @@ local key, limit, window, count, gone, unknown, oldest, cutoff, lg, quota,
   limitS, limitN, windowS, windowN, cutW, cutS, expAt, expS, force, again, dropped
 local logs
 -- The steps beyond a sorted set's, each set made by the first decision of
--- the call that needs one (need.lua): compact (need 'compact': a compact
--- log's steps, compact.lua's lib, open and step), clib (compact.lib(): a
--- compact log's rarer steps, which compact.open and compact.step take and
--- return); blockOpen (need 'block': a block log's opener, blocklog.lua; a
--- block log carries its steps, lg.bs); eventIds (need 'ids': AllowN's
--- ids); countQuota, admitQuota (logLib 'quota': calendar quotas); nameAll
--- (logLib 'index': an AllowAll's indexes). Each is false, not nil, once a
--- decision found that it needs none.
+-- the call that needs one (need.lua): compact (need 'compact': a log of
+-- slots' steps, compact.lua's compactLib, openCompact and compactStep, at
+-- 1, 2 and 3), clib (compact[1](): a compact log's rarer steps, which
+-- openCompact and compactStep take and return); blockOpen (need 'block':
+-- a block log's opener, blocklog.lua; a block log carries its steps,
+-- lg.bs); eventIds (need 'ids': AllowN's ids); countQuota, admitQuota
+-- (logLib 'quota': calendar quotas); nameAll (logLib 'index': an
+-- AllowAll's indexes). compact and blockOpen are false, not nil, after a
+-- compact log of the other store was opened without them.
 local compact, clib, blockOpen, eventIds, countQuota, admitQuota, nameAll
 
 -- Each key a decision wrote lives as long as its newest event (now) stays
@@ -280,7 +281,7 @@ while argAt < nargs do
     local at, fits, retried = nows, true, false -- the decision's time; whether the request fits in every log
     if resent then
       compact = compact or need('compact')
-      retried, clib = compact.step('retried', clib, KEYS, keyAt, nlimits, first)
+      retried, clib = compact[3]('retried', clib, KEYS, keyAt, nlimits, first)
       at = retried or nows
     end
 
@@ -338,7 +339,7 @@ while argAt < nargs do
         local block = type(h) == 'string' and string.sub(h, 1, 4) == 'slb1'
         blockOpen = blockOpen or block and select(3, need('block'))
         compact = compact or not block and need('compact')
-        lg, reply, clib = (block and blockOpen or compact.open)(clib, key, card, now, window, limit, n, peek, force, h)
+        lg, reply, clib = (block and blockOpen or compact[2])(clib, key, card, now, window, limit, n, peek, force, h)
         card = lg and lg.T - lg.f -- its live events
       elseif card + n > limit and card > 0 then
         -- a sorted set that is full unless some expired: its oldest event
@@ -405,7 +406,7 @@ while argAt < nargs do
         -- one, an older slidelog's, stays a sorted set for an n of at most
         -- convertPast: a member an event, whose ids the client took)
         compact = compact or need('compact')
-        clib = clib or compact.lib()
+        clib = clib or compact[1]()
         lg = clib.convert(key, limit, now - window, n, blockLog or count + n > maxSlots, window)
         count, gone, unknown = lg.T, 0, false
       end
@@ -414,7 +415,7 @@ while argAt < nargs do
         -- becomes a block log of its live events, in place, and is
         -- admitted as one (a larger one stays as it is, unless n is
         -- larger still or would take it past the most slots a log holds)
-        clib = clib or compact.lib()
+        clib = clib or compact[1]()
         lg = clib.toBlocks(lg, limit, window)
       end
       local newest, added = nows, n -- its newest event's time; the events it added
@@ -424,7 +425,7 @@ while argAt < nargs do
       elseif lg and lg.bs then -- a block log's (blocklog.lua)
         count, newest = count + n, lg.bs('admit', lg, n, first, now, nows)
       elseif lg then
-        count, newest, clib = compact.step('admit', clib, lg, n, count, first, limit, now, nows)
+        count, newest, clib = compact[3]('admit', clib, lg, n, count, first, limit, now, nows)
       elseif n == 1 then
         added = call('ZADD', key, 'NX', nows, first)
       else -- AllowN: its events' ids derived and recorded (ids.lua)
@@ -499,7 +500,7 @@ while argAt < nargs do
       elseif lg and lg.bs then -- a block log's (blocklog.lua)
         kth, newest = lg.bs('answer', lg, short)
       elseif lg then
-        kth, newest, clib = compact.step('answer', clib, lg, short)
+        kth, newest, clib = compact[3]('answer', clib, lg, short)
       elseif short == 1 and gone == 0 then
         kth = oldest
       elseif short > 0 then
