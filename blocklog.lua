@@ -966,10 +966,10 @@ local blockLibrary = blocklogLib -- (need.lua's name for it)
 -- (blockStep); else nil and the decision's error; then lib, as it came.
 -- It takes compact.lua's openCompact's arguments (lib, a compact log's
 -- library, and card, the key's ZCARD error, are not its own), so that
--- script.lua opens either log with one call. A denial that its header answers (F, the first live entry, is
--- where the header says, and the request waits for F's entry) reads
--- eleven of its fields; any other decision reads them all, checks them
--- and the string's length (a string cut short, or another program's that
+-- script.lua opens either log with one call. A denial that its header
+-- answers (F, the first live entry, is where the header says, and the
+-- request waits for F's entry) reads eleven of its fields; any other
+-- decision reads them all, checks them and the string's length (a string cut short, or another program's that
 -- starts alike, is no log, and is never read past its header or
 -- written), and moves F on when F's entry expired while others are live:
 -- within F's block by blockFrom, past it by blocklogLib. Without the
