@@ -76,15 +76,112 @@
 -- blockFrom, lib: the library), nil until it made any (one local that
 -- blocklogLib captures: each captured local costs every call that makes
 -- the closure); blockStep: the decisions' steps (defined below), which
--- blockOpen gives every log it opens (lg.bs)
-local blockMade, blockStep
+-- blockOpen gives every log it opens (lg.bs); blockInline: an admission
+-- coded in place, made by the call's first admission on a block log
+local blockMade, blockStep, blockInline
 
 -- blocklogLib: the library of the block log (lib), made once per call by
 -- the first step that needs it; blocklogLib('from') makes and returns
 -- only blockFrom (with blockWalk), which a decision that decodes F's
--- block needs. Each function a call defines is a closure it pays for,
--- made or not: these are defined here, made only when asked for.
+-- block needs; blocklogLib('inline') makes and returns only an
+-- admission in place (blockInline), which a call's denials never make.
+-- Each function a call defines is a closure it pays for, made or not:
+-- these are defined here, made only when asked for.
 local function blocklogLib(part)
+  if part == 'inline' then
+    -- blockInline: an admission of n (first: its first id) at now, coded
+    -- into the open block in place, with the table entry and the header,
+    -- when it fits there in one piece of at most 52 bits and is not before
+    -- newest (at newest, should the clock have stepped back while entries
+    -- are held): its time, a string (nows when it is now); else nil,
+    -- nothing written (blocklogLib's record takes it). h: the header
+    -- blockOpen read, when lg is lean (see blockOpen). The entry's code:
+    -- its time's d after newest in Rice, q = floor(d / 2^k) ones (at most
+    -- 15) and a zero, then d mod 2^k in k bits; then its weight's,
+    -- Exp-Golomb of order j of n - 1 (L - 1 - j zeros, then n - 1 + 2^j
+    -- in L bits), unless the block's every weight is oeq (omode 0). Its
+    -- bytes start at the one bit ob is in: its bits before ob, then the
+    -- entry's, zeros to the byte's end. The header is written from C to cur
+    -- (the fields between newest and oc as h has them) when F stays, else
+    -- whole.
+    return function(lg, n, first, now, nows, h)
+      local t, newest, struct = now, lg.newest, h and _G.struct or rawget(_G, 'struct') -- (h: the library is there)
+      local NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur = unpack(lg, 1, 11)
+      if not h then -- (not lean: every field named)
+        NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur = lg.NB, lg.last, lg.C, lg.cumF, lg.oc, lg.ob,
+          lg.opart, lg.oeq, lg.ok, lg.omode, lg.cur
+      end
+      local wasEnd = cumF == C
+      if not struct or oc == 0 or oc >= 255 or (t < newest and wasEnd) then
+        return nil
+      end
+      t = t < newest and newest or t
+      local d, p = t - newest, 2 ^ ok
+      local q = (d - d % p) / p -- (floor(d / p), without a call)
+      local v, bits = ((2 ^ q - 1) * 2) * p + (d - q * p), q + 1 + ok
+      if omode > 0 then
+        local j = omode - 1
+        local x = n - 1 + 2 ^ j
+        local L = j + 1
+        while x >= 2 ^ L do
+          L = L + 1
+        end
+        v, bits = v * 2 ^ (2 * L - 1 - j) + x, bits + 2 * L - 1 - j
+      end
+      local used = ob % 8
+      if q >= 16 or (omode == 0 and n ~= oeq) or ob + bits > 3968 or used + bits > 52 then
+        return nil
+      end
+      local total = used + bits
+      local nbytes = (total + 7 - (total + 7) % 8) / 8
+      local top = 2 ^ (8 - used)
+      local acc = ((opart - opart % top) / top * 2 ^ bits + v) * 2 ^ (8 * nbytes - total)
+      local key = h and lg[14] or lg.key
+      -- (formats and offsets chosen among literals: a string made costs
+      -- Redis its making and its collection)
+      redis.call('SETRANGE', key, string.format('%d', 368 + (last % NB) * 512 + (ob - used) / 8),
+        struct.pack(nbytes < 4 and (nbytes < 2 and '>I1' or nbytes < 3 and '>I2' or '>I3')
+          or (nbytes < 5 and '>I4' or nbytes < 6 and '>I5' or nbytes < 7 and '>I6' or '>I7'), acc))
+      ob, oc, opart, oeq = ob + bits, oc + 1, total % 8 > 0 and acc % 256 or 0, n == oeq and oeq or 0
+      local C0 = C
+      C = (C + n) % 281474976710656
+      redis.call('SETRANGE', key, cur < 8
+        and (cur < 4 and (cur < 2 and (cur < 1 and '96' or '112') or (cur < 3 and '128' or '144'))
+          or (cur < 6 and (cur < 5 and '160' or '176') or (cur < 7 and '192' or '208')))
+        or (cur < 12 and (cur < 10 and (cur < 9 and '224' or '240') or (cur < 11 and '256' or '272'))
+          or (cur < 14 and (cur < 13 and '288' or '304') or (cur < 15 and '320' or '336'))),
+        first .. struct.pack('>I7', t) .. 'a')
+      cur = (cur + 1) % 16
+      local at, hd = 24, nil
+      if h and not wasEnd then
+        hd = struct.pack('>I7I7', C, t) .. string.sub(h, 39, 76)
+          .. struct.pack('>BI2BI7BBB', oc, ob, opart, oeq, ok, omode, cur)
+      else
+        local fb, fi, fo, ft, wf, obase, ocum
+        if h then
+          obase, ocum = struct.unpack('>I7I7', h, 63)
+        else
+          fb, fi, fo, ft, wf, obase, ocum = lg.fb, lg.fi, lg.fo, lg.ft, lg.wf, lg.obase, lg.ocum
+        end
+        if wasEnd then -- F: this entry
+          fb, fi, fo, ft, cumF, wf = last, oc - 1, ob, t, C0, n
+        end
+        at, hd = 6, struct.pack('>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB', NB, fb, last, C, t, fi, fo, ft, cumF, wf, obase,
+          ocum, oc, ob, opart, oeq, ok, omode, cur) .. '\0\0\0\0\0\0'
+        if not h then
+          lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = fb, fi, fo, ft, cumF, wf
+        end
+      end
+      redis.call('SETRANGE', key, at == 24 and '24' or '6', hd)
+      if h then
+        lg[12], lg[13] = at, hd
+      else
+        lg.C, lg.oc, lg.ob, lg.opart, lg.oeq, lg.cur = C, oc, ob, opart, oeq, cur
+      end
+      lg.newest, lg.T = t, lg.T + n
+      return t == now and nows or string.format('%d', t)
+    end
+  end
   local made = blockMade
   if not made then
     local blockWalk, blockFrom
@@ -1040,114 +1137,17 @@ end
 --         when none is live), as strings;
 --   'admit', lg, n, first, now, nows: an entry of weight n at now (at
 --         newest, should the clock have stepped back while entries are
---         held) for the admission whose first id is first; the time, a
---         string (nows, now's, when it is now and given).
+--         held) for the admission whose first id is first: in place
+--         (blockInline), else by blocklogLib's record; the time, a string
+--         (nows, now's, when it is now and given).
 function blockStep(step, lg, n, first, now, nows)
   local h = lg[17] -- (lean: see blockOpen)
   if step == 'admit' then
-    -- the entry coded into the open block in place, with the header and
-    -- the table entry, when it fits there in one piece of at most 52 bits
-    -- and is not before newest (else blocklogLib's record); nothing is
-    -- written before the last break
-    local t, w, newest, struct = now, n, lg.newest, nil
-    local NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur
-    if h then -- (blockOpen made it, with the struct library there)
-      struct = _G.struct
-      NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur = unpack(lg, 1, 11)
-    else
-      struct = rawget(_G, 'struct')
-      NB, last, C, cumF, oc, ob, opart, oeq, ok, omode, cur = lg.NB, lg.last, lg.C, lg.cumF, lg.oc, lg.ob,
-        lg.opart, lg.oeq, lg.ok, lg.omode, lg.cur
+    blockInline = blockInline or blocklogLib('inline')
+    local t = blockInline(lg, n, first, now, nows, h)
+    if t then
+      return t
     end
-    local wasEnd = cumF == C
-    repeat -- (break: not here)
-      if not struct or oc == 0 or oc >= 255 or (t < newest and wasEnd) then
-        break
-      end
-      if t < newest then
-        t = newest
-      end
-      local d, p = t - newest, 2 ^ ok
-      local q = (d - d % p) / p -- (floor(d / p), without a call)
-      if q >= 16 then
-        break
-      end
-      -- Rice: q ones and a zero, then d mod 2^k in k bits
-      local v, bits = ((2 ^ q - 1) * 2) * p + (d - q * p), q + 1 + ok
-      if omode > 0 then -- Exp-Golomb of order j of w - 1: L - 1 - j zeros, then w - 1 + 2^j in L bits
-        local j = omode - 1
-        local x = w - 1 + 2 ^ j
-        local L = j + 1
-        while x >= 2 ^ L do
-          L = L + 1
-        end
-        v, bits = v * 2 ^ (2 * L - 1 - j) + x, bits + 2 * L - 1 - j
-      elseif w ~= oeq then
-        break
-      end
-      local used = ob % 8
-      if ob + bits > 3968 or used + bits > 52 then
-        break
-      end
-      -- the bytes from the one bit ob is in: its bits before ob, then the
-      -- entry's, zeros to the byte's end
-      local total = used + bits
-      local nbytes = (total + 7 - (total + 7) % 8) / 8
-      local top = 2 ^ (8 - used)
-      local acc = ((opart - opart % top) / top * 2 ^ bits + v) * 2 ^ (8 * nbytes - total)
-      local key = h and lg[14] or lg.key
-      -- (formats and offsets chosen among literals: a string made costs
-      -- Redis its making and its collection)
-      redis.call('SETRANGE', key, string.format('%d', 368 + (last % NB) * 512 + (ob - used) / 8),
-        struct.pack(nbytes < 4 and (nbytes < 2 and '>I1' or nbytes < 3 and '>I2' or '>I3')
-          or (nbytes < 5 and '>I4' or nbytes < 6 and '>I5' or nbytes < 7 and '>I6' or '>I7'), acc))
-      ob, oc, opart = ob + bits, oc + 1, 0
-      if total % 8 > 0 then
-        opart = acc % 256
-      end
-      if w ~= oeq then
-        oeq = 0
-      end
-      local C0 = C
-      C = (C + w) % 281474976710656
-      redis.call('SETRANGE', key, cur < 8
-        and (cur < 4 and (cur < 2 and (cur < 1 and '96' or '112') or (cur < 3 and '128' or '144'))
-          or (cur < 6 and (cur < 5 and '160' or '176') or (cur < 7 and '192' or '208')))
-        or (cur < 12 and (cur < 10 and (cur < 9 and '224' or '240') or (cur < 11 and '256' or '272'))
-          or (cur < 14 and (cur < 13 and '288' or '304') or (cur < 15 and '320' or '336'))),
-        first .. struct.pack('>I7', t) .. 'a')
-      cur = (cur + 1) % 16
-      -- the header: from C to cur, the fields between newest and oc as h
-      -- has them, when F stays; else all of it
-      local at, hd = 24, nil
-      if h and not wasEnd then
-        hd = struct.pack('>I7I7', C, t) .. string.sub(h, 39, 76)
-          .. struct.pack('>BI2BI7BBB', oc, ob, opart, oeq, ok, omode, cur)
-      else
-        local fb, fi, fo, ft, wf, obase, ocum
-        if h then
-          obase, ocum = struct.unpack('>I7I7', h, 63)
-        else
-          fb, fi, fo, ft, wf, obase, ocum = lg.fb, lg.fi, lg.fo, lg.ft, lg.wf, lg.obase, lg.ocum
-        end
-        if wasEnd then -- F: this entry
-          fb, fi, fo, ft, cumF, wf = last, oc - 1, ob, t, C0, w
-        end
-        at, hd = 6, struct.pack('>I4I7I7I7I7BI2I7I7I7I7I7BI2BI7BBB', NB, fb, last, C, t, fi, fo, ft, cumF, wf, obase,
-          ocum, oc, ob, opart, oeq, ok, omode, cur) .. '\0\0\0\0\0\0'
-        if not h then
-          lg.fb, lg.fi, lg.fo, lg.ft, lg.cumF, lg.wf = fb, fi, fo, ft, cumF, wf
-        end
-      end
-      redis.call('SETRANGE', key, at == 24 and '24' or '6', hd)
-      if h then
-        lg[12], lg[13] = at, hd
-      else
-        lg.C, lg.oc, lg.ob, lg.opart, lg.oeq, lg.cur = C, oc, ob, opart, oeq, cur
-      end
-      lg.newest, lg.T = t, lg.T + n
-      return t == now and nows or string.format('%d', t)
-    until true
   end
   if h then -- every field named, from h with what an admission wrote over it
     if lg[12] then
