@@ -75,6 +75,20 @@ func TestScriptPieces(t *testing.T) {
 			clockLua + count + "local o = call('ZRANGE', 't', '-1', '-1', 'WITHSCORES')[2]\n" + reply},
 		{"+ ZRANGE 't' 0 0 WITHSCORES in RESP3 (redis.setresp(3): the score comes as a Lua number)",
 			clockLua + "redis.setresp(3)\n" + count + "local o = call('ZRANGE', 't', '0', '0', 'WITHSCORES')[1][2].double\n" + reply},
+		// what no exact denial can go below, beside what the plain script's
+		// denial costs: the plain script (ZREMRANGEBYSCORE, ZCARD, the
+		// client's clock and its four arguments) denying on "t"'s 100
+		// events, which its cutoff keeps
+		{"an exact denial's floor: clock.lua, a ZCARD, the oldest's and the newest's times, the reply",
+			clockLua + count + "local o = call('ZRANGE', 't', '0', '0', 'WITHSCORES')[2]\n" +
+				"local w = call('ZRANGE', 't', '-1', '-1', 'WITHSCORES')[2]\n" +
+				"return '0 ' .. nows .. ' 100 ' .. o .. ' ' .. w"},
+		{"the plain script's denial (no clock.lua, its own ZCARD on 't', 4 arguments)",
+			"local now = tonumber(ARGV[1]); local windowSize = tonumber(ARGV[2]); local limit = tonumber(ARGV[3]); local member = ARGV[4]\n" +
+				"local windowStart = now - windowSize\n" +
+				"redis.call('ZREMRANGEBYSCORE', 't', '-inf', windowStart)\n" +
+				"local count = tonumber(redis.call('ZCARD', 't'))\n" +
+				"if count < limit then redis.call('ZADD', 't', now, member); redis.call('PEXPIRE', 't', windowSize + 1000); return 1 else return 0 end"},
 		{"+ ZCOUNT 't' -inf cutoff",
 			clockLua + count + "local o = call('ZCOUNT', 't', '-inf', '1764612345000000')\n" + reply},
 		// the compact log's pieces (compact.lua), on a string "s" of 289 +
@@ -100,13 +114,17 @@ func TestScriptPieces(t *testing.T) {
 		{"+ compactLib() and open of a header",
 			compactLua + clockLua + count + "local lib = compactLib()\nlocal lg = lib.open('s', 'slc1' .. string.rep('\\0', 285))\n" + reply},
 	}
+	// every variant is sent the plain script's four arguments, as a lone
+	// decision sends four: a time (ms) whose cutoff is before "t"'s first
+	// event, a window, a limit and a member
+	plainArgs := []any{1764612345000 + 1000, 1000, 100, "0f8c6a2e-5b1d-4c3e-9a7f-2d4b6e8a0c1f"}
 	const warm, calls = 200, 3000
 	t.Logf("redis-server under callgrind, one client, %d calls per variant after %d of warm-up", calls, warm)
 	var base int64
 	for i, v := range variants {
 		s := redis.NewScript(v.src)
 		for range warm {
-			if err := s.Run(ctx, rdb, []string{"z"}).Err(); err != nil {
+			if err := s.Run(ctx, rdb, []string{"z"}, plainArgs...).Err(); err != nil {
 				t.Fatalf("%s: %v", v.piece, err)
 			}
 		}
@@ -114,7 +132,7 @@ func TestScriptPieces(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range calls {
-			if err := s.Run(ctx, rdb, []string{"z"}).Err(); err != nil {
+			if err := s.Run(ctx, rdb, []string{"z"}, plainArgs...).Err(); err != nil {
 				t.Fatalf("%s: %v", v.piece, err)
 			}
 		}
