@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -37,49 +38,71 @@ func TestMemoryFollowsEvents(t *testing.T) {
 					t.Fatalf("panic: %v", p)
 				}
 			}()
-			c := &clock{now: conformance.Epoch}
-			l := local.New(local.WithClock(c.Now))
-			ctx := context.Background()
-			other := slidelog.Limit{Events: 3, Window: 2 * lim.Window}
-			if lim.Window > (1<<52)*time.Microsecond {
-				other.Window = lim.Window / 2
+			// The bytes counted are the process's: the runtime allocates on
+			// its own too (a new thread's records, some kilobytes, when
+			// ReadMemStats restarts the world on a busy machine), which only
+			// adds to a try's count. So each measure is the least of three
+			// tries, each on a limiter of its own.
+			few, all := uint64(math.MaxUint64), uint64(math.MaxUint64)
+			for range 3 {
+				f, a := memoryOfEvents(t, lim)
+				few, all = min(few, f), min(all, a)
 			}
-			// ten events at ten instants on a single-limit log and on AllowAll's
-			got := allocated(func() {
-				for i := range 10 {
-					c.Set(time.Duration(i) * time.Microsecond)
-					if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
-						t.Fatalf("allow %d: %+v %v", i, r, err)
-					}
-					if _, err := l.AllowAll(ctx, "k", 1, lim, other); err != nil {
-						t.Fatalf("allow all %d: %v", i, err)
-					}
-				}
-			})
-			if got > 8<<10 || l.StorageBytes() > 1<<10 {
-				t.Fatalf("20 events under %v: %d bytes allocated, %d bytes of storage", lim, got, l.StorageBytes())
+			if few > 8<<10 {
+				t.Errorf("20 events under %v: %d bytes allocated", lim, few)
 			}
-			// every event there is room for, at one instant: one step
-			c.Set(lim.Window / 2)
-			rest := lim.Events
-			got = allocated(func() {
-				r, err := l.Peek(ctx, "k", lim)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rest = r.Remaining
-				if r, err := l.AllowN(ctx, "k", lim, rest); err != nil || !r.Allowed || r.Remaining != 0 {
-					t.Fatalf("AllowN(%d): %+v %v", rest, r, err)
-				}
-				if r, err := l.AllowN(ctx, "k", lim, lim.Events); err != nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > lim.Window {
-					t.Fatalf("AllowN(Events) on a full log: %+v %v", r, err)
-				}
-			})
-			if got > 8<<10 || l.StorageBytes() > 1<<10 {
-				t.Errorf("AllowN(%d) under %v: %d bytes allocated, %d bytes of storage", rest, lim, got, l.StorageBytes())
+			if all > 8<<10 {
+				t.Errorf("AllowN(Events) under %v: %d bytes allocated", lim, all)
 			}
 		})
 	}
+}
+
+// memoryOfEvents is the bytes allocated by 20 events at ten instants on a
+// new limiter, then by the events there is room for in one step.
+func memoryOfEvents(t *testing.T, lim slidelog.Limit) (few, all uint64) {
+	t.Helper()
+	c := &clock{now: conformance.Epoch}
+	l := local.New(local.WithClock(c.Now))
+	ctx := context.Background()
+	other := slidelog.Limit{Events: 3, Window: 2 * lim.Window}
+	if lim.Window > (1<<52)*time.Microsecond {
+		other.Window = lim.Window / 2
+	}
+	// ten events at ten instants on a single-limit log and on AllowAll's
+	few = allocated(func() {
+		for i := range 10 {
+			c.Set(time.Duration(i) * time.Microsecond)
+			if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+				t.Fatalf("allow %d: %+v %v", i, r, err)
+			}
+			if _, err := l.AllowAll(ctx, "k", 1, lim, other); err != nil {
+				t.Fatalf("allow all %d: %v", i, err)
+			}
+		}
+	})
+	if b := l.StorageBytes(); b > 1<<10 {
+		t.Fatalf("20 events under %v: %d bytes of storage", lim, b)
+	}
+	// every event there is room for, at one instant: one step
+	c.Set(lim.Window / 2)
+	all = allocated(func() {
+		r, err := l.Peek(ctx, "k", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := r.Remaining
+		if r, err := l.AllowN(ctx, "k", lim, rest); err != nil || !r.Allowed || r.Remaining != 0 {
+			t.Fatalf("AllowN(%d): %+v %v", rest, r, err)
+		}
+		if r, err := l.AllowN(ctx, "k", lim, lim.Events); err != nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > lim.Window {
+			t.Fatalf("AllowN(Events) on a full log: %+v %v", r, err)
+		}
+	})
+	if b := l.StorageBytes(); b > 1<<10 {
+		t.Errorf("AllowN(Events) under %v: %d bytes of storage", lim, b)
+	}
+	return few, all
 }
 
 // The storage shrinks when an admission finds the log (mostly) emptied,
@@ -160,14 +183,28 @@ func TestDecisionsAllocOnlyHandles(t *testing.T) {
 	for range 1000 { // three windows: the rings reach their sizes
 		decide()
 	}
-	var before, after runtime.MemStats
-	admitted = 0
-	runtime.ReadMemStats(&before)
-	for range 1000 {
-		decide()
+	// The count of allocations is the process's: the runtime allocates on
+	// its own too (a new thread's records when ReadMemStats restarts the
+	// world, seen on a busy machine), which only adds to a round's count.
+	// So the round with the fewest allocations beyond its admissions is
+	// the one judged; the decisions' own allocations are in every round.
+	least, leastAdmitted := int64(math.MaxInt64), 0
+	for range 5 {
+		var before, after runtime.MemStats
+		admitted = 0
+		runtime.ReadMemStats(&before)
+		for range 1000 {
+			decide()
+		}
+		runtime.ReadMemStats(&after)
+		if admitted == 0 {
+			t.Fatal("no admission in 4000 decisions")
+		}
+		if n := int64(after.Mallocs-before.Mallocs) - int64(admitted); n < least {
+			least, leastAdmitted = n, admitted
+		}
 	}
-	runtime.ReadMemStats(&after)
-	if n := after.Mallocs - before.Mallocs; n != uint64(admitted) || admitted == 0 {
-		t.Errorf("%d allocations in 4000 decisions on known logs, %d of them admissions: want one per admission", n, admitted)
+	if least != 0 {
+		t.Errorf("%+d allocations beside the %d admissions' in 4000 decisions on known logs (the fewest of five rounds): want one per admission", least, leastAdmitted)
 	}
 }
