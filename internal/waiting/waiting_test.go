@@ -28,11 +28,22 @@ func TestWaitLeavesRoomForLateTimers(t *testing.T) {
 	if err := ls.Wait(context.Background(), "k", try); err != nil { // learns the lateness
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), retry+1500*time.Microsecond)
-	defer cancel()
+	// a context that has the deadline but is never done, so that the
+	// answer follows from the deadline alone however late this goroutine
+	// runs (a context that ends could end before Wait first looks, and
+	// Wait would answer its error)
+	ctx := deadlineOnly{context.Background(), time.Now().Add(retry + 1500*time.Microsecond)}
 	start := time.Now()
 	err := ls.Wait(ctx, "k", try)
 	if !errors.Is(err, ErrDeadline) || asks != 3 {
 		t.Errorf("Wait after late timers, a deadline 1.5ms past the fit: %v after %v and %d asks; want ErrDeadline at once (3 asks)", err, time.Since(start), asks)
 	}
 }
+
+// deadlineOnly is a context with a deadline that is never done.
+type deadlineOnly struct {
+	context.Context
+	at time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.at, true }
