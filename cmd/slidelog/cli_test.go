@@ -228,7 +228,7 @@ func TestBenchRefusesUnknownVariant(t *testing.T) {
 // 1 admitted.
 func TestServeClientCannotChooseItsKey(t *testing.T) {
 	h, stop, err := serveHandler(serveConfig{key: "ip", trusted: "10.0.0.0/8", policy: "closed", name: "x", instances: 1,
-		limit: slidelog.PerMinute(1), deadline: time.Second}, "redis://"+miniredis.RunT(t).Addr(), io.Discard)
+		limit: slidelog.PerMinute(1), deadline: time.Minute}, "redis://"+miniredis.RunT(t).Addr(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,8 +78,11 @@ func TestServe(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
+		// the default --deadline of 100ms is not a test's to wait on: the
+		// embedded Redis' first call compiles the script, slowly under the
+		// race detector on a busy machine
 		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--events", "3", "--window", "1m",
-			"--name", "demo", "--legacy-headers"}, pw, io.Discard)
+			"--name", "demo", "--legacy-headers", "--deadline", "1m"}, pw, io.Discard)
 		_ = pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
