@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,41 +166,69 @@ func section(t *testing.T, s map[string][]string, prefix, out string) (string, [
 // remembers; on a real Redis, for the single-limit log and an AllowAll log,
 // next to an AllowAll log that is a sorted set.
 func TestInspectCompactLogRealRedis(t *testing.T) {
-	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t)})
 	defer func() { _ = rdb.Close() }()
 	l := slidelog.New(rdb, slidelog.Option(optiontest.SlotLog())) // a compact log of slots, an older version's
-	big := slidelog.Limit{Events: 200, Window: 2 * time.Second}
-	small := slidelog.PerMinute(5)
-	admit := func(n int) {
-		t.Helper()
-		if r, err := l.AllowN(ctx, "big", big, n); err != nil || !r.Allowed {
-			t.Fatalf("AllowN %d: %+v, %v", n, r, err)
+	// The round runs on Redis' clock: a machine that stalls for most of a
+	// window between two of its steps makes it find its events expired too
+	// soon, which it sees in the answers; then it runs again on a new key
+	// with every span twice as long.
+	for try, window := 1, 2*time.Second; ; try, window = try+1, 2*window {
+		if inspectCompactLog(t, rdb, l, fmt.Sprintf("big%d", try), window) {
+			return
 		}
-		if r, err := l.AllowAll(ctx, "big", n, big, small); err != nil || !r.Allowed {
-			t.Fatalf("AllowAll %d: %+v, %v", n, r, err)
+		t.Logf("round %d (a %v window): the machine was too slow for its spans; again with twice as long ones", try, window)
+		if try == 4 {
+			t.Fatalf("%d rounds, the last on a %v window, each too slow for its spans", try, window)
 		}
 	}
+}
+
+// inspectCompactLog is TestInspectCompactLogRealRedis's round on key under
+// a limit of 200 events per window; false when an answer shows a step
+// came too late for the round's spans (and nothing was checked).
+func inspectCompactLog(t *testing.T, rdb *redis.Client, l *slidelog.Limiter, key string, window time.Duration) bool {
+	t.Helper()
+	ctx := context.Background()
+	big := slidelog.Limit{Events: 200, Window: window}
+	small := slidelog.PerMinute(5) // longer than every round's window
 	// 129 events (a log of a large limit is a sorted set up to 128 events,
-	// a compact log past them), then 2 more 1.2s later; inspected 1s after
-	// those, the first 129 have left the 2s window (surely: sleeps are at
-	// least as long), the 2 have not.
-	if r, err := l.AllowN(ctx, "big", big, 129); err != nil || !r.Allowed {
+	// a compact log past them), then 2 more 0.6 windows later; inspected
+	// half a window after those, the first 129 have left the window
+	// (surely: sleeps are at least as long), the 2 have not (unless a
+	// step came late: the 2 then admit with 198 remaining, or inspect's
+	// Peek finds 200).
+	if r, err := l.AllowN(ctx, key, big, 129); err != nil || !r.Allowed {
 		t.Fatalf("AllowN 129: %+v, %v", r, err)
 	}
-	if r, err := l.AllowAll(ctx, "big", 129, big); err != nil || !r.Allowed {
+	if r, err := l.AllowAll(ctx, key, 129, big); err != nil || !r.Allowed {
 		t.Fatalf("AllowAll 129: %+v, %v", r, err)
 	}
-	time.Sleep(1200 * time.Millisecond)
-	admit(2)
-	time.Sleep(time.Second)
+	time.Sleep(window * 6 / 10)
+	// the 2 in the reverse order: when the single-limit log's 129 were
+	// still live at its admission of 2 (69 remaining), the AllowAll log's,
+	// recorded after them, were at its admission before
+	admitted := time.Now()
+	if r, err := l.AllowAll(ctx, key, 2, big, small); err != nil || !r.Allowed {
+		t.Fatalf("AllowAll 2: %+v, %v", r, err)
+	}
+	if r, err := l.AllowN(ctx, key, big, 2); err != nil || !r.Allowed {
+		t.Fatalf("AllowN 2: %+v, %v", r, err)
+	} else if r.Remaining != 69 {
+		return false // the 129 had left the window
+	}
+	time.Sleep(window / 2)
 
-	names := logsOf("slidelog:", "big")
-	compact := []string{names.single, names.start + "2000000"}
+	names := logsOf("slidelog:", key)
+	winName := names.start + strconv.FormatInt(window.Microseconds(), 10)
+	compact := []string{names.single, winName}
 	logs := map[string]compactlog.Log{}
 	size := map[string]int{}
 	for _, k := range compact {
 		b, err := rdb.Get(ctx, k).Bytes()
+		if errors.Is(err, redis.Nil) && time.Since(admitted) >= window {
+			return false // every event had left the window, and the log with them
+		}
 		if err != nil {
 			t.Fatalf("%s: %v (the library keeps a log of 200 events compactly: a string)", k, err)
 		}
@@ -211,18 +241,30 @@ func TestInspectCompactLogRealRedis(t *testing.T) {
 		}
 		logs[k], size[k] = lg, len(b)
 	}
-	if typ := rdb.Type(ctx, names.start+"60000000").Val(); typ != "zset" {
-		t.Fatalf("the 1m log of 2 events is a %s, want a sorted set", typ)
+	smallName := names.start + strconv.FormatInt(small.Window.Microseconds(), 10)
+	if typ := rdb.Type(ctx, smallName).Val(); typ != "zset" {
+		t.Fatalf("the %v log of 2 events is a %s, want a sorted set", small.Window, typ)
 	}
 
-	code, out, errs := runLive("inspect", "--redis", rdb.Options().Addr, "--events", "200", "--window", "2s", "big")
+	code, out, errs := runLive("inspect", "--redis", rdb.Options().Addr, "--events", "200", "--window", window.String(), key)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
+	at := regexp.MustCompile(`(?m)^key slidelog:` + key + ` at server time (\S+):`).FindStringSubmatch(out)
+	if at == nil {
+		t.Fatalf("no server time in inspect's output:\n%s", out)
+	}
+	now, err := time.Parse(time.RFC3339Nano, at[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.UnixMicro()-logs[winName].Events[129] >= window.Microseconds() {
+		return false // the 2 had left the window too
+	}
 	s := sections(out)
 	for _, c := range []struct{ prefix, k string }{
-		{"key slidelog:big at server time ", names.single},
-		{"AllowAll log " + names.start + "2000000, window 2s: ", names.start + "2000000"},
+		{"key slidelog:" + key + " at server time ", names.single},
+		{"AllowAll log " + winName + ", window " + window.String() + ": ", winName},
 	} {
 		head, lines := section(t, s, c.prefix, out)
 		lg := logs[c.k]
@@ -252,13 +294,14 @@ func TestInspectCompactLogRealRedis(t *testing.T) {
 			t.Errorf("%s: %d admissions listed from its table, want 2:\n%s", c.k, n, out)
 		}
 	}
-	head, lines := section(t, s, "AllowAll log "+names.start+"60000000, window 1m0s: ", out)
+	head, lines := section(t, s, "AllowAll log "+smallName+", window "+small.Window.String()+": ", out)
 	if !strings.Contains(head, ": 2 events (2 live), expires in ") || strings.Contains(head, "compact") || len(lines) != 2 || !strings.Contains(lines[0], " id ") {
-		t.Errorf("the sorted set of the 1m window: %q, %q", head, lines)
+		t.Errorf("the sorted set of the %v window: %q, %q", small.Window, head, lines)
 	}
-	if !strings.Contains(out, "limit 200 per 2s: the next request would be allowed; remaining 198,") {
+	if !strings.Contains(out, "limit 200 per "+window.String()+": the next request would be allowed; remaining 198,") {
 		t.Errorf("no Peek of 2 live events of 200:\n%s", out)
 	}
+	return true
 }
 
 // A block log (an entry per admission, of any weight) lists its entries
