@@ -299,15 +299,21 @@ func TestContextDone(t *testing.T) {
 		t.Errorf("canceled context: %v", err)
 	}
 
-	// Hold Redis still for 300ms (CLIENT PAUSE is in force once it answers);
-	// a 50ms deadline must end the call early.
-	if err := newClient(t, rdb.Options().Addr).ClientPause(ctx, 300*ms).Err(); err != nil {
+	// Hold a Redis of the test's own still for a minute (CLIENT PAUSE is in
+	// force once it answers; the server ends with the test); a 50ms
+	// deadline must end the call early.
+	paused := newClient(t, redistest.Start(t))
+	pl := slidelog.New(paused)
+	if _, err := pl.Allow(ctx, "warm", slidelog.PerSecond(1)); err != nil { // the script loaded, a connection open
+		t.Fatal(err)
+	}
+	if err := newClient(t, paused.Options().Addr).ClientPause(ctx, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	dl, cancel := context.WithTimeout(ctx, 50*ms)
 	defer cancel()
 	// Had the call waited for the pause to end, it would have succeeded.
-	_, err := l.Allow(dl, "k", slidelog.PerSecond(1))
+	_, err := pl.Allow(dl, "k", slidelog.PerSecond(1))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("deadline: err %v, want one matching context.DeadlineExceeded", err)
 	}
