@@ -28,8 +28,9 @@ import (
 func newLimiter(addr string, timeout time.Duration) *slidelog.Limiter {
 	rdb := redis.NewClient(&redis.Options{
 		Addr: addr,
-		// Without this go-redis ignores context deadlines, and a slow
-		// Redis holds every request for as long as it likes.
+		// WithTimeout needs this (New panics without it): go-redis would
+		// ignore deadlines, and a slow Redis hold every request for as
+		// long as it likes.
 		ContextTimeoutEnabled: true,
 	})
 	return slidelog.New(rdb, slidelog.WithTimeout(timeout))
@@ -62,14 +63,16 @@ func perKey(limiter *slidelog.Limiter, next http.Handler) http.Handler {
 
 // quickstart end
 
-// Example_quickstart runs the quick start against an in-memory Redis on
-// the real clock: three requests fit in the minute, the fourth is told to
-// come back in 60 s, and once Redis is gone the handler answers 503.
+// Example_quickstart runs the quick start against an in-memory Redis:
+// three requests fit in the minute, the fourth is told to come back in
+// 60 s, and once Redis is gone the handler answers 503. Its clock stands
+// still, so that the answer is 60 however long the requests take.
 func Example_quickstart() {
 	mr, err := miniredis.Run()
 	if err != nil {
 		panic(err)
 	}
+	mr.SetTime(noon)
 	// A service bounds a decision by tens of milliseconds (the README's
 	// main: 50ms). Here a minute: the in-memory Redis of a test runs the
 	// script in an interpreter (its first call compiles it), on a machine

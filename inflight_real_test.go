@@ -143,8 +143,9 @@ func TestRenewRealRedis(t *testing.T) {
 	prefix := uniqueKey(t) + ":"
 	l := New(rdb, WithPrefix(prefix))
 	log := prefix + "{" + prefix + "k}:inflight"
-	// every step up to the release within one lease: long, for a busy
-	// machine (the test sleeps it once, at the end)
+	// the steps that must come within a lease of the acquisition or
+	// renewal before them (each denial's, each renewal's): a long lease,
+	// for a busy machine (the test sleeps it once, at the end)
 	lease := 3 * time.Second
 	lim := InFlight(1, lease)
 	a, err := l.Acquire(ctx, "k", lim)
