@@ -207,6 +207,13 @@ func TestResetBlocks(t *testing.T) {
 		prefix := uniqueKey(t) + ":"
 		l := slidelog.New(rdb, slidelog.Option(optiontest.CompactAbove(st.above)), slidelog.WithPrefix(prefix), slidelog.WithoutBatching())
 		fill(l, "k", 1000000)
+		// a compact log is one string, which Reset's DEL frees in one step
+		// whatever its events: what keeps its figure below (Redis' own
+		// time, which on a busy machine counts the moments its process
+		// was not run too) under the 5 ms target
+		if typ := rdb.Type(ctx, prefix+"k").Val(); st.name == "compact log" && typ != "string" {
+			t.Errorf("a compact log of 1 000 000 events is a %s, want one string", typ)
+		}
 		if err := rdb.ScriptLoad(ctx, slidelog.ScriptSources["reset.lua"]).Err(); err != nil { // (its first run, measured, would load it)
 			t.Fatal(err)
 		}
@@ -226,11 +233,6 @@ func TestResetBlocks(t *testing.T) {
 		latest := rdb.Do(ctx, "LATENCY", "LATEST").Val()
 		rdb.ConfigSet(ctx, "latency-monitor-threshold", "0")
 		t.Logf("| %s, 1 000 000 events | Reset: %d µs in Redis | expiry: latency events over 1 ms: %v |", st.name, reset, latest)
-		if st.name == "compact log" {
-			// a figure, not a test's verdict: Redis' own time counts the
-			// moments its process was not run, on a busy machine too
-			t.Logf("Reset of a compact log of 1 000 000 events: %d µs in Redis (target: 5 ms)", reset)
-		}
 	}
 }
 
